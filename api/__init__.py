@@ -1,0 +1,1 @@
+"""The falcon WSGI API of jobpost: the v1.1 employer endpoints, health and metrics."""

@@ -1,0 +1,65 @@
+"""Reading request bodies exactly: size first (413), then media type (415), then JSON (400)."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+import falcon
+
+from api.errors import Problem
+
+MiB = 1024 * 1024
+JOB_BODY_LIMIT = MiB  # C1: the request size limit the interface leaves open
+
+
+def read_bytes(req: falcon.Request, limit: int) -> bytes:
+    """The raw body, refusing more than `limit` bytes, chunked bodies included (C1 413)."""
+    if req.content_length is not None and req.content_length > limit:
+        raise too_large(limit)
+    stream = req.bounded_stream if req.content_length is not None else req.stream
+    if req.content_length is None and not _chunked(req):
+        return b""
+    data: bytes = stream.read(limit + 1)
+    if len(data) > limit:
+        raise too_large(limit)
+    return data
+
+
+def _chunked(req: falcon.Request) -> bool:
+    return "chunked" in (req.get_header("Transfer-Encoding") or "").lower()
+
+
+def too_large(limit: int) -> Problem:
+    return Problem(413, "payload_too_large", f"The body is over {limit // MiB} MiB.")
+
+
+def media_type(req: falcon.Request) -> str:
+    return (req.content_type or "").split(";", 1)[0].strip().lower()
+
+
+def read_json(req: falcon.Request, *, limit: int = JOB_BODY_LIMIT,
+              optional: bool = False) -> dict[str, Any]:  # fmt: skip
+    """The body as a JSON object. With `optional`, an absent body is {} and needs no type."""
+    data = read_bytes(req, limit)
+    if optional and not data:
+        return {}
+    if media_type(req) != "application/json":
+        raise Problem(415, "unsupported_media_type", "Send the body as application/json.")
+    return parse_json(data)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_json(data: bytes) -> dict[str, Any]:
+    """Parse with numbers as Decimal (never through floats); hostile input is a 400 (C4)."""
+    try:
+        value = json.loads(data.decode("utf-8"), parse_float=Decimal, parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise Problem(400, "malformed_json", "The body is not valid UTF-8 JSON.") from None
+    if not isinstance(value, dict):
+        raise Problem(400, "malformed_json", "The body must be a JSON object.")
+    return value

@@ -1,0 +1,104 @@
+"""Every error as an RFC 9457 problem in the C1 shape, mapped in this one place."""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+from typing import Any
+
+import falcon
+import orjson
+
+from models.errors import (
+    ApplyViaUrl,
+    DomainError,
+    DuplicateReferenceId,
+    FieldError,
+    NotFound,
+    ValidationFailed,
+)
+
+log = logging.getLogger("jobpost.api")
+PROBLEM = "application/problem+json"
+
+DOMAIN_STATUS: dict[type[DomainError], int] = {
+    NotFound: 404,
+    DuplicateReferenceId: 409,
+    ApplyViaUrl: 409,
+    ValidationFailed: 422,
+}
+# Codes for the errors falcon itself raises (routing, method), by status.
+FALCON_CODES = {404: "not_found", 405: "method_not_allowed", 400: "malformed_json",
+                413: "payload_too_large", 415: "unsupported_media_type"}  # fmt: skip
+
+
+class Problem(falcon.HTTPError):
+    """An HTTP error with a C1 `code` and, for 422 and invalid_query, its `errors` entries."""
+
+    def __init__(self, status: int, code: str, detail: str, *,
+                 errors: list[FieldError] | None = None,
+                 headers: dict[str, str] | None = None) -> None:  # fmt: skip
+        super().__init__(status, title=title(status), description=detail,
+                         headers=headers)  # fmt: skip
+        self.problem_code = code
+        self.errors = errors
+
+
+def title(status: int) -> str:
+    # RFC 9110 renamed 422; Python before 3.13 still has the old phrase.
+    return "Unprocessable Content" if status == 422 else HTTPStatus(status).phrase
+
+
+def problem_body(status: int, code: str, detail: str | None,
+                 errors: list[FieldError] | None = None) -> dict[str, Any]:  # fmt: skip
+    body: dict[str, Any] = {"type": "about:blank", "title": title(status),
+                            "status": status, "code": code}  # fmt: skip
+    if detail:
+        body["detail"] = detail
+    if errors is not None:
+        body["errors"] = [e.as_dict() for e in errors]
+    return body
+
+
+def serialize(req: falcon.Request, resp: falcon.Response, error: falcon.HTTPError) -> None:
+    """Falcon's error serializer: every HTTPError leaves as a C1 problem."""
+    status = error.status_code
+    code = getattr(error, "problem_code", None) or FALCON_CODES.get(status, "error")
+    detail = error.description or _default_detail(status)
+    resp.data = orjson.dumps(problem_body(status, code, detail, getattr(error, "errors", None)))
+    resp.content_type = PROBLEM
+
+
+def _default_detail(status: int) -> str:
+    if status == 404:
+        return "No such resource."
+    if status == 405:
+        return "This method is not allowed on this resource."
+    return HTTPStatus(status).description
+
+
+def handle_domain(req: falcon.Request, resp: falcon.Response, ex: DomainError,
+                  params: dict[str, Any]) -> None:  # fmt: skip
+    status = DOMAIN_STATUS.get(type(ex), 400)
+    errors = ex.errors if isinstance(ex, ValidationFailed) else None
+    raise Problem(status, ex.code, ex.detail, errors=errors)
+
+
+def handle_unexpected(req: falcon.Request, resp: falcon.Response, ex: Exception,
+                      params: dict[str, Any]) -> None:  # fmt: skip
+    """Anything unexpected: logged with the request id, never detailed to the client (C1)."""
+    if isinstance(ex, falcon.HTTPError):
+        raise ex
+    log.exception("unhandled error", extra={"request_id": getattr(req.context, "request_id", None)})
+    raise Problem(
+        500,
+        "internal_error",
+        "Something went wrong on our side. "
+        f"Quote request id {getattr(req.context, 'request_id', '-')} to support.",
+    )
+
+
+def register(app: falcon.App[falcon.Request, falcon.Response]) -> None:
+    app.set_error_serializer(serialize)
+    app.add_error_handler(Exception, handle_unexpected)
+    app.add_error_handler(DomainError, handle_domain)

@@ -1,0 +1,81 @@
+"""The job resources: the eight operations of the interface (C4 to C7)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import date
+
+import falcon
+
+from api import query, representations
+from api.auth import employer_of, require_employer
+from api.body import read_json
+from api.responses import path_id, send_json
+from models import jobs
+from models.errors import FieldError
+from models.job_rules import STATUSES
+
+
+class _JobResource:
+    def __init__(self, today: Callable[[], date], public_base_url: str | None) -> None:
+        self.today = today
+        self.public_base_url = public_base_url
+
+    def _location(self, req: falcon.Request, job_id: int) -> str:
+        return f"{query.base_url(req, self.public_base_url)}/api/v1.1/jobs/{job_id}"
+
+
+@falcon.before(require_employer)
+class JobCollection(_JobResource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        errors: list[FieldError] = []
+        status = query.choice(req, "status", STATUSES, errors)
+        paging = query.paging(req, errors)
+        if errors:
+            raise query.invalid(errors)
+        q = query.param(req, "q")
+        page = jobs.listing(req.context.session, employer_of(req), q=q, status=status,
+                            page=paging.page, page_size=paging.page_size)  # fmt: skip
+        send_json(resp, {
+            "data": [representations.header(j) for j in page.jobs],
+            "paging": query.paging_object(req, self.public_base_url, paging, page.total,
+                                          {"q": q, "status": status}),
+        })  # fmt: skip
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = read_json(req)
+        job = jobs.create(req.context.session, employer_of(req), body, today=self.today())
+        resp.location = self._location(req, job.id)
+        send_json(resp, representations.job(job), 201)
+
+    def on_put(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = read_json(req)
+        job, created = jobs.upsert(req.context.session, employer_of(req), body, today=self.today())
+        if created:
+            resp.location = self._location(req, job.id)
+        send_json(resp, representations.job(job), 201 if created else 200)
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = read_json(req, optional=True)
+        jobs.delete_by_reference(req.context.session, employer_of(req), body)
+        resp.status = 204
+
+
+@falcon.before(require_employer)
+class JobItem(_JobResource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
+        job = jobs.get(req.context.session, employer_of(req), path_id(job_id))
+        send_json(resp, representations.job(job))
+
+    def on_put(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
+        body = read_json(req)  # 400 outranks 404 (C1)
+        session, employer = req.context.session, employer_of(req)
+        job = jobs.get(session, employer, path_id(job_id))
+        job = jobs.update(session, employer, job, body, today=self.today())
+        send_json(resp, representations.job(job))
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
+        read_json(req, optional=True)  # a body is not needed, but must be JSON if sent (C1)
+        session = req.context.session
+        jobs.delete(session, jobs.get(session, employer_of(req), path_id(job_id)))
+        resp.status = 204

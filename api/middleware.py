@@ -1,0 +1,82 @@
+"""Request middleware: request id, method override, CORS, and the per-request session."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+import falcon
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.errors import Problem
+from models import db
+
+REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+CORS_HEADERS = "API-Key, Content-Type, X-HTTP-Method-Override, X-Request-ID, If-None-Match"
+
+
+class RequestId:
+    """Honour a well-formed X-Request-ID, else make one; echo it (C9)."""
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        given = req.get_header("X-Request-ID") or ""
+        req.context.request_id = given if REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+        req.context.employer = None
+
+    def process_response(self, req: falcon.Request, resp: falcon.Response, resource: Any,
+                         req_succeeded: bool) -> None:  # fmt: skip
+        resp.set_header("X-Request-ID", req.context.request_id)
+
+
+class MethodOverride:
+    """POST with X-HTTP-Method-Override: PUT or DELETE is handled as that method (C7)."""
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        override = req.get_header("X-HTTP-Method-Override")
+        if req.method != "POST" or override is None:
+            return
+        method = override.strip().upper()
+        if method not in ("PUT", "DELETE"):
+            raise Problem(400, "invalid_method_override",
+                          "X-HTTP-Method-Override may name PUT or DELETE only.")  # fmt: skip
+        req.method = method
+
+
+class Cors:
+    """Any origin may call the API from a browser; preflights allow our headers (C2)."""
+
+    def process_response(self, req: falcon.Request, resp: falcon.Response, resource: Any,
+                         req_succeeded: bool) -> None:  # fmt: skip
+        resp.set_header("Access-Control-Allow-Origin", "*")
+        resp.set_header(
+            "Access-Control-Expose-Headers", "Location, X-Request-ID, ETag, Retry-After"
+        )
+        if req.method == "OPTIONS" and req.get_header("Access-Control-Request-Method"):
+            allow = resp.get_header("Allow") or "GET, POST, PUT, DELETE"
+            resp.set_header("Access-Control-Allow-Methods", allow)
+            resp.set_header("Access-Control-Allow-Headers", CORS_HEADERS)
+            resp.set_header("Access-Control-Max-Age", "86400")
+
+
+class SessionManager:
+    """One session per request, committed once on success, rolled back otherwise."""
+
+    def __init__(self, factory: sessionmaker[Session]) -> None:
+        self.factory = factory
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        req.context.session = self.factory()  # connects lazily: /healthz touches nothing
+
+    def process_response(self, req: falcon.Request, resp: falcon.Response, resource: Any,
+                         req_succeeded: bool) -> None:  # fmt: skip
+        session: Session | None = getattr(req.context, "session", None)
+        if session is None:
+            return
+        try:
+            if req_succeeded and resp.status_code < 400:
+                db.commit(session)
+            else:
+                db.discard(session)
+        finally:
+            session.close()

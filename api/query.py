@@ -1,0 +1,90 @@
+"""Query strings and paging links (C6): strict parameters, absolute links, filters carried."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+import falcon
+
+from api.errors import Problem
+from models.errors import FieldError
+
+DIGITS = re.compile(r"[0-9]{1,10}")
+
+
+@dataclass(frozen=True)
+class Paging:
+    page: int
+    page_size: int
+
+    @property
+    def offset(self) -> int:
+        return (self.page - 1) * self.page_size
+
+
+def param(req: falcon.Request, name: str) -> str | None:
+    """A parameter's value; an empty value means absent (C1)."""
+    value = req.get_param(name)
+    return value if value else None
+
+
+def invalid(errors: list[FieldError]) -> Problem:
+    names = ", ".join(e.field for e in errors)
+    return Problem(400, "invalid_query", f"Invalid query parameter: {names}.", errors=errors)
+
+
+def _bounded(req: falcon.Request, name: str, default: int, top: int | None,
+             errors: list[FieldError]) -> int:  # fmt: skip
+    raw = param(req, name)
+    if raw is None:
+        return default
+    if not DIGITS.fullmatch(raw):
+        errors.append(FieldError(name, "invalid_type", f"{name} must be a whole number."))
+        return default
+    value = int(raw)
+    if value < 1 or (top is not None and value > top):
+        span = f"1 to {top}" if top else "at least 1"
+        errors.append(FieldError(name, "out_of_range", f"{name} must be {span}."))
+    return value
+
+
+def choice(req: falcon.Request, name: str, allowed: tuple[str, ...],
+           errors: list[FieldError]) -> str | None:  # fmt: skip
+    raw = param(req, name)
+    if raw is not None and raw not in allowed:
+        errors.append(
+            FieldError(name, "out_of_range", f"{name} must be one of {', '.join(allowed)}.")
+        )
+        return None
+    return raw
+
+
+def paging(req: falcon.Request, errors: list[FieldError]) -> Paging:
+    return Paging(page=_bounded(req, "page", 1, None, errors),
+                  page_size=_bounded(req, "pageSize", 10, 100, errors))  # fmt: skip
+
+
+def base_url(req: falcon.Request, public_base_url: str | None) -> str:
+    return public_base_url or f"{req.scheme}://{req.netloc}"
+
+
+def paging_object(req: falcon.Request, public_base_url: str | None, p: Paging, total: int,
+                  filters: dict[str, str | None]) -> dict[str, object]:  # fmt: skip
+    """The paging member, with `previous`/`next` carrying the supplied filters (C6)."""
+    pages = -(-total // p.page_size)
+    carried = {k: v for k, v in filters.items() if v is not None}
+
+    def link(page: int) -> str:
+        query = urlencode({**carried, "pageSize": p.page_size, "page": page})
+        return f"{base_url(req, public_base_url)}{req.path}?{query}"
+
+    return {
+        "total": total,
+        "page": p.page,
+        "pages": pages,
+        "pageSize": p.page_size,
+        "previous": link(p.page - 1) if p.page > 1 else None,
+        "next": link(p.page + 1) if p.page < pages else None,
+    }

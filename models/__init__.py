@@ -1,0 +1,1 @@
+"""Storage and domain rules of jobpost, shared by the API and the workers."""

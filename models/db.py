@@ -1,0 +1,92 @@
+"""Engine, sessions and the unit of work shared by the API and the workers.
+
+Domain functions flush but never commit; whoever opened the session (the request middleware
+or `session_scope`) commits once, then runs the callbacks registered with `after_commit`
+(enqueueing a task only once its rows are visible to the worker).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+log = logging.getLogger(__name__)
+
+AFTER_COMMIT = "jobpost.after_commit"
+
+
+def make_engine(url: str, **kwargs: Any) -> Engine:
+    """Create an engine; SQLite gets WAL, a busy timeout and write-ahead `BEGIN IMMEDIATE`."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        kwargs.setdefault("pool_pre_ping", True)
+        return create_engine(url, **kwargs)
+    if parsed.database and parsed.database != ":memory:":
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"timeout": 30}, **kwargs)
+    _tune_sqlite(engine)
+    return engine
+
+
+def _tune_sqlite(engine: Engine) -> None:
+    # pysqlite's own transaction handling defers BEGIN and breaks SAVEPOINT; take it over.
+    # BEGIN IMMEDIATE takes the write lock up front, so two processes never deadlock on a
+    # read-then-write upgrade (SQLite would fail one at once instead of waiting).
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+def after_commit(session: Session, callback: Callable[[], object]) -> None:
+    """Run `callback` once the session's current transaction has committed."""
+    session.info.setdefault(AFTER_COMMIT, []).append(callback)
+
+
+def commit(session: Session) -> None:
+    """Commit, then run the after-commit callbacks; a failing callback is logged, not raised."""
+    session.commit()
+    for callback in session.info.pop(AFTER_COMMIT, []):
+        try:
+            callback()
+        except Exception:
+            log.exception("after-commit callback failed")
+
+
+def discard(session: Session) -> None:
+    session.info.pop(AFTER_COMMIT, None)
+    session.rollback()
+
+
+@contextmanager
+def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
+    """A unit of work outside requests (tasks, CLI): commit on success, roll back otherwise."""
+    session = factory()
+    try:
+        yield session
+        commit(session)
+    except BaseException:
+        discard(session)
+        raise
+    finally:
+        session.close()

@@ -1,0 +1,242 @@
+"""The tables of jobpost as typed SQLAlchemy entities."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Date,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    Numeric,
+    String,
+    Text,
+    TypeDecorator,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+# Stable constraint names, so migrations can name what they alter.
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes on every backend (SQLite keeps no offset)."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime")
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        return None if value is None else value.replace(tzinfo=UTC)
+
+
+class Employer(Base):
+    __tablename__ = "employers"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128))
+    plan: Mapped[str] = mapped_column(String(16), default="standard")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class ApiKey(Base):
+    __tablename__ = "api_keys"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    employer_id: Mapped[int] = mapped_column(ForeignKey("employers.id", ondelete="CASCADE"))
+    prefix: Mapped[str] = mapped_column(String(12), unique=True)
+    digest: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    employer: Mapped[Employer] = relationship(lazy="joined")
+
+
+class PositionType(Base):
+    __tablename__ = "position_types"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    name: Mapped[str] = mapped_column(String(10))
+
+
+class Category(Base):
+    __tablename__ = "categories"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    name: Mapped[str] = mapped_column(String(40))
+
+
+class SalaryPeriod(Base):
+    __tablename__ = "salary_periods"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    name: Mapped[str] = mapped_column(String(50))
+    unit: Mapped[str] = mapped_column(String(50))
+
+
+class Location(Base):
+    """A gazetteer place (GeoNames id) or a province/territory (ids 1 to 13), C3."""
+
+    __tablename__ = "locations"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    name: Mapped[str] = mapped_column(String(256))
+    description: Mapped[str] = mapped_column(String(300))
+    type: Mapped[str] = mapped_column(String(50))
+    province_code: Mapped[str] = mapped_column(String(2))
+    latitude: Mapped[float | None] = mapped_column(Float)
+    longitude: Mapped[float | None] = mapped_column(Float)
+    population: Mapped[int] = mapped_column(BigInteger, default=0)
+    listed: Mapped[bool] = mapped_column(Boolean, default=False)  # in GET /locations
+    name_key: Mapped[str] = mapped_column(String(256))  # folded name, for `q`
+    __table_args__ = (Index("ix_locations_listed_name", "listed", "name"),)
+
+
+class LocationName(Base):
+    """A folded name (official or alternate) by which a place can be written (C3)."""
+
+    __tablename__ = "location_names"
+    key: Mapped[str] = mapped_column(String(256), primary_key=True)
+    location_id: Mapped[int] = mapped_column(
+        ForeignKey("locations.id", ondelete="CASCADE"), primary_key=True
+    )
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    employer_id: Mapped[int] = mapped_column(ForeignKey("employers.id", ondelete="CASCADE"))
+    reference_id: Mapped[str | None] = mapped_column(String(50))
+    title: Mapped[str] = mapped_column(String(256))
+    search_text: Mapped[str] = mapped_column(Text)  # casefolded title + referenceId (C6)
+    publish_date: Mapped[date] = mapped_column(Date)
+    close_date: Mapped[date] = mapped_column(Date)
+    confidential: Mapped[bool] = mapped_column(Boolean, default=False)
+    auto_refresh: Mapped[bool] = mapped_column(Boolean, default=False)
+    status: Mapped[str] = mapped_column(String(10))
+    position_type_id: Mapped[int] = mapped_column(ForeignKey("position_types.id"))
+    salary_amount: Mapped[Decimal | None] = mapped_column(Numeric(12, 2))
+    salary_max: Mapped[Decimal | None] = mapped_column(Numeric(12, 2))
+    salary_period_id: Mapped[int | None] = mapped_column(ForeignKey("salary_periods.id"))
+    salary_commission: Mapped[bool] = mapped_column(Boolean, default=False)
+    description: Mapped[str] = mapped_column(Text)
+    routing_type: Mapped[int] = mapped_column(Integer)
+    application_email: Mapped[str | None] = mapped_column(String(50))
+    application_url: Mapped[str | None] = mapped_column(String(200))
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    employer: Mapped[Employer] = relationship(lazy="joined")
+    position_type: Mapped[PositionType] = relationship(lazy="joined")
+    salary_period: Mapped[SalaryPeriod | None] = relationship(lazy="joined")
+    job_locations: Mapped[list[JobLocation]] = relationship(
+        order_by="JobLocation.position", cascade="all, delete-orphan", lazy="selectin"
+    )
+    job_categories: Mapped[list[JobCategory]] = relationship(
+        order_by="JobCategory.position", cascade="all, delete-orphan", lazy="selectin"
+    )
+
+    __table_args__ = (
+        Index("ix_jobs_employer_published", "employer_id", publish_date.desc(), id.desc()),
+        Index("uq_jobs_employer_reference", "employer_id", "reference_id", unique=True),
+        Index("ix_jobs_status_close", "status", "close_date"),
+    )
+
+    @property
+    def locations(self) -> list[Location]:
+        return [jl.location for jl in self.job_locations]
+
+    @property
+    def categories(self) -> list[Category]:
+        return [jc.category for jc in self.job_categories]
+
+
+class JobLocation(Base):
+    __tablename__ = "job_locations"
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    location_id: Mapped[int] = mapped_column(ForeignKey("locations.id"))
+    location: Mapped[Location] = relationship(lazy="joined")
+
+
+class JobCategory(Base):
+    __tablename__ = "job_categories"
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    category_id: Mapped[int] = mapped_column(ForeignKey("categories.id"))
+    category: Mapped[Category] = relationship(lazy="joined")
+
+
+class Application(Base):
+    """An application, with a snapshot of the job so delivery survives its deletion (C8)."""
+
+    __tablename__ = "applications"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id", ondelete="SET NULL"))
+    employer_id: Mapped[int] = mapped_column(ForeignKey("employers.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(100))
+    email: Mapped[str] = mapped_column(String(320))
+    phone: Mapped[str | None] = mapped_column(String(30))
+    cover_letter: Mapped[str | None] = mapped_column(Text)
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    job_title: Mapped[str] = mapped_column(String(256))
+    job_reference_id: Mapped[str | None] = mapped_column(String(50))
+    application_email: Mapped[str] = mapped_column(String(50))
+    employer_name: Mapped[str] = mapped_column(String(128))
+    resume_filename: Mapped[str | None] = mapped_column(String(120))
+    resume_content_type: Mapped[str | None] = mapped_column(String(100))
+    resume_size: Mapped[int | None] = mapped_column(Integer)
+
+    outbox: Mapped[OutboxEntry] = relationship(
+        back_populates="application", cascade="all, delete-orphan", lazy="joined"
+    )
+    __table_args__ = (
+        Index("ix_applications_employer_received", "employer_id", received_at.desc(), id.desc()),
+        Index("ix_applications_job", "job_id"),
+    )
+
+
+class Resume(Base):
+    """Résumé bytes, kept apart so listing applications never loads them (C8)."""
+
+    __tablename__ = "resumes"
+    application_id: Mapped[int] = mapped_column(
+        ForeignKey("applications.id", ondelete="CASCADE"), primary_key=True
+    )
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class OutboxEntry(Base):
+    """Delivery state of one application's email copy (C8)."""
+
+    __tablename__ = "outbox"
+    application_id: Mapped[int] = mapped_column(
+        ForeignKey("applications.id", ondelete="CASCADE"), primary_key=True
+    )
+    status: Mapped[str] = mapped_column(String(10), default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    enqueued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    application: Mapped[Application] = relationship(back_populates="outbox")
+    __table_args__ = (Index("ix_outbox_status_next", "status", "next_attempt_at"),)

@@ -1,0 +1,105 @@
+"""Job description HTML: the allow-list check and the nh3 cleaning of C4.
+
+`check_description` reports every rule the HTML breaks, so a write can be answered with a 422;
+`clean_description` is what is stored, so what is served is safe even if the check had a gap.
+"""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+
+import nh3
+
+from models.errors import FieldError
+
+ALLOWED_TAGS: frozenset[str] = frozenset(
+    {"strong", "b", "em", "i", "br", "p", "div", "ul", "ol", "li", "a"}
+)
+_A_ATTRIBUTES = frozenset({"href", "target"})
+_URL_SCHEMES = frozenset({"http", "https", "mailto"})
+# The WHATWG URL parser strips leading/trailing C0 controls and spaces and drops tabs and newlines
+# anywhere; without a scheme the URL is relative (rejected too).
+_STRIP = "".join(map(chr, range(0x21)))
+_TAB_NEWLINE = re.compile("[\t\n\r]")
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):")
+# nh3 (html5ever) can leave <p> in <p>, <a> in <a> or <li> in <li> once it strips a disallowed
+# element that scoped them (button, object, table, select, svg...); reparsing such output moves
+# them, so one pass is not idempotent. Output of allowed tags only is stable after one more pass.
+_MAX_PASSES = 5
+
+
+def _href_scheme(href: str) -> str | None:
+    """The scheme a browser would see in `href`, lower-cased, or None for a relative URL."""
+    match = _SCHEME.match(_TAB_NEWLINE.sub("", href.strip(_STRIP)))
+    return match.group(1).lower() if match else None
+
+
+class _Checker(HTMLParser):
+    """Collects one FieldError per distinct violation, in document order."""
+
+    def __init__(self, field: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.field = field
+        self.errors: list[FieldError] = []
+
+    def _add(self, code: str, message: str) -> None:
+        error = FieldError(self.field, code, message)
+        if error not in self.errors:
+            self.errors.append(error)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in ALLOWED_TAGS:
+            self._add("html_tag_not_allowed", f"Tag <{tag}> is not allowed.")
+            return
+        allowed = _A_ATTRIBUTES if tag == "a" else frozenset[str]()
+        for name, _value in attrs:
+            if name not in allowed:
+                message = f"Attribute {name} is not allowed on <{tag}>."
+                self._add("html_attribute_not_allowed", message)
+        if tag != "a":
+            return
+        hrefs = [value or "" for name, value in attrs if name == "href"]
+        if not hrefs or any(not href.strip(_STRIP) for href in hrefs):
+            self._add("html_href_required", "Tag <a> requires a non-empty href attribute.")
+        elif any(_href_scheme(href) not in _URL_SCHEMES for href in hrefs):
+            message = "Attribute href on <a> must be an http, https or mailto URL."
+            self._add("html_href_scheme", message)
+
+    def handle_decl(self, decl: str) -> None:
+        self._add("html_tag_not_allowed", "A doctype declaration is not allowed.")
+
+    def unknown_decl(self, data: str) -> None:
+        self._add("html_tag_not_allowed", "A <![...]> section is not allowed.")
+
+    def handle_pi(self, data: str) -> None:
+        self._add("html_tag_not_allowed", "A processing instruction is not allowed.")
+
+
+def check_description(html: str, field: str = "description") -> list[FieldError]:
+    """Every distinct violation of the C4 HTML rules in `html`, reported on `field`."""
+    checker = _Checker(field)
+    checker.feed(html)
+    checker.close()
+    return checker.errors
+
+
+def _clean_once(html: str) -> str:
+    return nh3.clean(
+        html,
+        tags=set(ALLOWED_TAGS),
+        attributes={"a": set(_A_ATTRIBUTES)},
+        url_schemes=set(_URL_SCHEMES),
+        link_rel=None,
+    )
+
+
+def clean_description(html: str) -> str:
+    """`html` through nh3 with the C4 allow-list, repeated to a fixpoint so it is idempotent."""
+    cleaned = _clean_once(html)
+    for _ in range(_MAX_PASSES):
+        again = _clean_once(cleaned)
+        if again == cleaned:
+            break
+        cleaned = again
+    return cleaned

@@ -1,0 +1,268 @@
+"""The write shape of a job (C4): every rule checked, every broken rule reported at once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import date
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from models import checks, html, places
+from models.checks import Invalid
+from models.entities import Category, Employer, Job, Location, PositionType, SalaryPeriod
+from models.errors import FieldError, ValidationFailed
+from models.reference import ROUTING_TYPES
+
+STATUSES = ("active", "archived", "draft")
+REQUIRED = ("title", "locations", "categories", "positionType", "description",
+            "applicantRoutingType")  # fmt: skip
+EMAIL, URL = 1, 2
+
+
+class _Context:
+    def __init__(self, session: Session, employer: Employer, job: Job | None, today: date):
+        self.session, self.employer, self.job, self.today = session, employer, job, today
+        self.errors: list[FieldError] = []
+        self.out: dict[str, Any] = {}
+
+    def fail(self, field: str, code: str, message: str) -> None:
+        self.errors.append(FieldError(field, code, message))
+
+
+def _reference_id(ctx: _Context, value: Any) -> None:
+    if value is None or value == "":
+        ctx.out["reference_id"] = None
+    else:
+        ctx.out["reference_id"] = checks.string(value, "referenceId", max_len=50)
+
+
+def _title(ctx: _Context, value: Any) -> None:
+    ctx.out["title"] = checks.string(value, "title", max_len=256, trim=True)
+
+
+def _close_date(ctx: _Context, value: Any) -> None:
+    if value is None:
+        ctx.out["close_date"] = None  # reset to the default by the caller (C4)
+        return
+    close = checks.iso_date(value, "closeDate")
+    if close < ctx.today:
+        raise Invalid("closeDate", "in_the_past", "closeDate must not be before today.")
+    if ctx.job is not None and close < ctx.job.publish_date:
+        raise Invalid("closeDate", "out_of_range", "closeDate must not be before publishDate.")
+    ctx.out["close_date"] = close
+
+
+def _confidential(ctx: _Context, value: Any) -> None:
+    ctx.out["confidential"] = checks.boolean(value, "confidential")
+
+
+def _auto_refresh(ctx: _Context, value: Any) -> None:
+    flag = checks.boolean(value, "autoRefresh")
+    if flag and ctx.employer.plan != "unlimited":
+        raise Invalid(
+            "autoRefresh",
+            "auto_refresh_requires_unlimited_plan",
+            "autoRefresh is available only on unlimited job plans.",
+        )
+    ctx.out["auto_refresh"] = flag
+
+
+def _status(ctx: _Context, value: Any) -> None:
+    text = checks.string(value, "status", max_len=10)
+    if text not in STATUSES:
+        raise Invalid("status", "out_of_range", "status must be active, archived or draft.")
+    ctx.out["status"] = text
+
+
+def _locations(ctx: _Context, value: Any) -> None:
+    entries = checks.array(value, "locations", least=1, most=3, noun=("location", "locations"))
+    found: list[Location] = []
+    for i, entry in enumerate(entries):
+        result = places.resolve(ctx.session, entry, f"locations[{i}]")
+        if isinstance(result, FieldError):
+            ctx.errors.append(result)
+        elif any(loc.id == result.id for loc in found):
+            ctx.fail(f"locations[{i}]", "duplicate", f"{result.description} is listed twice.")
+        else:
+            found.append(result)
+    ctx.out["locations"] = found
+
+
+def _categories(ctx: _Context, value: Any) -> None:
+    entries = checks.array(value, "categories", least=1, most=3, noun=("category", "categories"))
+    found: list[Category] = []
+    for i, entry in enumerate(entries):
+        field = f"categories[{i}]"
+        try:
+            cid = checks.int32(_member(entry, field, "id"), f"{field}.id")
+        except Invalid as e:
+            ctx.errors.append(e.error)
+            continue
+        category = ctx.session.get(Category, cid)
+        if category is None:
+            ctx.fail(f"{field}.id", "unknown_category", f"No job category has id {cid}.")
+        elif category in found:
+            ctx.fail(f"{field}.id", "duplicate", f"Category {cid} is listed twice.")
+        else:
+            found.append(category)
+    ctx.out["categories"] = found
+
+
+def _member(value: Any, field: str, name: str) -> Any:
+    """`value[name]` of a JSON object, or a `required` error on `field.name`."""
+    if checks.obj(value, field).get(name) is None:
+        raise Invalid(f"{field}.{name}", "required", f"{field}.{name} is required.")
+    return value[name]
+
+
+def _position_type(ctx: _Context, value: Any) -> None:
+    pid = checks.int32(_member(value, "positionType", "id"), "positionType.id")
+    position_type = ctx.session.get(PositionType, pid)
+    if position_type is None:
+        raise Invalid("positionType.id", "unknown_position_type", f"No position type has id {pid}.")
+    ctx.out["position_type"] = position_type
+
+
+def _salary(ctx: _Context, value: Any) -> None:
+    if value is None:
+        ctx.out.update(salary_amount=None, salary_max=None, salary_period=None)
+        ctx.out["salary_commission"] = False
+        return
+    salary = checks.obj(value, "salary")
+    parts: dict[str, Any] = {}
+    for key, check in _SALARY_PARTS.items():
+        try:
+            parts[key] = check(ctx, salary.get(key))
+        except Invalid as e:
+            ctx.errors.append(e.error)
+    amount, top = parts.get("amount"), parts.get("maxAmount")
+    if amount is not None and top is not None and top < amount:
+        ctx.fail("salary.maxAmount", "below_amount", "salary.maxAmount must not be below amount.")
+    ctx.out.update(salary_amount=amount, salary_max=top, salary_period=parts.get("period"))
+    ctx.out["salary_commission"] = parts.get("plusCommission", False)
+
+
+def _salary_amount(ctx: _Context, value: Any) -> Any:
+    if value is None:
+        raise Invalid("salary.amount", "required", "salary.amount is required in a salary.")
+    return checks.amount(value, "salary.amount")
+
+
+def _salary_max(ctx: _Context, value: Any) -> Any:
+    return None if value is None else checks.amount(value, "salary.maxAmount")
+
+
+def _salary_period(ctx: _Context, value: Any) -> SalaryPeriod:
+    if value is None:
+        raise Invalid("salary.period.id", "required", "salary.period.id is required.")
+    pid = checks.int32(_member(value, "salary.period", "id"), "salary.period.id")
+    period = ctx.session.get(SalaryPeriod, pid)
+    if period is None:
+        raise Invalid("salary.period.id", "unknown_salary_period", "salary.period.id is 1 to 5.")
+    return period
+
+
+def _commission(ctx: _Context, value: Any) -> bool:
+    return False if value is None else checks.boolean(value, "salary.plusCommission")
+
+
+_SALARY_PARTS: dict[str, Callable[[_Context, Any], Any]] = {
+    "amount": _salary_amount,
+    "maxAmount": _salary_max,
+    "period": _salary_period,
+    "plusCommission": _commission,
+}
+
+
+def _description(ctx: _Context, value: Any) -> None:
+    text = checks.string(value, "description", max_len=10**9)
+    if not text.strip():
+        raise Invalid("description", "too_short", "description must not be empty.")
+    problems = html.check_description(text)
+    if problems:
+        ctx.errors.extend(problems)
+        return
+    ctx.out["description"] = html.clean_description(text)
+
+
+def _routing(ctx: _Context, value: Any) -> None:
+    rid = checks.int32(_member(value, "applicantRoutingType", "id"), "applicantRoutingType.id")
+    if rid not in ROUTING_TYPES:
+        raise Invalid(
+            "applicantRoutingType.id", "unknown_routing_type", "applicantRoutingType.id is 1 or 2."
+        )
+    ctx.out["routing_type"] = rid
+
+
+def _application_email(ctx: _Context, value: Any) -> None:
+    if value is not None:
+        ctx.out["application_email"] = checks.email(value, "applicationEmail", max_len=50)
+
+
+def _application_url(ctx: _Context, value: Any) -> None:
+    if value is not None:
+        ctx.out["application_url"] = checks.url(value, "applicationUrl", max_len=200)
+
+
+RULES: dict[str, Callable[[_Context, Any], None]] = {
+    "referenceId": _reference_id,
+    "title": _title,
+    "closeDate": _close_date,
+    "confidential": _confidential,
+    "autoRefresh": _auto_refresh,
+    "status": _status,
+    "locations": _locations,
+    "categories": _categories,
+    "positionType": _position_type,
+    "salary": _salary,
+    "description": _description,
+    "applicantRoutingType": _routing,
+    "applicationEmail": _application_email,
+    "applicationUrl": _application_url,
+}
+
+
+def validate(
+    session: Session, body: dict[str, Any], *, employer: Employer, job: Job | None, today: date
+) -> dict[str, Any]:
+    """Check a POST or PUT body against the write shape and return the changes to apply.
+
+    With `job` None the body creates a job and every required property must be present;
+    otherwise it is a partial update and the merged job must satisfy every rule (C4).
+    """
+    ctx = _Context(session, employer, job, today)
+    for name, rule in RULES.items():
+        if name not in body:
+            if job is None and name in REQUIRED:
+                ctx.fail(name, "required", f"{name} is required.")
+            continue
+        if body[name] is None and name in REQUIRED:
+            ctx.fail(name, "required", f"{name} is required and cannot be null.")
+            continue
+        try:
+            rule(ctx, body[name])
+        except Invalid as e:
+            ctx.errors.append(e.error)
+    _check_route(ctx, body)
+    if ctx.errors:
+        raise ValidationFailed(ctx.errors, subject="job")
+    return ctx.out
+
+
+def _check_route(ctx: _Context, body: dict[str, Any]) -> None:
+    """The route's own address is required; the other route's is stored as null (C4)."""
+    route = ctx.out.get("routing_type") or (ctx.job.routing_type if ctx.job else None)
+    if route is None:
+        return  # the missing routing type is reported already
+    own, other, name = (
+        ("application_email", "application_url", "applicationEmail") if route == EMAIL
+        else ("application_url", "application_email", "applicationUrl")
+    )  # fmt: skip
+    ctx.out[other] = None
+    if own in ctx.out or any(e.field == name for e in ctx.errors):
+        return
+    # Unwritten: the stored address stands (None when the job was on the other route).
+    stored = getattr(ctx.job, own) if ctx.job is not None and name not in body else None
+    if stored is None:
+        ctx.fail(name, "required", f"{name} is required when applicantRoutingType.id is {route}.")

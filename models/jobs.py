@@ -1,0 +1,194 @@
+"""Job operations shared by the API and the workers (C4, C5, C6). They flush, never commit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from models import checks, job_rules
+from models.dates import default_close, utcnow
+from models.entities import Employer, Job, JobCategory, JobLocation
+from models.errors import DuplicateReferenceId, FieldError, NotFound, ValidationFailed
+
+
+@dataclass(frozen=True)
+class Page:
+    jobs: list[Job]
+    total: int
+
+
+def get(session: Session, employer: Employer, job_id: int) -> Job:
+    """The employer's job; another employer's job is as absent as a missing one (C1)."""
+    job = session.get(Job, job_id)
+    if job is None or job.employer_id != employer.id:
+        raise NotFound(f"No job has id {job_id}.")
+    return job
+
+
+def find_by_reference(session: Session, employer: Employer, reference_id: str) -> Job | None:
+    query = select(Job).where(Job.employer_id == employer.id, Job.reference_id == reference_id)
+    return session.scalar(query)
+
+
+def _check_reference_free(session: Session, employer: Employer, body: dict[str, Any],
+                          job: Job | None = None) -> None:  # fmt: skip
+    """409 before 422 (C1): a used referenceId is refused before the other rules are read."""
+    ref = body.get("referenceId")
+    if not isinstance(ref, str) or not 0 < len(ref) <= 50 or (job and job.reference_id == ref):
+        return
+    if find_by_reference(session, employer, ref) is not None:
+        raise DuplicateReferenceId(f"This employer already has a job with referenceId {ref!r}.")
+
+
+def create(session: Session, employer: Employer, body: dict[str, Any], *, today: date) -> Job:
+    """POST: a new job; publishDate is today, status defaults to draft (C4, C5)."""
+    _check_reference_free(session, employer, body)
+    changes = job_rules.validate(session, body, employer=employer, job=None, today=today)
+    job = _insert(session, employer, changes, today=today)
+    if job is None:
+        raise DuplicateReferenceId("This employer already has a job with that referenceId.")
+    return job
+
+
+def _insert(session: Session, employer: Employer, changes: dict[str, Any], *,
+            today: date) -> Job | None:  # fmt: skip
+    """Insert in a savepoint; None when a concurrent request took the referenceId first."""
+    job = Job(employer=employer, publish_date=today, status="draft", confidential=False,
+              auto_refresh=False, salary_commission=False)  # fmt: skip
+    _apply(job, changes, today=today)
+    try:
+        with session.begin_nested():
+            session.add(job)
+            session.flush()
+    except IntegrityError:
+        return None
+    return job
+
+
+def update(session: Session, employer: Employer, job: Job, body: dict[str, Any], *,
+           today: date) -> Job:  # fmt: skip
+    """PUT: a partial update; the merged job must satisfy every rule (C4)."""
+    _check_reference_free(session, employer, body, job)
+    changes = job_rules.validate(session, body, employer=employer, job=job, today=today)
+    _apply(job, changes, today=today)
+    try:
+        with session.begin_nested():
+            session.flush()
+    except IntegrityError:
+        raise DuplicateReferenceId(
+            "This employer already has a job with that referenceId."
+        ) from None
+    return job
+
+
+def upsert(session: Session, employer: Employer, body: dict[str, Any], *,
+           today: date) -> tuple[Job, bool]:  # fmt: skip
+    """PUT without id: update the job with this referenceId, or create it (C4).
+
+    Returns the job and whether it was created. Idempotent, and safe when several requests
+    create one new referenceId at once: the losers update the winner's job.
+    """
+    ref = _required_reference(session, employer, body, today=today)
+    job = find_by_reference(session, employer, ref)
+    if job is not None:
+        return update(session, employer, job, body, today=today), False
+    changes = job_rules.validate(session, body, employer=employer, job=None, today=today)
+    created = _insert(session, employer, changes, today=today)
+    if created is not None:
+        return created, True
+    job = find_by_reference(session, employer, ref)
+    if job is None:  # the winner was deleted meanwhile: nothing sensible but to retry
+        raise DuplicateReferenceId("The referenceId is being changed; retry the request.")
+    return update(session, employer, job, body, today=today), False
+
+
+def _required_reference(session: Session, employer: Employer, body: dict[str, Any], *,
+                        today: date) -> str:  # fmt: skip
+    ref = body.get("referenceId")
+    error: FieldError | None = None
+    if ref is None or ref == "":
+        error = FieldError("referenceId", "required", "referenceId is required to PUT without id.")
+    else:
+        try:
+            return checks.string(ref, "referenceId", max_len=50)
+        except checks.Invalid as e:
+            error = e.error
+    others: list[FieldError] = []
+    try:
+        job_rules.validate(session, body, employer=employer, job=None, today=today)
+    except ValidationFailed as e:
+        others = [f for f in e.errors if f.field != "referenceId"]
+    raise ValidationFailed([error, *others], subject="job")
+
+
+def _apply(job: Job, changes: dict[str, Any], *, today: date) -> None:
+    """Write validated changes; entering active (re-)publishes the job (C5)."""
+    locations = changes.pop("locations", None)
+    categories = changes.pop("categories", None)
+    close_written = "close_date" in changes
+    republish = changes.get("status") == "active" and job.status != "active"
+    for name, value in changes.items():
+        setattr(job, name, value)
+    if locations is not None:
+        for location in locations:
+            location.listed = True  # a gazetteer place written in a job joins the list (C3)
+        job.job_locations = [
+            JobLocation(position=i, location=loc) for i, loc in enumerate(locations)
+        ]
+    if categories is not None:
+        job.job_categories = [JobCategory(position=i, category=c) for i, c in enumerate(categories)]
+    if republish:
+        job.publish_date = today
+        if not close_written and job.close_date is not None and job.close_date < today:
+            job.close_date = default_close(today)
+    if job.close_date is None:
+        job.close_date = default_close(job.publish_date)
+    job.search_text = search_text(job.title, job.reference_id)
+    job.updated_at = utcnow()
+
+
+def search_text(title: str, reference_id: str | None) -> str:
+    """Casefolded in Python so `q` matches alike on SQLite and PostgreSQL (C6)."""
+    return f"{title}\x1f{reference_id or ''}".casefold()
+
+
+def delete(session: Session, job: Job) -> None:
+    session.delete(job)
+    session.flush()
+
+
+def delete_by_reference(session: Session, employer: Employer, body: dict[str, Any]) -> None:
+    """DELETE /jobs with {"referenceId": …}: 404 when unknown; the referenceId is then free."""
+    try:
+        ref = checks.string(body.get("referenceId"), "referenceId", max_len=50)
+    except checks.Invalid as e:
+        field = e.error
+        if body.get("referenceId") in (None, ""):
+            field = FieldError("referenceId", "required", "referenceId is required.")
+        raise ValidationFailed([field], subject="request") from None
+    job = find_by_reference(session, employer, ref)
+    if job is None:
+        raise NotFound(f"No job has referenceId {ref!r}.")
+    delete(session, job)
+
+
+def listing(session: Session, employer: Employer, *, q: str | None, status: str | None,
+            page: int, page_size: int) -> Page:  # fmt: skip
+    """The employer's jobs, newest publishDate first, then id (stable across pages, C6)."""
+    query = select(Job).where(Job.employer_id == employer.id)
+    if q:
+        query = query.where(Job.search_text.contains(q.casefold(), autoescape=True))
+    if status:
+        query = query.where(Job.status == status)
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    rows = session.scalars(
+        query.order_by(Job.publish_date.desc(), Job.id.desc())
+        .limit(page_size)
+        .offset((page - 1) * page_size)
+    )
+    return Page(jobs=list(rows), total=total)

@@ -1,0 +1,186 @@
+"""Resolving written locations and listing the locations list (C3).
+
+Names are compared by their folded key (`reference.fold`) against `location_names`, which holds
+every official and alternate name of each place, so no gazetteer is needed at request time.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from sqlalchemy import case, func, select
+from sqlalchemy.orm import Session
+
+from models.entities import Location, LocationName
+from models.errors import FieldError
+from models.reference import CITY, PROVINCES, fold
+
+MAX_LENGTH = 300
+MAX_SUGGESTIONS = 3
+_INT32 = range(-(2**31), 2**31)
+_SUGGESTION_POOL = 400  # candidates ranked by difflib, the most populous first
+_SUGGESTION_CUTOFF = 0.6
+
+# Folded province name or code -> code ("on", "ontario", "quebec" from "Québec").
+_PROVINCE_CODES: dict[str, str] = {
+    key: code for _id, code, name, _type in PROVINCES for key in (fold(code), fold(name))
+}
+
+
+def resolve(session: Session, entry: object, field: str) -> Location | FieldError:
+    """The location a written `locations` entry names, or the error to report at `field`."""
+    if not isinstance(entry, dict):
+        return FieldError(field, "invalid_type", "A location must be an object.")
+    description, location_id = entry.get("description"), entry.get("id")
+    error = _check_description(description, f"{field}.description") or _check_id(
+        location_id, f"{field}.id"
+    )
+    if error:
+        return error
+    if isinstance(description, str) and description.strip():
+        return _resolve_both(session, description, location_id, field)
+    if isinstance(location_id, int):
+        return _resolve_id(session, location_id, f"{field}.id")
+    return FieldError(
+        f"{field}.description", "required", "A location needs a description or an id."
+    )
+
+
+def get_listed(session: Session, location_id: int) -> Location | None:
+    """A location of the locations list (a listed place or a province), by id."""
+    if location_id not in _INT32:
+        return None
+    stmt = select(Location).where(Location.id == location_id, Location.listed.is_(True))
+    return session.scalars(stmt).first()
+
+
+def search(
+    session: Session, q: str | None, *, limit: int, offset: int
+) -> tuple[list[Location], int]:
+    """A page of the locations list and its total; `q` matches any part of a name (C3)."""
+    key = fold(q or "")
+    stmt = select(Location).where(Location.listed.is_(True))
+    if key:
+        stmt = stmt.where(Location.name_key.contains(key, autoescape=True))
+        ordered = stmt.order_by(func.length(Location.name), Location.population.desc(), Location.id)
+    else:
+        ordered = stmt.order_by(Location.name, Location.id)
+    total = session.scalar(select(func.count()).select_from(stmt.subquery())) or 0
+    page = session.scalars(ordered.limit(limit).offset(offset)).all()
+    return list(page), total
+
+
+def _check_description(value: object, field: str) -> FieldError | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        return FieldError(field, "invalid_type", "A location description must be a string.")
+    if "\x00" in value:
+        return FieldError(field, "invalid_format", "A location description must not hold NUL.")
+    if len(value) > MAX_LENGTH:
+        return FieldError(
+            field, "too_long", f"A location description has at most {MAX_LENGTH} characters."
+        )
+    return None
+
+
+def _check_id(value: object, field: str) -> FieldError | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        return FieldError(field, "invalid_type", "A location id must be an integer.")
+    if value not in _INT32:
+        return FieldError(field, "out_of_range", "A location id must be a 32-bit integer.")
+    return None
+
+
+def _resolve_id(session: Session, location_id: int, field: str) -> Location | FieldError:
+    location = get_listed(session, location_id)
+    if location is None:
+        message = f"No location of the locations list has the id {location_id}."
+        return FieldError(field, "unknown_location", message, suggestions=[])
+    return location
+
+
+def _resolve_both(
+    session: Session, description: str, location_id: object, field: str
+) -> Location | FieldError:
+    """By description; an id given too must name the same place (C3)."""
+    location = find(session, description)
+    if location is None:
+        return _unknown(session, description, f"{field}.description")
+    if location_id is None or location_id == location.id:
+        return location
+    other = get_listed(session, location_id) if isinstance(location_id, int) else None
+    named = f"names {other.description}" if other else "is not in the locations list"
+    message = (
+        f"The description names {location.description} (id {location.id}), "
+        f"but the id {location_id} {named}."
+    )
+    suggestions = [location.description] + ([other.description] if other else [])
+    return FieldError(field, "unknown_location", message, suggestions=suggestions)
+
+
+def find(session: Session, description: str) -> Location | None:
+    """The place or province a description names: `City, PC`, `City, Province`, `City`,
+    or a province alone; among several places the official name wins, then the most
+    populous, then the lowest id, so the answer is deterministic (C3)."""
+    city, comma, province = description.rpartition(",")
+    if not comma:
+        return _best(session, fold(description), None)
+    code = _PROVINCE_CODES.get(fold(province))
+    key = fold(city)
+    if code is None or not key:
+        return None
+    return _best(session, key, code)
+
+
+def _best(session: Session, key: str, code: str | None) -> Location | None:
+    if not key:
+        return None
+    stmt = (
+        select(Location)
+        .join(LocationName, LocationName.location_id == Location.id)
+        .where(LocationName.key == key)
+    )
+    if code is None:  # a lone name: a province first ("Quebec" is the province)
+        stmt = stmt.order_by(case((Location.type == CITY, 1), else_=0))
+    else:
+        stmt = stmt.where(Location.type == CITY, Location.province_code == code)
+    stmt = stmt.order_by(
+        case((Location.name_key == key, 0), else_=1), Location.population.desc(), Location.id
+    )
+    return session.scalars(stmt.limit(1)).first()
+
+
+def _unknown(session: Session, description: str, field: str) -> FieldError:
+    suggestions = suggest(session, description)
+    hint = f" Did you mean {' or '.join(suggestions)}?" if suggestions else ""
+    message = f"No Canadian place or province matches {description.strip()!r}.{hint}"
+    return FieldError(field, "unknown_location", message, suggestions=suggestions)
+
+
+def suggest(session: Session, description: str) -> list[str]:
+    """Up to 3 canonical descriptions of the places nearest a description that failed.
+
+    Candidates are the most populous places whose name starts with the same letter (a bounded
+    SQL query); difflib ranks them, preferring the written province on equal similarity.
+    """
+    city, _comma, province = description.rpartition(",")
+    key = fold(city or province)
+    code = _PROVINCE_CODES.get(fold(province)) if city else None
+    if not key:
+        return []
+    stmt = (
+        select(Location.name_key, Location.description, Location.province_code)
+        .where(Location.type == CITY, Location.name_key.startswith(key[0], autoescape=True))
+        .order_by(Location.population.desc(), Location.id)
+        .limit(_SUGGESTION_POOL)
+    )
+    ranked: list[tuple[float, bool, int, str]] = []
+    for rank, (name_key, canonical, province_code) in enumerate(session.execute(stmt)):
+        score = difflib.SequenceMatcher(None, key, name_key).ratio()
+        if score >= _SUGGESTION_CUTOFF:
+            ranked.append((-score, province_code != code, rank, canonical))
+    unique = dict.fromkeys(canonical for *_order, canonical in sorted(ranked))
+    return list(unique)[:MAX_SUGGESTIONS]

@@ -1,0 +1,161 @@
+"""Shared fixtures: one migrated database per backend per run, a rolled-back transaction
+per test, and an API client that checks every response against the OpenAPI document."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import falcon.testing
+import pytest
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.app import create_app
+from models import employers
+from models.db import make_engine
+from models.migrate import upgrade
+from models.settings import Settings
+from tests import factories
+from tests.openapi_check import check_response
+from tests.services import scratch_postgres
+
+BACKENDS = ["sqlite", "postgresql"]
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def engine(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Engine]:
+    """A migrated database with reference data, once per backend per run."""
+    if request.param == "sqlite":
+        path = tmp_path_factory.mktemp("db") / "jobpost.db"
+        eng = make_engine(f"sqlite:///{path}")
+        upgrade(eng)
+        yield eng
+        eng.dispose()
+        return
+    with scratch_postgres() as url:
+        eng = make_engine(url)
+        upgrade(eng)
+        yield eng
+        eng.dispose()
+
+
+@pytest.fixture
+def sessions(engine: Engine) -> Iterator[sessionmaker[Session]]:
+    """Sessions whose commits are savepoints inside one transaction rolled back after the test."""
+    connection = engine.connect()
+    outer = connection.begin()
+    factory = sessionmaker(bind=connection, join_transaction_mode="create_savepoint",
+                           expire_on_commit=False)  # fmt: skip
+    yield factory
+    outer.rollback()
+    connection.close()
+
+
+@pytest.fixture
+def session(sessions: sessionmaker[Session]) -> Iterator[Session]:
+    s = sessions()
+    yield s
+    s.close()
+
+
+class Clock:
+    """The service date the app sees (C5); tests move it to travel in time."""
+
+    def __init__(self, today: date) -> None:
+        self.today = today
+
+    def __call__(self) -> date:
+        return self.today
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock(date(2026, 3, 10))
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return dataclasses.replace(Settings.from_env({"JOBPOST_VAR_DIR": str(tmp_path)}),
+                               public_base_url=None)  # fmt: skip
+
+
+class Api:
+    """falcon's test client, checking each response against openapi.json."""
+
+    def __init__(self, app: falcon.App) -> None:
+        self.client = falcon.testing.TestClient(app)
+
+    def request(self, method: str, path: str, *, key: str | None = None,
+                **kwargs: Any) -> falcon.testing.Result:  # fmt: skip
+        headers = dict(kwargs.pop("headers", None) or {})
+        if key is not None:
+            headers["API-Key"] = key
+        result = self.client.simulate_request(method, path, headers=headers, **kwargs)
+        check_response(_effective(method, headers), path, result.status_code,
+                       result.headers.get("content-type"), result.content)  # fmt: skip
+        return result
+
+    def get(self, path: str, **kw: Any) -> falcon.testing.Result:
+        return self.request("GET", path, **kw)
+
+    def post(self, path: str, **kw: Any) -> falcon.testing.Result:
+        return self.request("POST", path, **kw)
+
+    def put(self, path: str, **kw: Any) -> falcon.testing.Result:
+        return self.request("PUT", path, **kw)
+
+    def delete(self, path: str, **kw: Any) -> falcon.testing.Result:
+        return self.request("DELETE", path, **kw)
+
+
+def _effective(method: str, headers: dict[str, str]) -> str:
+    override = {k.lower(): v for k, v in headers.items()}.get("x-http-method-override", "")
+    if method == "POST" and override.strip().upper() in ("PUT", "DELETE"):
+        return override.strip().upper()
+    return method
+
+
+@pytest.fixture
+def app(settings: Settings, sessions: sessionmaker[Session], clock: Clock) -> falcon.App:
+    return create_app(settings, sessions, today=clock)
+
+
+@pytest.fixture
+def api(app: falcon.App) -> Api:
+    return Api(app)
+
+
+@dataclasses.dataclass
+class Account:
+    id: int
+    name: str
+    key: str
+
+
+@pytest.fixture
+def make_employer(sessions: sessionmaker[Session]) -> Any:
+    def make(name: str = "Maple Corp", plan: str = "standard") -> Account:
+        with sessions() as s:
+            employer = employers.create_employer(s, name, plan)
+            issued = employers.issue_key(s, employer.id)
+            s.commit()
+            return Account(employer.id, employer.name, issued.key)
+
+    return make
+
+
+@pytest.fixture
+def employer(make_employer: Any) -> Account:
+    account: Account = make_employer()
+    return account
+
+
+@pytest.fixture
+def job_body() -> Any:
+    return factories.job_body

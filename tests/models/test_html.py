@@ -1,0 +1,222 @@
+"""C4: the description HTML rules (check_description) and its stored form (clean_description)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from models.errors import FieldError
+from models.html import ALLOWED_TAGS, check_description, clean_description
+
+# No example database: the tests must not write into the working tree.
+PROPERTY = settings(max_examples=500, database=None, deadline=None)
+
+
+def codes(html: str) -> list[str]:
+    return [e.code for e in check_description(html)]
+
+
+@pytest.mark.parametrize("tag", sorted(ALLOWED_TAGS - {"a"}))
+def test_every_allowed_tag_is_accepted(tag: str) -> None:
+    """C4: strong b em i br p div ul ol li are allowed, without attributes."""
+    assert check_description(f"<{tag}>x</{tag}>") == []
+    assert check_description(f"<{tag.upper()}/>") == []
+
+
+def test_allowed_tag_set_is_exactly_c4() -> None:
+    """C4: exactly the eleven tags of the interface."""
+    assert {"strong", "b", "em", "i", "br", "p", "div", "ul", "ol", "li", "a"} == ALLOWED_TAGS
+
+
+@pytest.mark.parametrize("tag", ["script", "style", "img", "span", "table"])
+def test_disallowed_tag_is_rejected_and_named(tag: str) -> None:
+    """C4: a tag outside the allow-list is html_tag_not_allowed, naming the tag, once."""
+    html = f"<p>a</p><{tag}>x</{tag}><{tag.upper()}></{tag}>"
+    assert check_description(html) == [
+        FieldError("description", "html_tag_not_allowed", f"Tag <{tag}> is not allowed.")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("html", "tag", "attribute"),
+    [
+        ('<p style="color:red">x</p>', "p", "style"),
+        ('<p class="c">x</p>', "p", "class"),
+        ('<p onclick="alert(1)">x</p>', "p", "onclick"),
+        ('<p ID="x">x</p>', "p", "id"),
+        ('<a href="https://example.com" onclick="alert(1)">x</a>', "a", "onclick"),
+        ("<br hidden>", "br", "hidden"),
+    ],
+)
+def test_disallowed_attribute_is_rejected_and_named(html: str, tag: str, attribute: str) -> None:
+    """C4: no attribute on any tag but href and target on a: html_attribute_not_allowed."""
+    assert check_description(html) == [
+        FieldError(
+            "description",
+            "html_attribute_not_allowed",
+            f"Attribute {attribute} is not allowed on <{tag}>.",
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    "html", ["<a>x</a>", "<a href>x</a>", '<a href="">x</a>', '<a href=" ">x</a>']
+)
+def test_a_requires_a_non_empty_href(html: str) -> None:
+    """C4: href is required on a."""
+    assert codes(html) == ["html_href_required"]
+
+
+@pytest.mark.parametrize(
+    "href",
+    [
+        "javascript:alert(1)",
+        "  JaVaScRiPt:alert(1)",
+        "java&#x09;script:alert(1)",  # a browser drops the tab
+        "\x01javascript:alert(1)",  # and leading control characters
+        "data:text/html,<script>alert(1)</script>",
+        "/x",
+        "x.html",
+        "//example.com/x",
+        "ftp://example.com/file",
+    ],
+)
+def test_href_scheme_must_be_http_https_or_mailto(href: str) -> None:
+    """C4: href must be http, https or mailto; relative URLs and javascript: are rejected."""
+    assert codes(f'<a href="{href}">x</a>') == ["html_href_scheme"]
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        '<a href="https://example.com/jobs?id=1">x</a>',
+        '<a href="HTTP://example.com">x</a>',
+        '<a href="mailto:jobs@example.com">x</a>',
+        '<a href="https://example.com" target="_blank">x</a>',
+        '<A HREF=" https://example.com " TARGET="_self">x</A>',
+    ],
+)
+def test_valid_links_are_accepted(html: str) -> None:
+    """C4: http, https and mailto hrefs pass; target is optional on a."""
+    assert check_description(html) == []
+
+
+def test_every_violation_is_reported_at_once() -> None:
+    """C1/C4: errors lists every violated rule, not only the first, on the given field."""
+    html = (
+        '<script>x</script><p style="x">y</p><a>z</a>'
+        '<a href="javascript:alert(1)">w</a><span>v</span></script><script></script>'
+    )
+    assert [(e.field, e.code) for e in check_description(html, "jobs[0].description")] == [
+        ("jobs[0].description", "html_tag_not_allowed"),
+        ("jobs[0].description", "html_attribute_not_allowed"),
+        ("jobs[0].description", "html_href_required"),
+        ("jobs[0].description", "html_href_scheme"),
+        ("jobs[0].description", "html_tag_not_allowed"),
+    ]
+
+
+def test_comments_are_allowed_but_doctype_and_processing_instructions_are_not() -> None:
+    """C4: comments are harmless (nh3 strips them); declarations are not tags of the allow-list."""
+    assert check_description("<p>x<!-- note --></p>") == []
+    assert codes("<!DOCTYPE html><p>x</p>") == ["html_tag_not_allowed"]
+    assert codes("<?xml version='1.0'?><p>x</p>") == ["html_tag_not_allowed"]
+
+
+def test_clean_keeps_the_allow_list_and_adds_no_rel() -> None:
+    """C4: stored HTML passes nh3 with exactly the allow-list and no added rel."""
+    html = '<p><strong>a</strong> <a href="https://example.com" target="_blank">b</a></p>'
+    assert clean_description(html) == html
+
+
+def test_clean_strips_what_is_disallowed() -> None:
+    """C4: nh3 is the safety net behind the validator."""
+    html = (
+        '<p style="x" onclick="y">a<script>alert(1)</script><span>b</span>'
+        '<a href="javascript:alert(1)" id="i">c</a><img src="x" onerror="y"><!-- c --></p>'
+    )
+    assert clean_description(html) == "<p>ab<a>c</a></p>"
+
+
+def test_clean_is_idempotent_where_one_nh3_pass_is_not() -> None:
+    """C4: a stripped <button> scoped a nested <p>; one pass leaves <p> in <p>."""
+    html = "<p>a<button><p>b</p></button>c</p>"
+    once = clean_description(html)
+    assert "<p>a</p>" in once
+    assert clean_description(once) == once
+
+
+# Random HTML: allowed and disallowed tags (including ones that change html5ever's tree building),
+# attributes good and bad, text with entities, stray markup characters and control characters.
+TAGS = [
+    *sorted(ALLOWED_TAGS),
+    "script",
+    "style",
+    "img",
+    "span",
+    "table",
+    "tr",
+    "td",
+    "select",
+    "option",
+    "button",
+    "object",
+    "svg",
+    "math",
+    "template",
+    "textarea",
+    "title",
+    "form",
+    "noscript",
+    "xmp",
+    "plaintext",
+    "iframe",
+    "frameset",
+    "body",
+    "html",
+    "pre",
+    "marquee",
+]
+ATTRS = [
+    "",
+    ' href="https://example.com"',
+    ' href="javascript:alert(1)"',
+    " href",
+    " target=_blank",
+    ' style="x"',
+    " onclick=y",
+]
+TEXT = st.text(alphabet=st.sampled_from(list("ab <>&/;=\"'!-?[]\r\n\x00\x01\u00a0é")), max_size=6)
+PIECE = st.one_of(
+    st.builds(lambda t, a: f"<{t}{a}>", st.sampled_from(TAGS), st.sampled_from(ATTRS)),
+    st.builds(lambda t: f"</{t}>", st.sampled_from(TAGS)),
+    st.builds(lambda t: f"<{t}/>", st.sampled_from(TAGS)),
+    st.sampled_from(["&amp;", "&lt;", "&nbsp", "&#0;", "<!-- c -->", "<!DOCTYPE html>", "]]>"]),
+    TEXT,
+)
+RANDOM_HTML = st.lists(PIECE, max_size=30).map("".join)
+
+
+@PROPERTY
+@given(st.text())
+def test_clean_is_idempotent_on_random_text(text: str) -> None:
+    """C4: cleaning is idempotent, so the GET-then-POST symmetry rule holds."""
+    once = clean_description(text)
+    assert clean_description(once) == once
+
+
+@PROPERTY
+@given(RANDOM_HTML)
+def test_clean_is_idempotent_on_random_html(html: str) -> None:
+    """C4: idempotent also where nh3 strips elements that scoped allowed ones."""
+    once = clean_description(html)
+    assert clean_description(once) == once
+
+
+@PROPERTY
+@given(RANDOM_HTML)
+def test_cleaned_html_has_only_allowed_tags_and_attributes(html: str) -> None:
+    """C4: whatever the validator missed, the stored HTML has no tag or attribute off the list."""
+    found = set(codes(clean_description(html)))
+    assert not found & {"html_tag_not_allowed", "html_attribute_not_allowed"}

@@ -1,0 +1,190 @@
+"""C8 Delivery: the employer's copy, sent to a real SMTP server (the `smtp_sink` fixture)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import smtplib
+import socket
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from email.message import EmailMessage
+from typing import Any
+
+import pytest
+
+from workers.mail import (
+    ApplicationCopy,
+    PermanentFailure,
+    SmtpSettings,
+    TransientFailure,
+    build_message,
+    message_id,
+    send,
+)
+
+RESUME = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj<<>>endobj\n%%EOF\n"
+COPY = ApplicationCopy(
+    application_id=42,
+    job_id=7,
+    job_title="Développeuse Python",
+    reference_id="REF-2024-01",
+    employer_name="Acme Québec",
+    to="jobs@acme.example",
+    name="Côté, Élodie",
+    email="elodie@example.org",
+    phone="+1 (514) 555-0199",
+    cover_letter="Bonjour,\n<b>I</b> love Python & SQL.\nMerci",
+    received_at=datetime(2024, 5, 6, 14, 30, 0, tzinfo=UTC),
+    resume_filename="Elodie Cote CV.pdf",
+    resume_content_type="application/pdf",
+    resume=RESUME,
+)
+MAIL_FROM = "Jobpost <jobpost@jobs.example>"
+
+
+def deliver(sink: Any, copy: ApplicationCopy = COPY) -> EmailMessage:
+    send(build_message(copy, mail_from=MAIL_FROM), SmtpSettings(host=sink.host, port=sink.port))
+    assert len(sink.messages) == 1
+    received: EmailMessage = sink.messages[0]
+    return received
+
+
+def test_copy_reaches_the_job_address_with_the_applicant_as_reply_to(smtp_sink: Any) -> None:
+    received = deliver(smtp_sink)
+    assert smtp_sink.envelopes == [("jobpost@jobs.example", ["jobs@acme.example"])]
+    assert received["To"] == "jobs@acme.example"
+    assert received["From"].addresses[0].addr_spec == "jobpost@jobs.example"
+    reply_to = received["Reply-To"].addresses[0]
+    assert (reply_to.display_name, reply_to.addr_spec) == ("Côté, Élodie", "elodie@example.org")
+    assert received["Subject"] == "New application: Développeuse Python [REF-2024-01]"
+    assert received["Message-ID"] == "<application-42@jobs.example>"
+    assert received["Date"].datetime == COPY.received_at
+
+
+def test_subject_has_no_brackets_without_reference_id(smtp_sink: Any) -> None:
+    received = deliver(smtp_sink, dataclasses.replace(COPY, reference_id=None))
+    assert received["Subject"] == "New application: Développeuse Python"
+
+
+def test_both_parts_list_every_applicant_field(smtp_sink: Any) -> None:
+    received = deliver(smtp_sink)
+    text = received.get_body(("plain",))
+    page = received.get_body(("html",))
+    assert text is not None and page is not None
+    text_body, html_body = (part.get_content().replace("\r\n", "\n") for part in (text, page))
+    values = ["Côté, Élodie", "elodie@example.org", "+1 (514) 555-0199", "2024-05-06T14:30:00Z"]
+    values += ["Développeuse Python", "REF-2024-01", "Acme Québec"]
+    for value in values:
+        assert value in text_body
+        assert value in html_body
+    assert "Job ID: 7\n" in text_body
+    assert "<td>7</td>" in html_body
+    assert COPY.cover_letter is not None and COPY.cover_letter in text_body
+    # C8: applicant input is escaped in HTML; the cover letter keeps its line breaks.
+    assert "&lt;b&gt;I&lt;/b&gt; love Python &amp; SQL.<br>" in html_body
+    assert "<b>I</b>" not in html_body
+    assert "Bonjour,<br>" in html_body
+
+
+def test_resume_is_attached_unchanged(smtp_sink: Any) -> None:
+    received = deliver(smtp_sink)
+    [attachment] = list(received.iter_attachments())
+    assert attachment.get_content_type() == "application/pdf"
+    assert attachment.get_filename() == "Elodie Cote CV.pdf"
+    assert attachment.get_payload(decode=True) == RESUME
+
+
+def test_no_attachment_without_resume(smtp_sink: Any) -> None:
+    copy = dataclasses.replace(COPY, resume=None, resume_filename=None, resume_content_type=None)
+    assert list(deliver(smtp_sink, copy).iter_attachments()) == []
+
+
+def test_naive_received_at_is_taken_as_utc() -> None:
+    naive = dataclasses.replace(COPY, received_at=COPY.received_at.replace(tzinfo=None))
+    assert build_message(naive, mail_from=MAIL_FROM)["Date"].datetime == COPY.received_at
+
+
+def test_message_id_is_the_same_on_every_attempt() -> None:
+    # C8: a re-sent copy carries the same Message-ID so mail systems can de-duplicate.
+    first = build_message(COPY, mail_from=MAIL_FROM)
+    again = build_message(COPY, mail_from=MAIL_FROM)
+    assert first["Message-ID"] == again["Message-ID"] == message_id(42, "jobs.example")
+    assert build_message(COPY, mail_from="no domain")["Message-ID"] == "<application-42@localhost>"
+
+
+def test_connection_refused_is_transient(unused_port: int) -> None:
+    message = build_message(COPY, mail_from=MAIL_FROM)
+    with pytest.raises(TransientFailure, match="ConnectionRefusedError"):
+        send(message, SmtpSettings(host="127.0.0.1", port=unused_port, timeout=2))
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """A port that accepts connections but never greets."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        yield server.getsockname()[1]
+
+
+def test_timeout_is_transient(silent_server: int) -> None:
+    message = build_message(COPY, mail_from=MAIL_FROM)
+    with pytest.raises(TransientFailure, match="timed out"):
+        send(message, SmtpSettings(host="127.0.0.1", port=silent_server, timeout=0.2))
+
+
+def test_5xx_is_permanent_with_the_server_reply(smtp_sink: Any) -> None:
+    smtp_sink.reply = "550 5.1.1 mailbox unavailable"
+    with pytest.raises(PermanentFailure) as caught:
+        deliver_without_check(smtp_sink)
+    assert str(caught.value) == "550 5.1.1 mailbox unavailable"
+    assert smtp_sink.messages == []
+
+
+def test_4xx_is_transient(smtp_sink: Any) -> None:
+    smtp_sink.reply = "451 4.3.0 try later"
+    with pytest.raises(TransientFailure, match=r"451 4\.3\.0 try later"):
+        deliver_without_check(smtp_sink)
+
+
+@pytest.mark.parametrize(
+    ("reply", "failure"), [("452 4.3.1 full", TransientFailure), ("554 5.6.0 no", PermanentFailure)]
+)
+def test_data_replies_are_mapped(smtp_sink: Any, reply: str, failure: type[Exception]) -> None:
+    smtp_sink.data_reply = reply
+    with pytest.raises(failure, match=re.escape(reply)):
+        deliver_without_check(smtp_sink)
+
+
+def deliver_without_check(sink: Any) -> None:
+    send(build_message(COPY, mail_from=MAIL_FROM), SmtpSettings(host=sink.host, port=sink.port))
+
+
+class FakeSMTP:
+    """Records the conversation smtplib would have, for the STARTTLS and login paths."""
+
+    calls: list[str]
+
+    def __init__(self, host: str, port: int, timeout: float) -> None:
+        FakeSMTP.calls = [f"connect {host}:{port} {timeout}"]
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args, **kwargs: FakeSMTP.calls.append(name)
+
+
+def test_starttls_then_ehlo_then_login(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(smtplib, "SMTP", FakeSMTP)
+    settings = SmtpSettings(host="relay", port=587, user="u", password="p", starttls=True)
+    send(build_message(COPY, mail_from=MAIL_FROM), settings)
+    steps = ["starttls", "ehlo", "login", "send_message", "quit", "close"]
+    assert FakeSMTP.calls == ["connect relay:587 30.0", *steps]
+
+
+def test_connection_is_closed_after_a_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Refusing(FakeSMTP):
+        def send_message(self, *args: Any) -> None:
+            raise smtplib.SMTPSenderRefused(553, b"5.7.1 sender rejected", "jobpost@jobs.example")
+
+    monkeypatch.setattr(smtplib, "SMTP", Refusing)
+    with pytest.raises(PermanentFailure, match=r"553 5\.7\.1 sender rejected"):
+        send(build_message(COPY, mail_from=MAIL_FROM), SmtpSettings())
+    assert FakeSMTP.calls[-2:] == ["quit", "close"]

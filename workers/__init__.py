@@ -1,0 +1,1 @@
+"""Background work of jobpost: Celery tasks, delivery of application copies, the CLI."""

@@ -1,0 +1,163 @@
+"""The `jobpost` command line (C9): exit 0 on success, 1 on failure, 2 on a usage error."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from models import employers
+from models.db import make_engine, make_sessionmaker, session_scope
+from models.errors import DomainError
+from models.settings import Settings
+
+Handler = Callable[[argparse.Namespace, Settings], int]
+
+
+def out(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:
+    """One JSON object on one line with --json, else the human text."""
+    print(orjson.dumps(data).decode() if getattr(args, "json", False) else text)
+
+
+def _sessions(settings: Settings) -> Any:
+    return make_sessionmaker(make_engine(settings.database_url))
+
+
+def db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
+    from models.migrate import upgrade
+
+    upgrade(make_engine(settings.database_url))
+    out(args, {"status": "ok"}, "Database is at the latest schema, reference data loaded.")
+    return 0
+
+
+def employers_create(args: argparse.Namespace, settings: Settings) -> int:
+    with session_scope(_sessions(settings)) as s:
+        employer = employers.create_employer(s, args.name, args.plan)
+        issued = employers.issue_key(s, employer.id)
+    out(args, {"employerId": employer.id, "apiKey": issued.key},
+        f"Employer {employer.id} ({employer.name}, {employer.plan}) created.\n"
+        f"API key (shown once): {issued.key}")  # fmt: skip
+    return 0
+
+
+def employers_list(args: argparse.Namespace, settings: Settings) -> int:
+    with session_scope(_sessions(settings)) as s:
+        rows = [{"id": e.id, "name": e.name, "plan": e.plan} for e in employers.list_employers(s)]
+    lines = [f"{r['id']:>6}  {r['plan']:<9}  {r['name']}" for r in rows]
+    out(args, {"employers": rows}, "\n".join(["    id  plan       name", *lines]))
+    return 0
+
+
+def employers_set_plan(args: argparse.Namespace, settings: Settings) -> int:
+    with session_scope(_sessions(settings)) as s:
+        employer = employers.set_plan(s, args.id, args.plan)
+    out(args, {"employerId": employer.id, "plan": employer.plan},
+        f"Employer {employer.id} is now on the {employer.plan} plan.")  # fmt: skip
+    return 0
+
+
+def keys_create(args: argparse.Namespace, settings: Settings) -> int:
+    with session_scope(_sessions(settings)) as s:
+        issued = employers.issue_key(s, args.employer_id)
+    out(args, {"employerId": issued.employer_id, "apiKey": issued.key},
+        f"API key for employer {issued.employer_id} (shown once): {issued.key}")  # fmt: skip
+    return 0
+
+
+def keys_revoke(args: argparse.Namespace, settings: Settings) -> int:
+    with session_scope(_sessions(settings)) as s:
+        key = employers.revoke_key(s, args.prefix)
+    out(args, {"prefix": key.prefix, "revoked": True}, f"Key {key.prefix} revoked.")
+    return 0
+
+
+def demo(args: argparse.Namespace, settings: Settings) -> int:
+    """For `make run`: a demo employer (unlimited plan) and a fresh key in var/demo-key."""
+    with session_scope(_sessions(settings)) as s:
+        found = [e for e in employers.list_employers(s) if e.name == "Demo Employer"]
+        employer = found[0] if found else employers.create_employer(s, "Demo Employer", "unlimited")
+        issued = employers.issue_key(s, employer.id)
+    path = Path(os.environ.get("JOBPOST_VAR_DIR", "var")) / "demo-key"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(issued.key + "\n")
+    base = f"http://127.0.0.1:{args.port}/api/v1.1"
+    out(args, {"employerId": employer.id, "apiKey": issued.key},
+        f"Demo employer {employer.id}; API key (also in {path}):\n  {issued.key}\n\nTry:\n"
+        f"  curl -s {base}/positiontypes\n"
+        f"  curl -s -H \"API-Key: $(cat {path})\" {base}/jobs\n"
+        f"  curl -s -H \"API-Key: $(cat {path})\" -H 'Content-Type: application/json' "
+        f"-d @docs/sample-job.json {base}/jobs\n")  # fmt: skip
+    return 0
+
+
+def serve(args: argparse.Namespace, settings: Settings) -> int:
+    from api.server import serve as run
+
+    run(args.host, args.port, args.workers)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="jobpost", description="jobpost operations (C9).")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def cmd(parent: Any, name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
+        c: argparse.ArgumentParser = parent.add_parser(name, help=help_text)
+        c.set_defaults(handler=handler)
+        c.add_argument("--json", action="store_true", help="print one JSON object")
+        return c
+
+    db = sub.add_parser("db", help="the database").add_subparsers(dest="db", required=True)
+    cmd(db, "upgrade", db_upgrade, "migrate to the latest schema and load reference data")
+
+    emp = sub.add_parser("employers", help="employers").add_subparsers(dest="sub", required=True)
+    c = cmd(emp, "create", employers_create, "create an employer and its first key")
+    c.add_argument("name")
+    c.add_argument("--plan", choices=employers.PLANS, default="standard")
+    cmd(emp, "list", employers_list, "list employers")
+    c = cmd(emp, "set-plan", employers_set_plan, "change an employer's plan")
+    c.add_argument("id", type=int)
+    c.add_argument("plan", choices=employers.PLANS)
+
+    keys = sub.add_parser("keys", help="API keys").add_subparsers(dest="sub", required=True)
+    c = cmd(keys, "create", keys_create, "issue a new key to an employer")
+    c.add_argument("employer_id", type=int)
+    c = cmd(keys, "revoke", keys_revoke, "revoke a key by its 12-character prefix")
+    c.add_argument("prefix")
+
+    c = cmd(sub, "demo", demo, "create the demo employer if needed and issue it a fresh key")
+    c.add_argument("--port", type=int, default=8000)
+
+    c = cmd(sub, "serve", serve, "serve the API with gunicorn")
+    c.add_argument("--host", default="127.0.0.1")
+    c.add_argument("--port", type=int, default=8000)
+    c.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    for extend in EXTENSIONS:
+        extend(sub, cmd)
+    return p
+
+
+# Later command groups (workers, tasks, operators) register themselves here.
+EXTENSIONS: list[Callable[[Any, Any], None]] = []
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    args = parser().parse_args(argv)
+    try:
+        return int(args.handler(args, Settings.from_env()))
+    except (DomainError, ValueError) as e:
+        print(f"jobpost: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
