@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
 import falcon
 from sqlalchemy.orm import Session, sessionmaker
 
-from api import errors, jobs, reference
+from api import applications, errors, health, jobs, ratelimit, reference
 from api.middleware import Cors, MethodOverride, RequestId, SessionManager
 from api.openapi_resource import OpenApi
 from models.dates import today_in
@@ -17,30 +18,73 @@ from models.db import make_engine, make_sessionmaker
 from models.settings import Settings
 
 WsgiApp = falcon.App[falcon.Request, falcon.Response]
-
 API = "/api/v1.1"
 
 
-def create_app(settings: Settings, sessions: sessionmaker[Session], *,
-               today: Callable[[], date] | None = None) -> WsgiApp:  # fmt: skip
+def _nothing(application_id: int, request_id: str | None) -> None:
+    """No broker wired: the sweeper enqueues the outbox entry later."""
+
+
+@dataclass
+class Collaborators:
+    """What the app needs from outside HTTP; `get_app` wires the real ones."""
+
+    today: Callable[[], date] | None = None
+    enqueue: applications.Enqueue = _nothing
+    limiter: ratelimit.Limiter | None = None
+    ready_checks: dict[str, health.Check] = field(default_factory=dict)
+
+
+def create_app(
+    settings: Settings,
+    sessions: sessionmaker[Session],
+    parts: Collaborators | None = None,
+    *,
+    today: Callable[[], date] | None = None,
+) -> WsgiApp:
     """Build the app; `today` gives the service date (C5), tests pass their own clock."""
-    clock = today or (lambda: today_in(settings.timezone))
+    parts = parts or Collaborators()
+    clock = today or parts.today or (lambda: today_in(settings.timezone))
+    limiter = parts.limiter or ratelimit.build(settings.apply_rate_limit, settings.redis_url)
     middleware: list[Any] = [RequestId(), MethodOverride(), Cors(), SessionManager(sessions)]
     app = falcon.App(middleware=middleware)
     app.req_options.strip_url_path_trailing_slash = True
     errors.register(app)
     base = settings.public_base_url
-    app.add_route(f"{API}/jobs", jobs.JobCollection(clock, base))
-    app.add_route(f"{API}/jobs/{{job_id}}", jobs.JobItem(clock, base))
-    app.add_route(f"{API}/positiontypes", reference.PositionTypes())
-    app.add_route(f"{API}/categories", reference.Categories())
-    app.add_route(f"{API}/locations", reference.Locations(base))
-    app.add_route(f"{API}/locations/{{location_id}}", reference.LocationItem())
-    app.add_route(f"{API}/openapi.json", OpenApi())
+    intake = applications.Intake(limiter, parts.enqueue)
+    routes: dict[str, object] = {
+        f"{API}/jobs": jobs.JobCollection(clock, base),
+        f"{API}/jobs/{{job_id}}": jobs.JobItem(clock, base),
+        f"{API}/jobs/{{job_id}}/applications": applications.Submissions(intake, base),
+        f"{API}/applications": applications.Collection(base),
+        f"{API}/applications/{{application_id}}": applications.Item(),
+        f"{API}/applications/{{application_id}}/resume": applications.ResumeFile(),
+        f"{API}/positiontypes": reference.PositionTypes(),
+        f"{API}/categories": reference.Categories(),
+        f"{API}/locations": reference.Locations(base),
+        f"{API}/locations/{{location_id}}": reference.LocationItem(),
+        f"{API}/openapi.json": OpenApi(),
+        "/healthz": health.Health(),
+        "/readyz": health.Ready(parts.ready_checks, settings.ready_timeout_seconds),
+    }
+    for path, resource in routes.items():
+        app.add_route(path, resource)
     return app
 
 
 def get_app() -> WsgiApp:
     """For gunicorn (`api.app:get_app()`): everything from the environment (C9)."""
+    from workers import broker, enqueue
+    from workers.app import celery_app
+
     settings = Settings.from_env()
-    return create_app(settings, make_sessionmaker(make_engine(settings.database_url)))
+    engine = make_engine(settings.database_url)
+    timeout = settings.ready_timeout_seconds
+    parts = Collaborators(
+        enqueue=lambda app_id, rid: enqueue.deliver(celery_app, app_id, rid),
+        ready_checks={
+            "database": health.database_check(engine),
+            "broker": lambda: broker.ping(settings.broker_url, timeout),
+        },
+    )
+    return create_app(settings, make_sessionmaker(engine), parts)

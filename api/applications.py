@@ -1,0 +1,162 @@
+"""Applications over the API (C8): the public submission, and the employer's view."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import falcon
+from sqlalchemy.orm import Session
+
+from api import forms, query
+from api.auth import employer_of, require_employer
+from api.errors import Problem
+from api.ratelimit import Limiter
+from api.responses import path_id, send_json
+from models import applications, jobs
+from models.db import after_commit
+from models.entities import Application
+from models.errors import FieldError
+
+Enqueue = Callable[[int, str | None], object]
+
+
+def timestamp(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def represent(a: Application) -> dict[str, Any]:
+    resume = None
+    if a.resume_filename:
+        resume = {
+            "filename": a.resume_filename,
+            "size": a.resume_size,
+            "contentType": a.resume_content_type,
+        }
+    return {
+        "id": a.id,
+        "jobId": a.job_id,
+        "name": a.name,
+        "email": a.email,
+        "phone": a.phone,
+        "coverLetter": a.cover_letter,
+        "receivedAt": timestamp(a.received_at),
+        "resume": resume,
+        "status": a.outbox.status,
+        "attempts": a.outbox.attempts,
+        "sentAt": timestamp(a.outbox.sent_at),
+        "lastError": a.outbox.last_error,
+    }
+
+
+class Intake:
+    """The steps every application takes, from the API or the HTML form, in C1's order."""
+
+    def __init__(self, limiter: Limiter, enqueue: Enqueue) -> None:
+        self.limiter, self.enqueue = limiter, enqueue
+
+    def receive(self, req: falcon.Request, job_id: str) -> Application | None:
+        """Store an application; None when the honeypot was filled (nothing stored)."""
+        kind, data = forms.read_raw(req)
+        self.check_rate(req)
+        fields = forms.parse(req, kind, data)
+        session: Session = req.context.session
+        job = applications.open_job(session, path_id(job_id))
+        if fields.get("website"):  # the honeypot: a bot is told it succeeded
+            return None
+        submission = applications.check(fields)
+        application = applications.submit(session, job, submission)
+        app_id, request_id = application.id, req.context.request_id
+        after_commit(session, lambda: self.enqueue(app_id, request_id))
+        return application
+
+    def check_rate(self, req: falcon.Request) -> None:
+        wait = self.limiter.hit(req.remote_addr or "unknown")
+        if wait is not None:
+            raise Problem(
+                429,
+                "rate_limited",
+                f"Too many applications; retry in {wait} s.",
+                headers={"Retry-After": str(wait)},
+            )
+
+
+class Submissions:
+    """/api/v1.1/jobs/{id}/applications: POST is public; GET is the employer's."""
+
+    def __init__(self, intake: Intake, public_base_url: str | None) -> None:
+        self.intake, self.public_base_url = intake, public_base_url
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
+        application = self.intake.receive(req, job_id)
+        send_json(resp, {"id": application.id if application else 0, "status": "received"}, 202)
+
+    @falcon.before(require_employer)
+    def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
+        job = jobs.get(req.context.session, employer_of(req), path_id(job_id))
+        _send_page(req, resp, self.public_base_url, job.id)
+
+
+class Collection:
+    def __init__(self, public_base_url: str | None) -> None:
+        self.public_base_url = public_base_url
+
+    @falcon.before(require_employer)
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        raw = query.param(req, "jobId")
+        job_id = None
+        if raw is not None:
+            if not (raw.isascii() and raw.isdigit() and len(raw) <= 10):
+                raise query.invalid([FieldError("jobId", "invalid_type", "jobId is a job id.")])
+            job_id = int(raw)
+        _send_page(req, resp, self.public_base_url, job_id, carry_job=True)
+
+
+def _send_page(
+    req: falcon.Request,
+    resp: falcon.Response,
+    base: str | None,
+    job_id: int | None,
+    carry_job: bool = False,
+) -> None:
+    errors: list[FieldError] = []
+    status = query.choice(req, "status", applications.DELIVERY_STATES, errors)
+    paging = query.paging(req, errors)
+    if errors:
+        raise query.invalid(errors)
+    page = applications.listing(
+        req.context.session,
+        employer_of(req),
+        job_id=job_id,
+        status=status,
+        limit=paging.page_size,
+        offset=paging.offset,
+    )
+    filters = {"jobId": str(job_id) if carry_job and job_id is not None else None, "status": status}
+    send_json(
+        resp,
+        {
+            "data": [represent(a) for a in page.applications],
+            "paging": query.paging_object(req, base, paging, page.total, filters),
+        },
+    )
+
+
+@falcon.before(require_employer)
+class Item:
+    def on_get(self, req: falcon.Request, resp: falcon.Response, application_id: str) -> None:
+        a = applications.get(
+            req.context.session, employer_of(req), path_id(application_id, "application")
+        )
+        send_json(resp, represent(a))
+
+
+@falcon.before(require_employer)
+class ResumeFile:
+    def on_get(self, req: falcon.Request, resp: falcon.Response, application_id: str) -> None:
+        session = req.context.session
+        a = applications.get(session, employer_of(req), path_id(application_id, "application"))
+        resp.data = applications.resume_bytes(session, a)
+        resp.content_type = a.resume_content_type or "application/octet-stream"
+        resp.downloadable_as = a.resume_filename

@@ -1,0 +1,84 @@
+"""APPLY_RATE_LIMIT per client address (C8): a fixed window, shared through Redis when
+REDIS_URL is set, else per process."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+PERIODS = {"second": 1, "minute": 60, "hour": 3600}
+RULE = re.compile(r"\s*(\d+)\s*/\s*(second|minute|hour)\s*")
+
+
+class Limiter(Protocol):
+    def hit(self, key: str) -> int | None:
+        """Count one request; None if allowed, else seconds until the window ends."""
+
+
+def parse(rule: str) -> tuple[int, int] | None:
+    """ "10/minute" → (10, 60); "off" → None."""
+    if rule.strip().lower() == "off":
+        return None
+    match = RULE.fullmatch(rule)
+    if not match or int(match.group(1)) < 1:
+        raise ValueError(f"APPLY_RATE_LIMIT must be N/second, N/minute, N/hour or off: {rule!r}")
+    return int(match.group(1)), PERIODS[match.group(2)]
+
+
+class Unlimited:
+    def hit(self, key: str) -> int | None:
+        return None
+
+
+class MemoryLimiter:
+    def __init__(self, limit: int, period: int, clock: Callable[[], float] = time.time) -> None:
+        self.limit, self.period, self.clock = limit, period, clock
+        self.counts: dict[tuple[str, int], int] = {}
+        self.lock = threading.Lock()
+
+    def hit(self, key: str) -> int | None:
+        now = self.clock()
+        window = int(now // self.period)
+        with self.lock:
+            self.counts = {k: v for k, v in self.counts.items() if k[1] == window}
+            n = self.counts[(key, window)] = self.counts.get((key, window), 0) + 1
+        return None if n <= self.limit else _retry_after(now, window, self.period)
+
+
+class RedisLimiter:
+    def __init__(
+        self, client: Any, limit: int, period: int, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.client, self.limit, self.period, self.clock = client, limit, period, clock
+
+    def hit(self, key: str) -> int | None:
+        now = self.clock()
+        window = int(now // self.period)
+        name = f"jobpost:apply:{key}:{window}"
+        try:
+            pipe = self.client.pipeline()
+            pipe.incr(name)
+            pipe.expire(name, self.period + 1)
+            n = int(pipe.execute()[0])
+        except Exception:  # a limiter that is down must not turn applicants away
+            return None
+        return None if n <= self.limit else _retry_after(now, window, self.period)
+
+
+def _retry_after(now: float, window: int, period: int) -> int:
+    return max(1, int((window + 1) * period - now + 0.999))
+
+
+def build(rule: str, redis_url: str | None) -> Limiter:
+    parsed = parse(rule)
+    if parsed is None:
+        return Unlimited()
+    if redis_url:
+        import redis
+
+        client = redis.Redis.from_url(redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
+        return RedisLimiter(client, *parsed)
+    return MemoryLimiter(*parsed)

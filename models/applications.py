@@ -1,0 +1,223 @@
+"""Applications (C8): the applicant's submission, and the employer's view of them."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
+
+from models import checks, resumes
+from models.checks import Invalid
+from models.dates import utcnow
+from models.entities import Application, Employer, Job, OutboxEntry, Resume
+from models.errors import ApplyViaUrl, FieldError, NotFound, ValidationFailed
+
+PHONE = re.compile(r"[0-9 +\-().]{1,30}")
+DELIVERY_STATES = ("pending", "sending", "sent", "failed")
+URL_ROUTE = 2
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A résumé as received: multipart file part, or JSON {filename, content (base64)}."""
+
+    filename: str | None
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Submission:
+    name: str
+    email: str
+    phone: str | None
+    cover_letter: str | None
+    resume: tuple[str, resumes.ResumeKind, bytes] | None
+
+
+def open_job(session: Session, job_id: int) -> Job:
+    """The job an applicant may apply to: active (404 otherwise), routed by email (C8)."""
+    job = session.get(Job, job_id)
+    if job is None or job.status != "active":
+        raise NotFound(f"No open job has id {job_id}.")
+    if job.routing_type == URL_ROUTE and job.application_url:
+        raise ApplyViaUrl(job.application_url)
+    return job
+
+
+def check(fields: dict[str, Any]) -> Submission:
+    """Every rule of C8 on the applicant's fields; all broken rules at once."""
+    errors: list[FieldError] = []
+
+    def take(name: str, rule: Any) -> Any:
+        try:
+            return rule(fields.get(name))
+        except Invalid as e:
+            errors.append(e.error)
+            return None
+
+    name = take("name", lambda v: _required(v, "name", 100))
+    email = take("email", lambda v: _required_email(v))
+    phone = take("phone", _phone)
+    letter = take("coverLetter", lambda v: _optional_text(v, "coverLetter", 10_000))
+    resume = take("resume", _resume)
+    if errors:
+        raise ValidationFailed(errors, subject="application")
+    return Submission(name, email, phone, letter, resume)
+
+
+def _required(value: Any, field: str, max_len: int) -> str:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise Invalid(field, "required", f"{field} is required.")
+    return checks.string(value, field, max_len=max_len, trim=True)
+
+
+def _required_email(value: Any) -> str:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise Invalid("email", "required", "email is required.")
+    return checks.email(value, "email", max_len=254)
+
+
+def _optional_text(value: Any, field: str, max_len: int) -> str | None:
+    if value is None or value == "":
+        return None
+    text = checks.string(value, field, max_len=max_len, min_len=0)
+    return text if text.strip() else None
+
+
+def _phone(value: Any) -> str | None:
+    text = _optional_text(value, "phone", 30)
+    if text is None:
+        return None
+    text = text.strip()
+    if not PHONE.fullmatch(text) or not any(c.isdigit() for c in text):
+        raise Invalid("phone", "invalid_format", "phone has digits, spaces and + - ( ) . only.")
+    return text
+
+
+def _resume(value: Any) -> tuple[str, resumes.ResumeKind, bytes] | None:
+    if value is None:
+        return None
+    upload = value if isinstance(value, Upload) else _json_upload(value)
+    if len(upload.data) > resumes.MAX_RESUME_BYTES:
+        raise Invalid("resume", "file_too_large", "A résumé is at most 5 MiB.")
+    kind = resumes.detect(upload.data)
+    if kind is None:
+        raise Invalid(
+            "resume", "file_type_not_allowed", "A résumé is a PDF, DOC, DOCX, ODT, RTF or TXT file."
+        )
+    return resumes.safe_filename(upload.filename, kind), kind, upload.data
+
+
+def _json_upload(value: Any) -> Upload:
+    obj = checks.obj(value, "resume")
+    filename = obj.get("filename")
+    if filename is not None:
+        filename = checks.string(filename, "resume.filename", max_len=255)
+    content = obj.get("content")
+    if content is None:
+        raise Invalid("resume.content", "required", "resume.content is required.")
+    text = checks.string(content, "resume.content", max_len=16 * 1024 * 1024, min_len=0)
+    try:
+        data = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        message = "resume.content must be base64."
+        raise Invalid("resume.content", "invalid_format", message) from None
+    return Upload(filename, data)
+
+
+def submit(session: Session, job: Job, sub: Submission) -> Application:
+    """Store the application, its résumé and its outbox entry in the caller's transaction.
+
+    The snapshot of the job (title, referenceId, address, employer) lets delivery go on
+    after the job is deleted (C8).
+    """
+    now = utcnow()
+    application = Application(
+        job_id=job.id,
+        employer_id=job.employer_id,
+        name=sub.name,
+        email=sub.email,
+        phone=sub.phone,
+        cover_letter=sub.cover_letter,
+        received_at=now,
+        job_title=job.title,
+        job_reference_id=job.reference_id,
+        application_email=job.application_email or "",
+        employer_name=job.employer.name,
+    )
+    if sub.resume is not None:
+        filename, kind, data = sub.resume
+        application.resume_filename = filename
+        application.resume_content_type = kind.content_type
+        application.resume_size = len(data)
+    # Counted as enqueued now: the after-commit enqueue follows; if the broker is down,
+    # the sweeper enqueues it once OUTBOX_SWEEP_GRACE_SECONDS have passed (C8).
+    application.outbox = OutboxEntry(
+        status="pending", attempts=0, next_attempt_at=now, enqueued_at=now
+    )
+    session.add(application)
+    session.flush()
+    if sub.resume is not None:
+        session.add(Resume(application_id=application.id, data=sub.resume[2]))
+        session.flush()
+    return application
+
+
+def get(session: Session, employer: Employer, application_id: int) -> Application:
+    application = session.get(Application, application_id)
+    if application is None or application.employer_id != employer.id:
+        raise NotFound(f"No application has id {application_id}.")
+    return application
+
+
+def resume_bytes(session: Session, application: Application) -> bytes:
+    resume = session.get(Resume, application.id)
+    if resume is None:
+        raise NotFound(f"Application {application.id} has no résumé.")
+    return resume.data
+
+
+@dataclass(frozen=True)
+class Page:
+    applications: list[Application]
+    total: int
+
+
+def listing(
+    session: Session,
+    employer: Employer,
+    *,
+    job_id: int | None,
+    status: str | None,
+    limit: int,
+    offset: int,
+) -> Page:
+    """The employer's applications, newest first (C8, paged as C6)."""
+    query = select(Application).where(Application.employer_id == employer.id)
+    if job_id is not None:
+        query = query.where(Application.job_id == job_id)
+    if status is not None:
+        query = query.join(OutboxEntry).where(OutboxEntry.status == status)
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    rows = session.scalars(
+        query.order_by(Application.received_at.desc(), Application.id.desc())
+        .limit(limit)
+        .offset(offset)
+    )
+    return Page(list(rows.unique()), total)
+
+
+def purge(session: Session, *, now: datetime, retention_days: int) -> int:
+    """Delete applications older than the retention whose delivery is over (C8)."""
+    cutoff = now - timedelta(days=retention_days)
+    over = select(OutboxEntry.application_id).where(OutboxEntry.status.in_(("sent", "failed")))
+    old = (Application.received_at < cutoff) & Application.id.in_(over)
+    # Résumés and outbox entries go with them: ON DELETE CASCADE (foreign keys are on in SQLite).
+    result = session.execute(delete(Application).where(old))
+    return int(result.rowcount)  # type: ignore[attr-defined]

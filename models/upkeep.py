@@ -1,0 +1,40 @@
+"""Periodic upkeep of postings (C5): one set-based UPDATE each, idempotent, safe to overlap."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from models.dates import REFRESH_DAYS, utcnow
+from models.entities import Employer, Job
+
+
+def expire(session: Session, *, today: date) -> int:
+    """Active jobs whose closeDate is before today become archived (active through it)."""
+    result = session.execute(
+        update(Job)
+        .where(Job.status == "active", Job.close_date < today)
+        .values(status="archived", updated_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+def refresh(session: Session, *, today: date) -> int:
+    """Active auto-refresh jobs of unlimited-plan employers, published 7+ days ago, get
+    publishDate = today; closeDate is left alone. Run expire first."""
+    unlimited = select(Employer.id).where(Employer.plan == "unlimited")
+    result = session.execute(
+        update(Job)
+        .where(
+            Job.status == "active",
+            Job.auto_refresh.is_(True),
+            Job.publish_date <= today - timedelta(days=REFRESH_DAYS),
+            Job.employer_id.in_(unlimited),
+        )
+        .values(publish_date=today, updated_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
+    return int(result.rowcount)  # type: ignore[attr-defined]

@@ -1,0 +1,28 @@
+"""Sending task messages. A broker that does not answer costs about a second, no more:
+the outbox row is already committed, and the sweeper enqueues it later (C8)."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import Celery
+
+log = logging.getLogger("jobpost.enqueue")
+DELIVER = "jobpost.deliver"
+NO_RETRY = {"max_retries": 0}
+
+
+def deliver(app: Celery, application_id: int, request_id: str | None = None) -> bool:
+    """Enqueue the delivery of one application's copy; False (logged) when the broker is down."""
+    try:
+        app.send_task(
+            DELIVER,
+            args=[application_id],
+            kwargs={"request_id": request_id},
+            retry=False,
+            retry_policy=NO_RETRY,
+        )
+    except Exception as e:  # any broker error: the sweeper will pick the entry up
+        log.warning("enqueue failed for application %s: %s", application_id, e)
+        return False
+    return True
