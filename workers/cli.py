@@ -78,23 +78,38 @@ def keys_revoke(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+SAMPLE_JOB = (
+    '{"title": "Line Cook", "status": "active", "locations": [{"description": "Toronto, ON"}], '
+    '"categories": [{"id": 12}], "positionType": {"id": 1}, '
+    '"description": "<p>Join our <strong>kitchen</strong>.</p>", '
+    '"applicantRoutingType": {"id": 1}, "applicationEmail": "hiring@example.com"}'
+)
+
+
 def demo(args: argparse.Namespace, settings: Settings) -> int:
     """For `make run`: a demo employer (unlimited plan) and a fresh key in var/demo-key."""
     with session_scope(_sessions(settings)) as s:
         found = [e for e in employers.list_employers(s) if e.name == "Demo Employer"]
         employer = found[0] if found else employers.create_employer(s, "Demo Employer", "unlimited")
         issued = employers.issue_key(s, employer.id)
-    path = Path(os.environ.get("JOBPOST_VAR_DIR", "var")) / "demo-key"
+    path = var_dir() / "demo-key"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(issued.key + "\n")
     base = f"http://127.0.0.1:{args.port}/api/v1.1"
-    out(args, {"employerId": employer.id, "apiKey": issued.key},
+    key = f'-H "API-Key: $(cat {path})"'
+    out(
+        args,
+        {"employerId": employer.id, "apiKey": issued.key},
         f"Demo employer {employer.id}; API key (also in {path}):\n  {issued.key}\n\nTry:\n"
         f"  curl -s {base}/positiontypes\n"
-        f"  curl -s -H \"API-Key: $(cat {path})\" {base}/jobs\n"
-        f"  curl -s -H \"API-Key: $(cat {path})\" -H 'Content-Type: application/json' "
-        f"-d @docs/sample-job.json {base}/jobs\n")  # fmt: skip
+        f"  curl -s {key} -H 'Content-Type: application/json' -d '{SAMPLE_JOB}' {base}/jobs\n"
+        f"  curl -s {key} '{base}/jobs?status=active'\n",
+    )
     return 0
+
+
+def var_dir() -> Path:
+    return Path(os.environ.get("JOBPOST_VAR_DIR", "var"))
 
 
 def serve(args: argparse.Namespace, settings: Settings) -> int:
@@ -102,6 +117,41 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
 
     run(args.host, args.port, args.workers)
     return 0
+
+
+def worker(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.app import EMAIL_QUEUE, MAINTENANCE_QUEUE, celery_app
+
+    queues = f"{EMAIL_QUEUE},{MAINTENANCE_QUEUE}"
+    argv = ["worker", "-Q", queues, "--loglevel", "INFO"]
+    if args.concurrency:
+        argv += ["--concurrency", str(args.concurrency)]
+    celery_app.worker_main(argv)
+    return 0
+
+
+def beat(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.app import celery_app
+
+    var_dir().mkdir(parents=True, exist_ok=True)
+    schedule = str(var_dir() / "celerybeat-schedule")
+    celery_app.start(["beat", "--loglevel", "INFO", "--schedule", schedule])
+    return 0
+
+
+def dev(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.dev import run
+
+    return run(args.host, args.port, settings.smtp_host, settings.smtp_port, var_dir())
+
+
+def _ops(name: str) -> Handler:
+    def handler(args: argparse.Namespace, settings: Settings) -> int:
+        from workers import ops
+
+        return int(getattr(ops, name)(args, settings, out))
+
+    return handler
 
 
 def parser() -> argparse.ArgumentParser:
@@ -139,13 +189,29 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--host", default="127.0.0.1")
     c.add_argument("--port", type=int, default=8000)
     c.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    for extend in EXTENSIONS:
-        extend(sub, cmd)
+
+    c = cmd(sub, "worker", worker, "run a Celery worker on the email and maintenance queues")
+    c.add_argument("--concurrency", type=int, default=None, help="default: one per core")
+    cmd(sub, "beat", beat, "run the periodic task scheduler (exactly one per deployment)")
+    c = cmd(sub, "dev", dev, "web, worker, beat and a local mail sink on embedded defaults")
+    c.add_argument("--host", default="127.0.0.1")
+    c.add_argument("--port", type=int, default=8000)
+
+    tasks = sub.add_parser("tasks", help="periodic tasks").add_subparsers(dest="sub", required=True)
+    c = cmd(tasks, "run", _ops("tasks_run"), "run one periodic task now, in this process")
+    c.add_argument("task", choices=("expire", "refresh", "sweep", "purge"))
+    c.add_argument("--today", help="the service date, YYYY-MM-DD (ignored by sweep)")
+
+    c = cmd(sub, "outbox", _ops("outbox_list"), "deliveries not yet sent (or of one status)")
+    c.add_argument("--status", choices=("pending", "sending", "sent", "failed"))
+    retry = c.add_subparsers(dest="sub").add_parser("retry", help="failed deliveries to pending")
+    retry.set_defaults(handler=_ops("outbox_retry"))
+    retry.add_argument("application_id", nargs="?", type=int)
+    retry.add_argument("--all-failed", action="store_true")
+    retry.add_argument("--json", action="store_true")
+
+    cmd(sub, "queues", _ops("queues"), "depth of each Celery queue and the workers seen")
     return p
-
-
-# Later command groups (workers, tasks, operators) register themselves here.
-EXTENSIONS: list[Callable[[Any, Any], None]] = []
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,83 @@
+"""`jobpost dev`: web, worker, beat and a local SMTP sink in one command (C9).
+
+Everything runs on the embedded defaults (SQLite, the SQLite broker); every message the
+sink receives is saved under var/mail/. Ctrl-C stops all of it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from aiosmtpd.controller import Controller
+
+
+class MailDir:
+    """An aiosmtpd handler that saves each message as var/mail/<time>-<n>.eml."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.counter = itertools.count(1)
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        name = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{next(self.counter)}.eml"
+        data = envelope.original_content or envelope.content
+        (self.folder / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+        print(f"mail: saved {self.folder / name} for {', '.join(envelope.rcpt_tos)}", flush=True)
+        return "250 Message accepted for delivery"
+
+
+def start_sink(host: str, port: int, folder: Path) -> Controller:
+    logging.getLogger("mail.log").setLevel(logging.WARNING)  # aiosmtpd logs every command
+    controller = Controller(MailDir(folder), hostname=host, port=port)
+    controller.start()
+    return controller
+
+
+def run(host: str, port: int, smtp_host: str, smtp_port: int, var: Path) -> int:
+    """Start the sink, then web, worker and beat as child processes; stop them together."""
+    sink = start_sink(smtp_host, smtp_port, var / "mail")
+    jobpost = [sys.executable, "-m", "workers.cli"]
+    children = [
+        subprocess.Popen(
+            [*jobpost, "serve", "--host", host, "--port", str(port), "--workers", "2"]
+        ),
+        subprocess.Popen([*jobpost, "worker", "--concurrency", "1"]),
+        subprocess.Popen([*jobpost, "beat"]),
+    ]
+    print(
+        f"jobpost dev: http://{host}:{port}/api/v1.1  mail under {var / 'mail'}  "
+        "(Ctrl-C stops everything)",
+        flush=True,
+    )
+    stopping = False
+
+    def stop(signum: int, _frame: Any) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        while not stopping and all(c.poll() is None for c in children):
+            time.sleep(0.2)
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        for child in children:
+            try:
+                child.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                child.kill()
+        sink.stop()
+    return 0 if stopping else 1
