@@ -10,9 +10,11 @@ from typing import Any
 import falcon
 from sqlalchemy.orm import Session, sessionmaker
 
-from api import applications, errors, health, jobs, ratelimit, reference
+from api import applications, errors, health, jobs, observability, ratelimit, reference
 from api.middleware import Cors, MethodOverride, RequestId, SessionManager
 from api.openapi_resource import OpenApi
+from api.pages import Applied, ApplyForm, JobPage
+from models import logs
 from models.dates import today_in
 from models.db import make_engine, make_sessionmaker
 from models.settings import Settings
@@ -33,6 +35,7 @@ class Collaborators:
     enqueue: applications.Enqueue = _nothing
     limiter: ratelimit.Limiter | None = None
     ready_checks: dict[str, health.Check] = field(default_factory=dict)
+    queue_depths: observability.QueueDepths | None = None  # for /metrics (C9)
 
 
 def create_app(
@@ -46,7 +49,9 @@ def create_app(
     parts = parts or Collaborators()
     clock = today or parts.today or (lambda: today_in(settings.timezone))
     limiter = parts.limiter or ratelimit.build(settings.apply_rate_limit, settings.redis_url)
-    middleware: list[Any] = [RequestId(), MethodOverride(), Cors(), SessionManager(sessions)]
+    # Observe first: its process_response runs last, after RequestId and every status change.
+    middleware: list[Any] = [observability.Observe(), RequestId(), MethodOverride(), Cors(),
+                             SessionManager(sessions)]  # fmt: skip
     app = falcon.App(middleware=middleware)
     app.req_options.strip_url_path_trailing_slash = True
     errors.register(app)
@@ -64,8 +69,16 @@ def create_app(
         f"{API}/locations": reference.Locations(base),
         f"{API}/locations/{{location_id}}": reference.LocationItem(),
         f"{API}/openapi.json": OpenApi(),
+        "/jobs/{job_id}": JobPage(settings.timezone),  # C8 public pages (HTML)
+        "/jobs/{job_id}/apply": ApplyForm(intake, settings.timezone),
+        "/jobs/{job_id}/applied": Applied(),
         "/healthz": health.Health(),
         "/readyz": health.Ready(parts.ready_checks, settings.ready_timeout_seconds),
+        "/metrics": observability.Metrics(
+            observability.StateCollector(
+                sessions, parts.queue_depths, settings.ready_timeout_seconds
+            )
+        ),
     }
     for path, resource in routes.items():
         app.add_route(path, resource)
@@ -77,6 +90,7 @@ def get_app() -> WsgiApp:
     from workers import broker, enqueue
     from workers.app import celery_app
 
+    logs.configure()
     settings = Settings.from_env()
     engine = make_engine(settings.database_url)
     timeout = settings.ready_timeout_seconds
@@ -86,5 +100,6 @@ def get_app() -> WsgiApp:
             "database": health.database_check(engine),
             "broker": lambda: broker.ping(settings.broker_url, timeout),
         },
+        queue_depths=lambda: broker.depths(settings.broker_url, timeout),
     )
     return create_app(settings, make_sessionmaker(engine), parts)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,7 +15,7 @@ from api import forms, query
 from api.auth import employer_of, require_employer
 from api.errors import Problem
 from api.ratelimit import Limiter
-from api.responses import path_id, send_json
+from api.responses import INT32_MAX, path_id, send_json
 from models import applications, jobs
 from models.db import after_commit
 from models.entities import Application
@@ -90,12 +92,15 @@ class Submissions:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         application = self.intake.receive(req, job_id)
-        send_json(resp, {"id": application.id if application else 0, "status": "received"}, 202)
+        # The honeypot's answer looks like any other success: a positive id (C8).
+        app_id = application.id if application else secrets.randbelow(INT32_MAX) + 1
+        send_json(resp, {"id": app_id, "status": "received"}, 202)
 
     @falcon.before(require_employer)
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
+        wanted = _list_query(req, by_job=False)  # C1: a 400 outranks the 404
         job = jobs.get(req.context.session, employer_of(req), path_id(job_id))
-        _send_page(req, resp, self.public_base_url, job.id)
+        _send_page(req, resp, self.public_base_url, replace(wanted, job_id=job.id))
 
 
 class Collection:
@@ -104,41 +109,64 @@ class Collection:
 
     @falcon.before(require_employer)
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        raw = query.param(req, "jobId")
-        job_id = None
-        if raw is not None:
-            if not (raw.isascii() and raw.isdigit() and len(raw) <= 10):
-                raise query.invalid([FieldError("jobId", "invalid_type", "jobId is a job id.")])
-            job_id = int(raw)
-        _send_page(req, resp, self.public_base_url, job_id, carry_job=True)
+        wanted = _list_query(req, by_job=True)
+        _send_page(req, resp, self.public_base_url, wanted, carry_job=True)
+
+
+@dataclass(frozen=True)
+class _ListQuery:
+    job_id: int | None
+    status: str | None
+    paging: query.Paging
+
+
+def _list_query(req: falcon.Request, *, by_job: bool) -> _ListQuery:
+    """The list's parameters; every malformed one is listed in one 400 invalid_query (C1)."""
+    errors: list[FieldError] = []
+    job_id = _job_filter(req, errors) if by_job else None
+    status = query.choice(req, "status", applications.DELIVERY_STATES, errors)
+    paging = query.paging(req, errors)
+    if errors:
+        raise query.invalid(errors)
+    return _ListQuery(job_id, status, paging)
+
+
+def _job_filter(req: falcon.Request, errors: list[FieldError]) -> int | None:
+    """jobId: a job id (Int32, from 1), as openapi.json declares it."""
+    raw = query.param(req, "jobId")
+    if raw is None:
+        return None
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 10):
+        errors.append(FieldError("jobId", "invalid_type", "jobId is a job id."))
+        return None
+    if not 1 <= int(raw) <= INT32_MAX:
+        errors.append(FieldError("jobId", "out_of_range", f"jobId must be 1 to {INT32_MAX}."))
+        return None
+    return int(raw)
 
 
 def _send_page(
     req: falcon.Request,
     resp: falcon.Response,
     base: str | None,
-    job_id: int | None,
+    wanted: _ListQuery,
     carry_job: bool = False,
 ) -> None:
-    errors: list[FieldError] = []
-    status = query.choice(req, "status", applications.DELIVERY_STATES, errors)
-    paging = query.paging(req, errors)
-    if errors:
-        raise query.invalid(errors)
     page = applications.listing(
         req.context.session,
         employer_of(req),
-        job_id=job_id,
-        status=status,
-        limit=paging.page_size,
-        offset=paging.offset,
+        job_id=wanted.job_id,
+        status=wanted.status,
+        limit=wanted.paging.page_size,
+        offset=wanted.paging.offset,
     )
-    filters = {"jobId": str(job_id) if carry_job and job_id is not None else None, "status": status}
+    job = str(wanted.job_id) if carry_job and wanted.job_id is not None else None
+    filters = {"jobId": job, "status": wanted.status}
     send_json(
         resp,
         {
             "data": [represent(a) for a in page.applications],
-            "paging": query.paging_object(req, base, paging, page.total, filters),
+            "paging": query.paging_object(req, base, wanted.paging, page.total, filters),
         },
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -12,6 +13,7 @@ from api.errors import Problem
 
 MiB = 1024 * 1024
 JOB_BODY_LIMIT = MiB  # C1: the request size limit the interface leaves open
+_SURROGATE = re.compile("[\ud800-\udfff]")  # from a "\\ud800" escape: no UTF-8 holds it
 
 
 def read_bytes(req: falcon.Request, limit: int) -> bytes:
@@ -54,10 +56,29 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _has_lone_surrogate(value: Any) -> bool:
+    """Whether a string anywhere (keys too) holds an unpaired surrogate."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 def parse_json(data: bytes) -> dict[str, Any]:
     """Parse with numbers as Decimal (never through floats); hostile input is a 400 (C4)."""
     try:
-        value = json.loads(data.decode("utf-8"), parse_float=Decimal, parse_constant=_no_constant)
+        text = data.decode("utf-8")
+        value = json.loads(text, parse_float=Decimal, parse_constant=_no_constant)
+        if "\\u" in text and _has_lone_surrogate(value):
+            raise ValueError("unpaired surrogate")
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise Problem(400, "malformed_json", "The body is not valid UTF-8 JSON.") from None
     if not isinstance(value, dict):

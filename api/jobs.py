@@ -17,6 +17,8 @@ from models.job_rules import STATUSES
 
 
 class _JobResource:
+    requires_employer = True  # also read by MethodOverride: 401 outranks its 400 (C1)
+
     def __init__(self, today: Callable[[], date], public_base_url: str | None) -> None:
         self.today = today
         self.public_base_url = public_base_url
@@ -31,9 +33,9 @@ class JobCollection(_JobResource):
         errors: list[FieldError] = []
         status = query.choice(req, "status", STATUSES, errors)
         paging = query.paging(req, errors)
+        q = query.term(req, "q", errors)
         if errors:
             raise query.invalid(errors)
-        q = query.param(req, "q")
         page = jobs.listing(req.context.session, employer_of(req), q=q, status=status,
                             page=paging.page, page_size=paging.page_size)  # fmt: skip
         send_json(resp, {

@@ -9,6 +9,8 @@ from typing import Any
 import falcon
 from sqlalchemy.orm import Session, sessionmaker
 
+from api.auth import require_employer
+from api.body import read_json
 from api.errors import Problem
 from models import db
 
@@ -38,9 +40,21 @@ class MethodOverride:
             return
         method = override.strip().upper()
         if method not in ("PUT", "DELETE"):
-            raise Problem(400, "invalid_method_override",
-                          "X-HTTP-Method-Override may name PUT or DELETE only.")  # fmt: skip
+            req.context.invalid_override = Problem(400, "invalid_method_override",
+                "X-HTTP-Method-Override may name PUT or DELETE only.")  # fmt: skip
+            return
         req.method = method
+
+    def process_resource(self, req: falcon.Request, resp: falcon.Response, resource: Any,
+                         params: dict[str, Any]) -> None:  # fmt: skip
+        """An invalid override is a 400, after the 401, 413 and 415 that outrank it (C1)."""
+        problem: Problem | None = getattr(req.context, "invalid_override", None)
+        if problem is None:
+            return
+        if getattr(resource, "requires_employer", False):
+            require_employer(req, resp, resource, params)
+            read_json(req, optional=True)
+        raise problem
 
 
 class Cors:
@@ -77,6 +91,9 @@ class SessionManager:
             if req_succeeded and resp.status_code < 400:
                 db.commit(session)
             else:
+                # Detach first: a rollback would expire what the request loaded, and the
+                # middleware that runs after this one (the access log) still reads the employer.
+                session.expunge_all()
                 db.discard(session)
         finally:
             session.close()

@@ -12,6 +12,7 @@ from api.errors import Problem
 from models.errors import FieldError
 
 DIGITS = re.compile(r"[0-9]{1,10}")
+INT32_MAX = 2**31 - 1  # page and pageSize are Int32 (interface)
 
 
 @dataclass(frozen=True)
@@ -30,12 +31,21 @@ def param(req: falcon.Request, name: str) -> str | None:
     return value if value else None
 
 
+def term(req: falcon.Request, name: str, errors: list[FieldError]) -> str | None:
+    """A search term; a NUL character is malformed (no database text can hold it, C4)."""
+    value = param(req, name)
+    if value is not None and "\x00" in value:
+        errors.append(FieldError(name, "invalid_format", f"{name} must not contain NUL."))
+        return None
+    return value
+
+
 def invalid(errors: list[FieldError]) -> Problem:
     names = ", ".join(e.field for e in errors)
     return Problem(400, "invalid_query", f"Invalid query parameter: {names}.", errors=errors)
 
 
-def _bounded(req: falcon.Request, name: str, default: int, top: int | None,
+def _bounded(req: falcon.Request, name: str, default: int, top: int,
              errors: list[FieldError]) -> int:  # fmt: skip
     raw = param(req, name)
     if raw is None:
@@ -44,9 +54,8 @@ def _bounded(req: falcon.Request, name: str, default: int, top: int | None,
         errors.append(FieldError(name, "invalid_type", f"{name} must be a whole number."))
         return default
     value = int(raw)
-    if value < 1 or (top is not None and value > top):
-        span = f"1 to {top}" if top else "at least 1"
-        errors.append(FieldError(name, "out_of_range", f"{name} must be {span}."))
+    if not 1 <= value <= top:
+        errors.append(FieldError(name, "out_of_range", f"{name} must be 1 to {top}."))
     return value
 
 
@@ -62,7 +71,7 @@ def choice(req: falcon.Request, name: str, allowed: tuple[str, ...],
 
 
 def paging(req: falcon.Request, errors: list[FieldError]) -> Paging:
-    return Paging(page=_bounded(req, "page", 1, None, errors),
+    return Paging(page=_bounded(req, "page", 1, INT32_MAX, errors),
                   page_size=_bounded(req, "pageSize", 10, 100, errors))  # fmt: skip
 
 

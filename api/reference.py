@@ -31,9 +31,9 @@ class Locations:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         errors: list[FieldError] = []
         paging = query.paging(req, errors)
+        q = query.term(req, "q", errors)
         if errors:
             raise query.invalid(errors)
-        q = query.param(req, "q")
         rows, total = places.search(req.context.session, q, limit=paging.page_size,
                                     offset=paging.offset)  # fmt: skip
         send_cacheable(req, resp, {

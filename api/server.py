@@ -1,7 +1,15 @@
-"""`jobpost serve`: the WSGI app under gunicorn, one app (and engine) per worker process."""
+"""`jobpost serve`: the WSGI app under gunicorn, one app (and engine) per worker process.
+
+The workers share their metrics through files in PROMETHEUS_MULTIPROC_DIR (C9). The variable
+is set here, in the master, before anything imports prometheus_client and before the workers
+fork, and the directory is emptied at start: files of an earlier run would be summed in.
+Nothing in this module may import prometheus_client at import time.
+"""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
@@ -22,7 +30,46 @@ class Server(BaseApplication):  # type: ignore[misc]  # gunicorn ships no type h
         return get_app()
 
 
-def serve(host: str, port: int, workers: int, **extra: Any) -> None:
+def prepare_metrics_dir(path: str | Path) -> str:
+    """Create `path` (absolute), remove the metric files of an earlier run, and make this
+    process and its children use it (PROMETHEUS_MULTIPROC_DIR). Subdirectories (a worker's
+    own, say) are left alone."""
+    folder = Path(path).resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.glob("*.db"):
+        stale.unlink(missing_ok=True)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
+    return str(folder)
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    """A gunicorn hook in the master: a worker is gone; its live gauges go with it."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
+
+
+# gunicorn's own lines (start, worker boot and timeout) as JSON on stderr too (C9); the
+# access log is ours (api.observability), gunicorn's stays off.
+LOGGING = {
+    "root": {"level": "INFO", "handlers": ["json"]},
+    "loggers": {
+        "gunicorn.error": {"level": "INFO", "handlers": [], "propagate": True},
+        "gunicorn.access": {"level": "INFO", "handlers": [], "propagate": False},
+    },
+    "handlers": {
+        "json": {"class": "logging.StreamHandler", "formatter": "json",
+                 "stream": "ext://sys.stderr"},
+    },
+    "formatters": {"json": {"()": "models.logs.JsonFormatter"}},
+}  # fmt: skip
+
+
+def serve(host: str, port: int, workers: int, *, metrics_dir: str | None = None,
+          **extra: Any) -> None:  # fmt: skip
+    if metrics_dir is not None:
+        prepare_metrics_dir(metrics_dir)
     options = {"bind": f"{host}:{port}", "workers": workers, "accesslog": None,
-               "worker_class": "sync", "timeout": 30, **extra}  # fmt: skip
+               "worker_class": "sync", "timeout": 30, "child_exit": child_exit,
+               "logconfig_dict": LOGGING, **extra}  # fmt: skip
     Server(options).run()

@@ -49,7 +49,7 @@ def int32(value: Any, field: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise Invalid(field, "invalid_type", f"{field} must be an integer.")
     if not INT32[0] <= value <= INT32[1]:
-        raise Invalid(field, "invalid_type", f"{field} must be a 32-bit integer.")
+        raise Invalid(field, "out_of_range", f"{field} must be a 32-bit integer.")
     return value
 
 

@@ -85,7 +85,7 @@ def revoke_key(session: Session, prefix: str) -> ApiKey:
 
 def authenticate(session: Session, key: str | None) -> Employer | None:
     """The employer a presented key belongs to, or None if it is missing, unknown or revoked."""
-    if not key or len(key) < PREFIX_LEN or len(key) > 200:
+    if not key or len(key) < PREFIX_LEN or len(key) > 200 or not key.isprintable():
         return None
     api_key = session.scalar(select(ApiKey).where(ApiKey.prefix == key[:PREFIX_LEN]))
     if api_key is None or api_key.revoked_at is not None:

@@ -158,6 +158,8 @@ class Job(Base):
         Index("ix_jobs_employer_published", "employer_id", publish_date.desc(), id.desc()),
         Index("uq_jobs_employer_reference", "employer_id", "reference_id", unique=True),
         Index("ix_jobs_status_close", "status", "close_date"),
+        # A deleted job's id must never name a new job (SQLite reuses rowids without this).
+        {"sqlite_autoincrement": True},
     )
 
     @property
@@ -211,6 +213,7 @@ class Application(Base):
     __table_args__ = (
         Index("ix_applications_employer_received", "employer_id", received_at.desc(), id.desc()),
         Index("ix_applications_job", "job_id"),
+        {"sqlite_autoincrement": True},
     )
 
 

@@ -38,8 +38,11 @@ def find_by_reference(session: Session, employer: Employer, reference_id: str) -
 def _check_reference_free(session: Session, employer: Employer, body: dict[str, Any],
                           job: Job | None = None) -> None:  # fmt: skip
     """409 before 422 (C1): a used referenceId is refused before the other rules are read."""
-    ref = body.get("referenceId")
-    if not isinstance(ref, str) or not 0 < len(ref) <= 50 or (job and job.reference_id == ref):
+    try:
+        ref = checks.string(body.get("referenceId"), "referenceId", max_len=50)
+    except checks.Invalid:
+        return  # absent, or reported with the other rules (a NUL never reaches the database)
+    if job and job.reference_id == ref:
         return
     if find_by_reference(session, employer, ref) is not None:
         raise DuplicateReferenceId(f"This employer already has a job with referenceId {ref!r}.")

@@ -18,3 +18,32 @@ def job_body(**overrides: Any) -> dict[str, Any]:
     }
     body.update(overrides)
     return {k: v for k, v in body.items() if v is not ...}
+
+
+JOBS = "/api/v1.1/jobs"
+
+
+def create_job(api: Any, account: Any, **overrides: Any) -> dict[str, Any]:
+    """POST a valid job (with `overrides`) for `account` and return its read shape."""
+    result = api.post(JOBS, json=job_body(**overrides), key=account.key)
+    assert result.status_code == 201, result.text
+    job: dict[str, Any] = result.json
+    return job
+
+
+def problem(result: Any, status: int, code: str) -> dict[str, Any]:
+    """Assert `result` is a C1 problem with `status` and `code`, and return its body."""
+    assert result.status_code == status, result.text
+    assert result.headers["content-type"] == "application/problem+json"
+    body: dict[str, Any] = result.json
+    assert body["status"] == status and body["code"] == code, body
+    assert body["type"] == "about:blank" and body["title"]
+    return body
+
+
+def entries(
+    result: Any, status: int = 422, code: str = "validation_failed"
+) -> list[tuple[str, str]]:
+    """The (field, code) pairs of a 422 (or a 400 invalid_query, with its status and code)."""
+    body = problem(result, status, code)
+    return [(e["field"], e["code"]) for e in body["errors"]]

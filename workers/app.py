@@ -7,6 +7,8 @@ one task run: a task not acknowledged within it is delivered again.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from typing import Any
 
 from celery import Celery
@@ -19,6 +21,10 @@ MAINTENANCE_QUEUE = "maintenance"
 TASK_TIME_LIMIT = 120  # seconds; below OUTBOX_LEASE_SECONDS (default 300)
 VISIBILITY_TIMEOUT = 3600  # seconds; above the time limit and any countdown (we set none)
 ENQUEUE_TIMEOUT = 1.0  # C8: a broker that is down holds a request for about a second at most
+# kombu's SQLAlchemy transport is polled, and a worker whose prefetch is full waits a whole
+# interval (1 s by default) before asking again: one task per second at most, unless shorter.
+EMBEDDED_POLLING_INTERVAL = 0.1
+EMBEDDED_SCHEMES = ("sqla+", "sqlalchemy+")
 
 
 def broker_options(settings: Settings) -> dict[str, Any]:
@@ -32,7 +38,30 @@ def broker_options(settings: Settings) -> dict[str, Any]:
     return {}
 
 
+def _poll_embedded_broker_often() -> None:
+    """The interval can only be set on the class: kombu hands every transport option of its
+    SQLAlchemy transport to create_engine, which refuses `polling_interval`."""
+    from kombu.transport import sqlalchemy as embedded
+
+    embedded.Transport.polling_interval = EMBEDDED_POLLING_INTERVAL
+
+
+def schedule_from_env(env: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    """beat_schedule.SCHEDULE; or, when JOBPOST_BEAT_EVERY_SECONDS=N is set, every entry every
+    N seconds instead of its crontab. For tests and demos that want to see beat fire without
+    waiting for the clock; never set it in production."""
+    every = (os.environ if env is None else env).get("JOBPOST_BEAT_EVERY_SECONDS", "").strip()
+    if not every:
+        return SCHEDULE
+    seconds = float(every)
+    if seconds <= 0:
+        raise ValueError("JOBPOST_BEAT_EVERY_SECONDS must be a positive number of seconds")
+    return {name: {**entry, "schedule": seconds} for name, entry in SCHEDULE.items()}
+
+
 def make_celery(settings: Settings) -> Celery:
+    if settings.broker_url.startswith(EMBEDDED_SCHEMES):
+        _poll_embedded_broker_often()
     app = Celery("jobpost", broker=settings.broker_url, include=["workers.tasks"])
     app.conf.update(
         task_serializer="json",
@@ -55,7 +84,7 @@ def make_celery(settings: Settings) -> Celery:
         task_create_missing_queues=True,
         timezone=str(settings.timezone),
         enable_utc=True,
-        beat_schedule=SCHEDULE,
+        beat_schedule=schedule_from_env(),
         worker_hijack_root_logger=False,
         worker_send_task_events=True,  # Flower and `jobpost queues` see the workers
         task_send_sent_event=True,

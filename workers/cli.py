@@ -7,12 +7,13 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from models import employers
+from models import employers, logs
 from models.db import make_engine, make_sessionmaker, session_scope
 from models.errors import DomainError
 from models.settings import Settings
@@ -115,11 +116,17 @@ def var_dir() -> Path:
 def serve(args: argparse.Namespace, settings: Settings) -> int:
     from api.server import serve as run
 
-    run(args.host, args.port, args.workers)
+    run(args.host, args.port, args.workers, metrics_dir=settings.prometheus_multiproc_dir)
     return 0
 
 
 def worker(args: argparse.Namespace, settings: Settings) -> int:
+    from api.server import prepare_metrics_dir
+
+    # The prefork children count task runs into files of this worker's own (C9), so this is
+    # set before workers.tasks imports prometheus_client and before the pool forks.
+    port = settings.worker_metrics_port
+    prepare_metrics_dir(Path(settings.prometheus_multiproc_dir) / f"worker-{port}")
     from workers.app import EMAIL_QUEUE, MAINTENANCE_QUEUE, celery_app
 
     queues = f"{EMAIL_QUEUE},{MAINTENANCE_QUEUE}"
@@ -143,6 +150,15 @@ def dev(args: argparse.Namespace, settings: Settings) -> int:
     from workers.dev import run
 
     return run(args.host, args.port, settings.smtp_host, settings.smtp_port, var_dir())
+
+
+def iso_date(text: str) -> str:
+    """--today: a malformed date is a usage error (exit 2), caught before anything runs."""
+    try:
+        date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
+    return text
 
 
 def _ops(name: str) -> Handler:
@@ -200,24 +216,32 @@ def parser() -> argparse.ArgumentParser:
     tasks = sub.add_parser("tasks", help="periodic tasks").add_subparsers(dest="sub", required=True)
     c = cmd(tasks, "run", _ops("tasks_run"), "run one periodic task now, in this process")
     c.add_argument("task", choices=("expire", "refresh", "sweep", "purge"))
-    c.add_argument("--today", help="the service date, YYYY-MM-DD (ignored by sweep)")
+    c.add_argument("--today", type=iso_date, help="the service date, YYYY-MM-DD (ignored by sweep)")
 
     c = cmd(sub, "outbox", _ops("outbox_list"), "deliveries not yet sent (or of one status)")
     c.add_argument("--status", choices=("pending", "sending", "sent", "failed"))
     retry = c.add_subparsers(dest="sub").add_parser("retry", help="failed deliveries to pending")
     retry.set_defaults(handler=_ops("outbox_retry"))
-    retry.add_argument("application_id", nargs="?", type=int)
-    retry.add_argument("--all-failed", action="store_true")
+    which = retry.add_mutually_exclusive_group(required=True)  # neither, or both: exit 2
+    which.add_argument("application_id", nargs="?", type=int)
+    which.add_argument("--all-failed", action="store_true")
     retry.add_argument("--json", action="store_true")
 
     cmd(sub, "queues", _ops("queues"), "depth of each Celery queue and the workers seen")
     return p
 
 
+SERVICES = ("serve", "worker", "beat", "dev")  # long-running: their logs are JSON lines (C9)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
-    logging.getLogger("alembic").setLevel(logging.WARNING)
     args = parser().parse_args(argv)
+    if args.command in SERVICES:
+        logs.configure(logging.INFO)
+        logging.captureWarnings(True)  # warnings too leave as JSON lines
+    else:  # the admin commands print to stdout; their few logs stay readable on stderr
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         return int(args.handler(args, Settings.from_env()))
     except (DomainError, ValueError) as e:

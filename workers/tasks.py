@@ -6,6 +6,7 @@ import functools
 import logging
 from typing import Any
 
+from celery import Celery
 from celery.signals import worker_process_init
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -13,7 +14,7 @@ from models import applications, outbox, upkeep
 from models.dates import today_in, utcnow
 from models.db import make_engine, make_sessionmaker, session_scope
 from models.settings import Settings
-from workers import delivery, enqueue
+from workers import delivery, enqueue, observability  # noqa: F401  (task signals, C9)
 from workers.app import celery_app
 
 log = logging.getLogger("jobpost.tasks")
@@ -40,31 +41,43 @@ def deliver(application_id: int, request_id: str | None = None) -> str:
     return delivery.deliver(sessions(), settings(), application_id)
 
 
+def changed(task: str, count: int, what: str) -> int:
+    """Each periodic task logs what it changed, once committed, and returns the count (C9)."""
+    log.info("%s: %d %s", task, count, what, extra={"periodic_task": task, "changed": count})
+    return count
+
+
 def run_expire(factory: sessionmaker[Session], s: Settings, today: Any = None) -> int:
+    day = today or today_in(s.timezone)
     with session_scope(factory) as session:
-        return upkeep.expire(session, today=today or today_in(s.timezone))
+        count = upkeep.expire(session, today=day)
+    return changed("expire", count, f"active jobs closed before {day} archived")
 
 
 def run_refresh(factory: sessionmaker[Session], s: Settings, today: Any = None) -> int:
+    day = today or today_in(s.timezone)
     with session_scope(factory) as session:
-        return upkeep.refresh(session, today=today or today_in(s.timezone))
+        count = upkeep.refresh(session, today=day)
+    return changed("refresh", count, f"auto-refresh jobs re-published on {day}")
 
 
 def run_purge(factory: sessionmaker[Session], s: Settings, today: Any = None) -> int:
+    days = s.application_retention_days
     with session_scope(factory) as session:
-        return applications.purge(
-            session, now=utcnow(), retention_days=s.application_retention_days
-        )
+        count = applications.purge(session, now=utcnow(), retention_days=days)
+    return changed("purge", count, f"finished applications older than {days} days deleted")
 
 
-def run_sweep(factory: sessionmaker[Session], s: Settings, today: Any = None) -> int:
-    """Enqueue what is due; entries stay marked enqueued even if the broker refuses, and
-    come round again after the grace period."""
+def run_sweep(
+    factory: sessionmaker[Session], s: Settings, today: Any = None, *, celery: Celery | None = None
+) -> int:
+    """Enqueue what is due (through `celery`, by default this process's app); entries stay
+    marked enqueued even if the broker refuses, and come round again after the grace period."""
     with session_scope(factory) as session:
         ids = outbox.sweep(session, now=utcnow(), timing=delivery.timing(s))
     for application_id in ids:
-        enqueue.deliver(celery_app, application_id)
-    return len(ids)
+        enqueue.deliver(celery or celery_app, application_id)
+    return changed("sweep", len(ids), "outbox entries enqueued")
 
 
 RUNNERS = {"expire": run_expire, "refresh": run_refresh, "sweep": run_sweep, "purge": run_purge}

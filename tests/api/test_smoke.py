@@ -21,3 +21,12 @@ def test_missing_key_is_401_in_the_c1_shape(api: Any) -> None:
     assert result.status_code == 401
     assert result.headers["content-type"] == "application/problem+json"
     assert result.json["code"] == "unauthorized"
+
+
+def test_a_deleted_jobs_id_never_names_a_new_job(api: Any, employer: Any, job_body: Any) -> None:
+    """C1: a 404 for a deleted id must stay a 404 (SQLite would reuse the last rowid)."""
+    first = api.post("/api/v1.1/jobs", json=job_body(), key=employer.key).json["id"]
+    assert api.delete(f"/api/v1.1/jobs/{first}", key=employer.key).status_code == 204
+    second = api.post("/api/v1.1/jobs", json=job_body(), key=employer.key).json["id"]
+    assert second != first
+    assert api.get(f"/api/v1.1/jobs/{first}", key=employer.key).status_code == 404

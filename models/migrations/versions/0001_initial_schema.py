@@ -117,6 +117,7 @@ def upgrade() -> None:
             name=op.f("fk_jobs_salary_period_id_salary_periods"),
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_jobs")),
+        sqlite_autoincrement=True,
     )
     with op.batch_alter_table("jobs", schema=None) as batch_op:
         batch_op.create_index(
@@ -173,6 +174,7 @@ def upgrade() -> None:
             ["job_id"], ["jobs.id"], name=op.f("fk_applications_job_id_jobs"), ondelete="SET NULL"
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_applications")),
+        sqlite_autoincrement=True,
     )
     with op.batch_alter_table("applications", schema=None) as batch_op:
         batch_op.create_index(

@@ -1,0 +1,194 @@
+"""What operators see of the web process (C9): request metrics, one JSON log line per
+request, and GET /metrics.
+
+Under gunicorn the workers share their metrics through files in PROMETHEUS_MULTIPROC_DIR
+(prometheus-client's multiprocess mode; `jobpost serve` sets it up before the workers fork), so
+any worker answers a scrape with the sum of all. Outbox and queue figures are read from the
+database and the broker when scraped; a source that does not answer is left out, and
+`jobpost_metrics_source_up{source}` says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import falcon
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    values,
+)
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
+from sqlalchemy.orm import Session, sessionmaker
+
+from models import logs, outbox
+from models.dates import utcnow
+
+QueueDepths = Callable[[], dict[str, int]]
+access_log = logging.getLogger("jobpost.access")
+log = logging.getLogger("jobpost.metrics")
+
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+UNMATCHED = "unmatched"
+
+REQUESTS = Counter(
+    "http_requests",
+    "HTTP requests answered, by method, route template and status.",
+    ["method", "route", "status"],
+)
+DURATION = Histogram(
+    "http_request_duration_seconds",
+    "Time to answer an HTTP request, by method and route template.",
+    ["method", "route"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+
+
+class Observe:
+    """First in the middleware list: its process_response runs last and sees the final status.
+    The request id (set by RequestId) is bound to the log context once routing is done, so
+    every line logged while handling the request carries it."""
+
+    def __init__(self) -> None:
+        folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        if folder and multiprocess():  # gunicorn run by hand: the directory may not exist yet
+            os.makedirs(folder, exist_ok=True)
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        req.context.started = time.perf_counter()
+
+    def process_resource(self, req: falcon.Request, resp: falcon.Response, resource: Any,
+                         params: dict[str, Any]) -> None:  # fmt: skip
+        req.context.log_token = logs.bind(request_id=getattr(req.context, "request_id", None))
+
+    def process_response(self, req: falcon.Request, resp: falcon.Response, resource: Any,
+                         req_succeeded: bool) -> None:  # fmt: skip
+        token = getattr(req.context, "log_token", None)
+        if token is not None:
+            logs.unbind(token)
+        started = getattr(req.context, "started", None)
+        elapsed = time.perf_counter() - started if started is not None else 0.0
+        method = req.method if req.method in METHODS else "OTHER"
+        route = req.uri_template or UNMATCHED  # the template, never the raw path
+        status = resp.status_code
+        try:
+            REQUESTS.labels(method, route, str(status)).inc()
+            DURATION.labels(method, route).observe(elapsed)
+        except Exception:  # metrics must never cost a request its answer
+            log.exception("metrics: cannot record the request")
+        employer = getattr(req.context, "employer", None)
+        access_log.log(
+            logging.ERROR if status >= 500 else logging.INFO,
+            "request",
+            extra={
+                "event": "request",
+                "request_id": getattr(req.context, "request_id", None),
+                "employer_id": getattr(employer, "id", None),
+                "method": method,
+                "route": route,
+                "status": status,
+                "duration_ms": round(elapsed * 1000, 3),
+            },
+        )
+
+
+_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="metrics")
+
+
+class StateCollector(Collector):
+    """Outbox and queue figures, read at scrape time from the database and the broker."""
+
+    def __init__(self, sessions: sessionmaker[Session], queue_depths: QueueDepths | None,
+                 timeout: float) -> None:  # fmt: skip
+        self.sessions, self.queue_depths, self.timeout = sessions, queue_depths, timeout
+
+    def collect(self) -> Iterable[Metric]:
+        up = GaugeMetricFamily(
+            "jobpost_metrics_source_up",
+            "1 when the source answered this scrape, 0 when its figures are missing.",
+            labels=["source"],
+        )
+        yield from self._outbox(up)
+        if self.queue_depths is not None:
+            yield from self._queues(up)
+        yield up
+
+    def _outbox(self, up: GaugeMetricFamily) -> Iterator[Metric]:
+        try:
+            with self.sessions() as session:
+                counts = outbox.counts(session)
+                age = outbox.oldest_pending_age(session, now=utcnow())
+        except Exception as e:
+            log.warning("metrics: database did not answer: %s", e)
+            up.add_metric(["database"], 0)
+            return
+        up.add_metric(["database"], 1)
+        entries = GaugeMetricFamily(
+            "jobpost_outbox_entries", "Outbox entries (copies to email), by status.",
+            labels=["status"],
+        )  # fmt: skip
+        for status, n in counts.items():
+            entries.add_metric([status], n)
+        yield entries
+        yield GaugeMetricFamily(
+            "jobpost_outbox_oldest_pending_seconds",
+            "Age of the oldest application whose copy is not delivered yet (0 when none).",
+            value=age,
+        )
+
+    def _queues(self, up: GaugeMetricFamily) -> Iterator[Metric]:
+        assert self.queue_depths is not None
+        try:
+            depths = _pool.submit(self.queue_depths).result(timeout=self.timeout)
+        except Exception as e:  # a timeout included: the scrape still answers
+            log.warning("metrics: broker did not answer: %s", type(e).__name__)
+            up.add_metric(["broker"], 0)
+            return
+        up.add_metric(["broker"], 1)
+        queues = GaugeMetricFamily(
+            "jobpost_queue_length", "Task messages waiting in each Celery queue.", labels=["queue"]
+        )
+        for name, n in depths.items():
+            queues.add_metric([name], n)
+        yield queues
+
+
+class _Default(Collector):
+    """The process's own default registry, for when metrics are not shared between processes."""
+
+    def collect(self) -> Iterable[Metric]:
+        return REGISTRY.collect()
+
+
+def multiprocess() -> bool:
+    """True when this process's metrics live in PROMETHEUS_MULTIPROC_DIR files (the variable
+    was set before prometheus_client was imported)."""
+    return bool(getattr(values.ValueClass, "_multiprocess", False))
+
+
+class Metrics:
+    """GET /metrics: every worker's request metrics, plus the outbox and the queues."""
+
+    def __init__(self, state: StateCollector) -> None:
+        self.state = state
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        registry = CollectorRegistry(auto_describe=False)
+        if multiprocess():
+            MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        else:
+            registry.register(_Default())
+        registry.register(self.state)
+        resp.data = generate_latest(registry)
+        resp.content_type = CONTENT_TYPE_PLAIN_0_0_4

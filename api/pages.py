@@ -1,0 +1,207 @@
+"""The applicant's HTML pages (C8): the public job page, the apply redirect, the form, thanks.
+
+The form goes through `Intake.receive`, the same steps as the API (C1 order, rules, outbox and
+enqueueing); only the answers differ: HTML pages and redirects instead of problem JSON.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import falcon
+from sqlalchemy.orm import Session
+
+from api import forms, html_render
+from api.applications import Intake
+from api.body import media_type
+from api.responses import path_id
+from models.applications import Upload
+from models.entities import Job
+from models.errors import ApplyViaUrl, FieldError, NotFound, ValidationFailed
+
+HTML = "text/html; charset=utf-8"
+SECURITY_HEADERS = {
+    "Content-Security-Policy": html_render.CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "strict-origin-when-cross-origin",
+}
+TEXT_FIELDS = ("name", "email", "phone", "coverLetter")
+# Messages for people, by (form field, C1 entry code); other entries keep the domain message.
+MESSAGES = {
+    ("name", "required"): "Please enter your name.",
+    ("name", "too_long"): "Your name can have at most 100 characters.",
+    ("email", "required"): "Please enter your email address.",
+    ("email", "invalid_format"): "Please enter a valid email address, like name@example.com.",
+    ("email", "too_long"): "An email address has at most 254 characters.",
+    ("phone", "invalid_format"): "A phone number has only digits, spaces and + - ( ) .",
+    ("phone", "too_long"): "A phone number has at most 30 characters.",
+    ("coverLetter", "too_long"): "Your cover letter can have at most 10,000 characters.",
+    ("resume", "file_too_large"): "Your résumé must be at most 5 MB.",
+    ("resume", "file_type_not_allowed"): (
+        "Your résumé must be a PDF, Word (DOC, DOCX), OpenDocument (ODT), RTF or text file."
+    ),
+}
+
+
+def send_html(resp: falcon.Response, page: str, status: int = 200) -> None:
+    resp.status = status
+    resp.text = page
+    resp.content_type = HTML
+    resp.set_headers(SECURITY_HEADERS)
+
+
+def send_not_found(resp: falcon.Response) -> None:
+    page = html_render.error_page(
+        "Job not found", "This job does not exist or is no longer open for applications."
+    )
+    send_html(resp, page, 404)
+
+
+def public_job(session: Session, raw_id: str) -> Job | None:
+    """The job applicants may see: active only (C8); drafts, archived and unknown are None."""
+    try:
+        job_id = path_id(raw_id)
+    except NotFound:
+        return None
+    job = session.get(Job, job_id)
+    return job if job is not None and job.status == "active" else None
+
+
+class JobPage:
+    """GET /jobs/{id}: the job in HTML with JSON-LD, and its apply section (C8)."""
+
+    def __init__(self, timezone: ZoneInfo) -> None:
+        self.timezone = timezone
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
+        job = public_job(req.context.session, job_id)
+        if job is None:
+            send_not_found(resp)
+            return
+        send_html(resp, html_render.job_page(job, self.timezone))
+
+
+class ApplyRedirect:
+    """GET /jobs/{id}/apply: 302 to applicationUrl (URL routing) or to the form (C8)."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
+        job = public_job(req.context.session, job_id)
+        if job is None:
+            send_not_found(resp)
+            return
+        resp.status = 302
+        if job.routing_type == html_render.URL_ROUTE and job.application_url:
+            resp.location = job.application_url
+        else:
+            resp.location = f"/jobs/{job.id}#apply"
+
+
+class _Recorder:
+    """The request body, passed through to `Intake` and kept, so a 422 can echo the input."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.chunks: list[bytes] = []
+
+    def read(self, size: int | None = -1, /) -> bytes:
+        data: bytes = self.stream.read(-1 if size is None else size)
+        self.chunks.append(data)
+        return data
+
+    @property
+    def data(self) -> bytes:
+        return b"".join(self.chunks)
+
+
+class ApplyForm(ApplyRedirect):
+    """POST /jobs/{id}/apply (multipart): 303 to the thank-you page, or the form again (C8).
+
+    A filled honeypot gets the same 303, with nothing stored. A job that takes applications
+    by URL gets a page with the link, not a redirect: `form-action 'self'` would block it.
+    """
+
+    def __init__(self, intake: Intake, timezone: ZoneInfo) -> None:
+        self.intake, self.timezone = intake, timezone
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
+        recorder = _Recorder(req.stream)
+        req.stream = req.env["wsgi.input"] = recorder  # bounded_stream wraps env's, made lazily
+        try:
+            self.intake.receive(req, job_id)
+        except ValidationFailed as e:
+            self._invalid(req, resp, job_id, recorder.data, e.errors)
+            return
+        except ApplyViaUrl as e:
+            job = public_job(req.context.session, job_id)
+            if job is None:  # unreachable: Intake found the job
+                send_not_found(resp)
+                return
+            send_html(resp, html_render.apply_elsewhere_page(job, e.url), 409)
+            return
+        except NotFound:
+            send_not_found(resp)
+            return
+        except falcon.HTTPError as e:
+            send_error(resp, e, job_id)
+            return
+        resp.status = 303
+        resp.location = f"/jobs/{path_id(job_id)}/applied"
+
+    def _invalid(self, req: falcon.Request, resp: falcon.Response, job_id: str, body: bytes,
+                 errors: list[FieldError]) -> None:  # fmt: skip
+        job = public_job(req.context.session, job_id)
+        if job is None:  # unreachable: Intake found the job
+            send_not_found(resp)
+            return
+        try:
+            fields = forms.parse(req, media_type(req), body)
+        except falcon.HTTPError:  # read once already; should it fail now, echo nothing
+            fields = {}
+        state = html_render.FormState(
+            values={k: v for k in TEXT_FIELDS if isinstance(v := fields.get(k), str)}
+        )
+        for error in errors:
+            name = error.field.split(".", 1)[0]
+            message = MESSAGES.get((name, error.code), error.message)
+            state.errors.setdefault(name, []).append(message)
+        state.resume_dropped = isinstance(fields.get("resume"), Upload) and (
+            "resume" not in state.errors
+        )
+        send_html(resp, html_render.job_page(job, self.timezone, state), 422)
+        resp.set_header("Cache-Control", "no-store")  # the page holds the applicant's data
+
+
+def send_error(resp: falcon.Response, error: falcon.HTTPError, job_id: str) -> None:
+    """413, 415, 429 and 400 of the intake as pages; Retry-After and the like are kept."""
+    status = error.status_code
+    back = f"/jobs/{job_id}" if job_id.isascii() and job_id.isdigit() else None
+    if status == 413:
+        heading = "Application too large"
+        message = "The form, résumé included, may be at most 10 MB; a résumé at most 5 MB."
+    elif status == 429:
+        heading = "Too many applications"
+        wait = _headers(error).get("Retry-After", "a few")
+        message = f"Too many applications were sent from your network. Try again in {wait} seconds."
+    else:
+        heading = "The form could not be read"
+        message = "Please go back to the job and send the form again."
+    send_html(resp, html_render.error_page(heading, message, back=back), status)
+    resp.set_headers(_headers(error))
+
+
+def _headers(error: falcon.HTTPError) -> dict[str, str]:
+    raw = error.headers or {}
+    return dict(raw.items()) if isinstance(raw, dict) else dict(raw)
+
+
+class Applied:
+    """GET /jobs/{id}/applied: the thank-you page; it names the job only while it is public."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
+        try:
+            path_id(job_id)
+        except NotFound:
+            send_not_found(resp)
+            return
+        send_html(resp, html_render.applied_page(public_job(req.context.session, job_id)))

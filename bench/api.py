@@ -1,0 +1,403 @@
+"""The API bench (issue #2): the v1.1 job API under gunicorn against 1,000,000 jobs.
+
+Every scenario is driven by wrk for the same time and compared with `GET /healthz` of the same
+server in the same run (measured first and last; the baseline is their mean), so the ratios
+say what the application costs over a request that touches nothing, whatever the machine.
+Targets: GET one job at least half the /healthz rate; the `q` list of the 200,000-job employer
+under 50 ms at p99; every gunicorn worker under 100 MB resident after the load.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from bench import plans, report, seed, server, wrk
+from bench.http import Client, Response
+from bench.options import Options
+from models import jobs
+from models.dates import today_in
+from models.db import make_engine
+from models.entities import Employer
+from models.settings import Settings
+
+API = "/api/v1.1"
+HEALTHZ = "GET /healthz"
+GET_ONE_JOBS = 1000  # GET one job cycles through this many of the big employer's jobs
+PUT_JOBS = 200  # PUT by referenceId writes these jobs back with their own values
+POST_BODIES = 20
+LIST_PAGE = 500
+
+GET_ONE_RATIO = 0.5  # GET one job: at least 50% of the /healthz rate
+LIST_Q_P99_MS = 50.0  # list with q on the big employer: p99 under 50 ms
+WORKER_RSS = 100_000_000  # each worker under 100 MB resident
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    requests: list[wrk.Request]
+    auth: bool = True
+    expect: int = 200
+    check: Callable[[Response], str | None] | None = None  # what is wrong with an answer
+    connections: int | None = None  # instead of the run's (wrk needs one per thread at least)
+
+
+@dataclass(frozen=True)
+class Measured:
+    scenario: str
+    first_status: int  # of one request sent before the load
+    result: wrk.Result
+    worker_cpu_ms: float  # gunicorn workers' CPU time per request during the load
+
+
+@dataclass
+class Run:
+    """Everything one run of the bench found, for the report."""
+
+    seed: seed.Seed
+    workers: int
+    measured: list[Measured] = field(default_factory=list)
+    worker_rss: dict[int, int] = field(default_factory=dict)
+    master_rss: int | None = None
+    plans: dict[str, list[plans.Plan]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    load_average: list[float] = field(default_factory=list)  # 1-minute, before and after
+    bench_jobs_removed: int = 0
+    seconds: float = 0.0
+
+
+def run(options: Options) -> bool:
+    """Seed (or reuse), serve, load every scenario, report; True when every target passed."""
+    started = time.perf_counter()
+    wrk_path = wrk.ensure_installed()
+    seeded = seed.ensure(options)
+    key = seed.issue_key(seeded, seeded.big_employer_id)
+    result = Run(seeded, server.cores(), load_average=[os.getloadavg()[0]])
+    try:
+        with server.gunicorn(seeded.url, result.workers, options.out_dir / "api-server.log") as srv:
+            healthz = Scenario(HEALTHZ, [wrk.Request("GET", "/healthz")], auth=False)
+            scenarios = [healthz, *_scenarios(seeded, Client(srv.base_url, key), result.workers)]
+            scenarios.append(replace(healthz, name=f"{HEALTHZ} (again)"))
+            print(
+                f"\nload: wrk -t{options.threads} -c{options.connections}, {options.warmup} s "
+                f"warm-up + {options.duration} s per scenario; gunicorn, {result.workers} sync "
+                "workers",
+                flush=True,
+            )
+            for scenario in scenarios:
+                result.measured.append(_measure(options, wrk_path, srv, key, scenario, result))
+            result.worker_rss = srv.rss_bytes()
+            result.master_rss = srv.master_rss_bytes()
+        result.load_average.append(os.getloadavg()[0])
+        result.plans = _explain(seeded)
+    finally:
+        result.bench_jobs_removed = seed.remove_bench_rows(seeded, key)
+    result.seconds = time.perf_counter() - started
+    return _report(options, result)
+
+
+def _scenarios(seeded: seed.Seed, client: Client, workers: int) -> list[Scenario]:
+    """The measured scenarios, with fixtures read from the bench database and the API."""
+    today = today_in(Settings.from_env().timezone)
+    engine = make_engine(seeded.url)
+    big = {"e": seeded.big_employer_id, "m": seeded.max_job_id}
+    try:
+        with engine.connect() as conn:
+            # md5 order: a fixed, well spread sample, the same on every run.
+            ids = conn.scalars(
+                text(
+                    "SELECT id FROM jobs WHERE employer_id = :e AND id <= :m "
+                    "ORDER BY md5(id::text) LIMIT :n"
+                ),
+                big | {"n": GET_ONE_JOBS},
+            ).all()
+            # Open jobs an ATS would sync (a past closeDate could not be written back), none
+            # holding the word, so that it stays in exactly 1% of titles whatever a PUT does.
+            put_ids = conn.scalars(
+                text(
+                    "SELECT id FROM jobs WHERE employer_id = :e AND id <= :m "
+                    "AND status = 'active' AND close_date > :today AND reference_id IS NOT NULL "
+                    "AND search_text NOT LIKE :w ORDER BY md5(id::text) LIMIT :n"
+                ),
+                big | {"today": today, "w": f"%{seeded.word.casefold()}%", "n": PUT_JOBS},
+            ).all()
+    finally:
+        engine.dispose()
+    # A client writes back what it reads (the write shape is the read shape, C4), less what the
+    # service assigns.
+    read = [_get_json(client, f"{API}/jobs/{job_id}") for job_id in put_ids]
+    put_bodies = [_without(job, "id", "publishDate", "employer") for job in read]
+    post_bodies = [_without(body, "referenceId") for body in put_bodies[:POST_BODIES]]
+    word = seeded.word.lower()
+
+    def word_total(answer: Response) -> str | None:
+        total = answer.json()["paging"]["total"]
+        if total != seeded.word_jobs_big:
+            return f"q={word} found {total} jobs; the seed has {seeded.word_jobs_big}"
+        return None
+
+    def full_page(answer: Response) -> str | None:
+        count = len(answer.json()["data"])
+        return None if count == 10 else f"page {LIST_PAGE} holds {count} jobs, not 10"
+
+    list_q = Scenario(
+        f"GET list, q={word}", [wrk.Request("GET", f"{API}/jobs?q={word}")], check=word_total
+    )
+    return [
+        Scenario("GET one job", [wrk.Request("GET", f"{API}/jobs/{i}") for i in ids]),
+        Scenario("GET list, page 1", [wrk.Request("GET", f"{API}/jobs")]),
+        list_q,
+        # The same with one connection per worker: its latency is the service time alone,
+        # where the line above also holds the time a request waits for a free worker.
+        replace(list_q, name=f"{list_q.name}, -c{workers}", connections=workers),
+        Scenario(
+            f"GET list, page {LIST_PAGE}",
+            [wrk.Request("GET", f"{API}/jobs?page={LIST_PAGE}")],
+            check=full_page,
+        ),
+        Scenario(
+            "PUT by referenceId",
+            [wrk.Request("PUT", f"{API}/jobs", json.dumps(b)) for b in put_bodies],
+        ),
+        Scenario(
+            "POST",
+            [wrk.Request("POST", f"{API}/jobs", json.dumps(b)) for b in post_bodies],
+            expect=201,
+        ),
+    ]
+
+
+def _get_json(client: Client, path: str) -> dict[str, Any]:
+    answer = client.request("GET", path)
+    if answer.status != 200:
+        raise RuntimeError(f"GET {path}: {answer.status} {answer.body[:300]!r}")
+    body: dict[str, Any] = answer.json()
+    return body
+
+
+def _without(body: dict[str, Any], *names: str) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if k not in names}
+
+
+def _measure(
+    options: Options, wrk_path: str, srv: server.Server, key: str, scenario: Scenario, run: Run
+) -> Measured:
+    """Check one answer, warm up, then load the scenario for the measured duration."""
+    first = scenario.requests[0]
+    client = Client(srv.base_url, key)
+    answer = client.request(first.method, first.path, first.body, auth=scenario.auth)
+    if scenario.name.startswith(HEALTHZ) and answer.status == 404:
+        note = (
+            "GET /healthz answers 404 (not there yet): measured the router's 404 instead, "
+            "the same cheap path that touches nothing"
+        )
+        if note not in run.notes:
+            run.notes.append(note)
+    elif answer.status != scenario.expect:
+        raise RuntimeError(
+            f"{scenario.name}: {first.method} {first.path} answered {answer.status}, "
+            f"not {scenario.expect}: {answer.body[:500]!r}"
+        )
+    elif scenario.check and (problem := scenario.check(answer)):
+        raise RuntimeError(f"{scenario.name}: {problem}")
+    slug = re.sub(r"[^a-z0-9]+", "-", scenario.name.lower()).strip("-")
+    script = options.out_dir / "wrk" / f"{slug}.lua"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(wrk.script(scenario.requests, {"API-Key": key} if scenario.auth else {}))
+    connections = scenario.connections or options.connections
+    threads = min(options.threads, connections)
+
+    def load(seconds: int) -> wrk.Result:
+        return wrk.run(
+            wrk_path,
+            srv.base_url,
+            script,
+            threads=threads,
+            connections=connections,
+            seconds=seconds,
+        )
+
+    if options.warmup:
+        load(options.warmup)  # connections, prepared statements, caches; not kept
+    cpu = srv.cpu_seconds()
+    result = load(options.duration)
+    cpu_ms = (srv.cpu_seconds() - cpu) * 1000 / max(result.requests, 1)
+    print(
+        f"  {scenario.name:<28} {result.rps:7,.0f} req/s  p50 {result.p50_ms:7.2f} ms  "
+        f"p99 {result.p99_ms:7.2f} ms  {cpu_ms:5.2f} CPU ms/req  {_statuses(result)}",
+        flush=True,
+    )
+    return Measured(scenario.name, answer.status, result, cpu_ms)
+
+
+def _statuses(result: wrk.Result) -> str:
+    counts = [f"{n:,} × {status}" for status, n in sorted(result.statuses.items())]
+    errors = sum(result.socket_errors.values())
+    return ", ".join(counts + ([f"{errors:,} socket errors"] if errors else []))
+
+
+def _explain(seeded: seed.Seed) -> dict[str, list[plans.Plan]]:
+    """The plans of the statements `models.jobs.listing` runs for each list scenario."""
+
+    def listing(q: str | None, page: int) -> Callable[[Session, Employer], object]:
+        return lambda session, employer: jobs.listing(
+            session, employer, q=q, status=None, page=page, page_size=10
+        )
+
+    word = seeded.word.lower()
+    calls = {
+        f"GET list, q={word}": listing(word, 1),
+        "GET list, page 1": listing(None, 1),
+        f"GET list, page {LIST_PAGE}": listing(None, LIST_PAGE),
+    }
+    return {
+        name: plans.explain(seeded.url, seeded.big_employer_id, call)
+        for name, call in calls.items()
+    }
+
+
+def _report(options: Options, run: Run) -> bool:
+    healthz = [m for m in run.measured if m.scenario.startswith(HEALTHZ)]
+    baseline = sum(m.result.rps for m in healthz) / len(healthz)
+    rows = []
+    for m in run.measured:
+        r = m.result
+        failed = sum(r.socket_errors.values())
+        if not (m in healthz and m.first_status == 404):  # those 404s are the measured path
+            failed += r.non_2xx
+        ratio = None if m in healthz else r.rps / baseline
+        rows.append(
+            report.Row(m.scenario, r.rps, r.p50_ms, r.p99_ms, ratio, m.worker_cpu_ms, failed)
+        )
+    by_name = {row.scenario: row for row in rows}
+    get_one = by_name["GET one job"]
+    list_q = by_name[f"GET list, q={run.seed.word.lower()}"]
+    rss_mb = [b / 1e6 for _pid, b in sorted(run.worker_rss.items())]
+    targets = [
+        report.Target(
+            f"GET one job ≥ {GET_ONE_RATIO:.0%} of the /healthz rate",
+            f"{get_one.rps:,.0f} req/s = {get_one.ratio or 0:.0%} of {baseline:,.0f}",
+            (get_one.ratio or 0) >= GET_ONE_RATIO,
+        ),
+        report.Target(
+            f"list with q on the {run.seed.big_employer_jobs:,}-job employer: p99 "
+            f"< {LIST_Q_P99_MS:.0f} ms",
+            f"p99 {list_q.p99_ms:.1f} ms",
+            list_q.p99_ms < LIST_Q_P99_MS,
+        ),
+        report.Target(
+            f"each gunicorn worker < {WORKER_RSS / 1e6:.0f} MB resident",
+            ", ".join(f"{mb:.1f} MB" for mb in rss_mb) or "no worker found",
+            bool(rss_mb) and max(run.worker_rss.values()) < WORKER_RSS,
+        ),
+    ]
+    if max(run.load_average) > run.workers / 2:
+        run.notes.append(
+            f"the machine was busy (1-minute load average {run.load_average[0]:.1f} before, "
+            f"{run.load_average[1]:.1f} after, on {server.cores()} cores): other processes "
+            "competed with the bench, so trust the ratios more than the absolute numbers"
+        )
+    s = run.seed
+    seeded = (
+        f"reused (seeded in {s.seed_seconds:.0f} s)" if s.reused else f"seeded in {s.seconds:.0f} s"
+    )
+    print(
+        f"\napi bench: {s.jobs:,} jobs, {s.big_employer_jobs:,} of one employer "
+        f"({s.word_jobs_big:,} of them with {s.word!r} in the title); database {seeded}; "
+        f"gunicorn {run.workers} workers; wrk -t{options.threads} -c{options.connections} "
+        f"-d{options.duration}s\n"
+    )
+    print(report.table(rows, "/healthz"))
+    print(
+        "(CPU ms/req: the gunicorn workers' CPU time per request, PostgreSQL's not included; "
+        "unlike req/s it hardly moves when other processes compete for the cores)"
+    )
+    print(
+        f"\n/healthz baseline: {baseline:,.0f} req/s, mean of "
+        f"{' and '.join(f'{m.result.rps:,.0f}' for m in healthz)} (first and last)"
+    )
+    print(report.targets(targets))
+    print(
+        f"worker RSS after the load: {', '.join(f'{mb:.1f} MB' for mb in rss_mb)} "
+        f"(master {(run.master_rss or 0) / 1e6:.1f} MB)"
+    )
+    for note in run.notes:
+        print(f"note: {note}")
+    print("\nplans of models.jobs.listing for the big employer, first execution → warm:")
+    for scenario, statements in run.plans.items():
+        steps = ", ".join(
+            f"{_describe(p.statement)} {p.first_ms:.1f} → {p.warm_ms:.1f} ms"
+            + (" (generic plan)" if p.generic else "")
+            for p in statements
+        )
+        print(f"  {scenario}: {steps}")
+    out = options.out_dir
+    plans_path = out / "api-plans.txt"
+    plans_path.write_text(_plans_text(run.plans))
+    report.write_json(
+        out / "api.json",
+        {
+            "bench": "api",
+            "seconds": round(run.seconds, 1),
+            "cores": server.cores(),
+            "load_average": run.load_average,
+            "seed": asdict(s),
+            "server": {
+                "workers": run.workers,
+                "worker_rss_bytes": run.worker_rss,
+                "master_rss_bytes": run.master_rss,
+            },
+            "wrk": {
+                "threads": options.threads,
+                "connections": options.connections,
+                "duration_s": options.duration,
+                "warmup_s": options.warmup,
+            },
+            "baseline_rps": baseline,
+            "scenarios": [
+                asdict(row) | {"first_status": m.first_status, "wrk": m.result}
+                for row, m in zip(rows, run.measured, strict=True)
+            ],
+            "targets": targets,
+            "notes": run.notes,
+            "bench_jobs_removed": run.bench_jobs_removed,
+            "plans": {
+                name: [asdict(p) | {"generic": p.generic} for p in statements]
+                for name, statements in run.plans.items()
+            },
+        },
+    )
+    print(f"\nresults: {out / 'api.json'}; plans: {plans_path} ({run.seconds:.0f} s in all)")
+    return all(t.passed for t in targets)
+
+
+def _plans_text(explained: dict[str, list[plans.Plan]]) -> str:
+    parts = []
+    for scenario, statements in explained.items():
+        for i, p in enumerate(statements, 1):
+            parts.append(
+                f"-- {scenario}, statement {i} ({_describe(p.statement)})\n{p.statement}\n"
+                f"-- parameters: {p.parameters}\n"
+                f"-- first execution, {p.first_ms:.1f} ms:\n{p.first_plan}\n"
+                f"-- execution {plans.RUNS} (warm{', generic plan' if p.generic else ''}), "
+                f"{p.warm_ms:.1f} ms:\n{p.warm_plan}\n"
+            )
+    return "\n".join(parts)
+
+
+def _describe(statement: str) -> str:
+    """A short name for a captured statement: the count, the page, or an eager load."""
+    if statement.lstrip().lower().startswith("select count("):
+        return "count"
+    found = re.search(r"\bfrom (\w+)", statement.lower())
+    table = found.group(1) if found else "?"
+    return "page" if table == "jobs" else f"load {table}"

@@ -1,0 +1,149 @@
+"""The API as production runs it: `jobpost serve` (gunicorn, sync workers), one worker per core."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.http import Client
+
+PROJECT = Path(__file__).resolve().parent.parent
+START_TIMEOUT = 60.0
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass(frozen=True)
+class Server:
+    base_url: str
+    master_pid: int
+    workers: int
+
+    def worker_pids(self) -> list[int]:
+        """The gunicorn workers: the children of the master process."""
+        return [pid for pid in _pids() if _parent(pid) == self.master_pid]
+
+    def rss_bytes(self) -> dict[int, int]:
+        """Resident memory (VmRSS) of each worker, by pid."""
+        return {pid: rss for pid in self.worker_pids() if (rss := _rss(pid)) is not None}
+
+    def master_rss_bytes(self) -> int | None:
+        return _rss(self.master_pid)
+
+    def cpu_seconds(self) -> float:
+        """CPU time (user and system) the workers have used so far. Per request, it is a cost
+        that other processes competing for the cores hardly change, unlike wall time."""
+        return sum(_cpu(pid) for pid in self.worker_pids())
+
+
+@contextmanager
+def gunicorn(database_url: str, workers: int, log_path: Path) -> Iterator[Server]:
+    """`jobpost serve` on a free port against `database_url`, until it answers; stopped after."""
+    port = free_port()
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with (
+        tempfile.TemporaryDirectory(prefix="jobpost-bench-prom-") as prom,
+        log_path.open("w") as log,
+    ):
+        env = {**os.environ, "DATABASE_URL": database_url, "PROMETHEUS_MULTIPROC_DIR": prom}
+        command = [
+            sys.executable,
+            "-m",
+            "workers.cli",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+        ]
+        proc = subprocess.Popen(command, cwd=PROJECT, env=env, stdout=log, stderr=log)
+        try:
+            server = Server(f"http://127.0.0.1:{port}", proc.pid, workers)
+            _wait_until_serving(server, proc, log_path)
+            yield server
+        finally:
+            _stop(proc)
+
+
+def _wait_until_serving(server: Server, proc: subprocess.Popen[bytes], log: Path) -> None:
+    """Until the port answers HTTP (any status) and every worker has booted."""
+    client = Client(server.base_url, timeout=2)
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited ({proc.returncode}); see {log}")
+        try:
+            client.request("GET", "/healthz", auth=False)
+            if len(server.worker_pids()) >= server.workers:
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"the server did not answer within {START_TIMEOUT:.0f} s; see {log}")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)  # gunicorn: graceful shutdown of the workers
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _pids() -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def _stat(pid: int) -> list[str]:
+    """Fields of /proc/PID/stat from the third (state) on; empty if the process is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return []
+    # The command name is in parentheses and may hold spaces: fields follow the last ")".
+    return stat[stat.rindex(")") + 2 :].split()
+
+
+def _parent(pid: int) -> int | None:
+    fields = _stat(pid)
+    return int(fields[1]) if fields else None
+
+
+def _cpu(pid: int) -> float:
+    fields = _stat(pid)  # utime and stime are the 14th and 15th fields, in clock ticks
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS if fields else 0.0
+
+
+def _rss(pid: int) -> int | None:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024  # kB
+    return None

@@ -1,0 +1,236 @@
+"""C8 APPLY_RATE_LIMIT per client address: 429 `rate_limited` with `Retry-After` (C1), in
+memory, on fakeredis, and on a real Redis shared by two app instances (C9 REDIS_URL)."""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import fakeredis
+import falcon
+import pytest
+import redis
+from sqlalchemy.orm import Session, sessionmaker
+
+from api import ratelimit
+from api.app import Collaborators, create_app
+from models.settings import Settings
+from tests.conftest import Api
+from tests.factories import create_job, problem
+from tests.services import require_redis
+
+API = "/api/v1.1"
+APPLICANT = {"name": "Ann Baker", "email": "ann@example.org"}
+NOW = 1_000_000.0  # a fixed clock: in minute window 16666, which ends 20 s later
+
+
+class Clock:
+    def __init__(self, now: float = NOW) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make_api(settings: Settings, sessions: sessionmaker[Session], clock: Any,
+             limiter: ratelimit.Limiter | None) -> Api:  # fmt: skip
+    return Api(create_app(settings, sessions, Collaborators(limiter=limiter), today=clock))
+
+
+@pytest.fixture
+def job_id(api: Api, employer: Any) -> int:
+    job_id: int = create_job(api, employer, status="active")["id"]
+    return job_id
+
+
+def post(api: Api, job_id: int, addr: str = "203.0.113.7", **kw: Any) -> falcon.testing.Result:
+    if "body" not in kw:
+        kw.setdefault("json", APPLICANT)
+    return api.post(f"{API}/jobs/{job_id}/applications", remote_addr=addr, **kw)
+
+
+def limited(result: falcon.testing.Result) -> int:
+    """A C1 429 rate_limited; returns its Retry-After (whole seconds, at least 1)."""
+    problem(result, 429, "rate_limited")
+    retry_after = result.headers["retry-after"]
+    assert retry_after.isdigit() and int(retry_after) >= 1, retry_after
+    return int(retry_after)
+
+
+def check_limit_of_two(api: Api, job_id: int, addr: str) -> None:
+    assert post(api, job_id, addr).status_code == 202
+    assert post(api, job_id, addr).status_code == 202
+    assert limited(post(api, job_id, addr)) == 20
+    assert post(api, job_id, "198.51.100.99").status_code == 202  # another address
+
+
+def test_memory_limiter_allows_two_then_429(
+    settings: Settings, sessions: sessionmaker[Session], clock: Any, job_id: int
+) -> None:
+    limiter = ratelimit.MemoryLimiter(2, 60, clock=Clock())
+    check_limit_of_two(make_api(settings, sessions, clock, limiter), job_id, "203.0.113.7")
+
+
+def test_memory_limiter_with_the_real_clock(
+    settings: Settings, sessions: sessionmaker[Session], clock: Any, job_id: int
+) -> None:
+    api = make_api(settings, sessions, clock, ratelimit.MemoryLimiter(2, 3600))
+    statuses = [post(api, job_id).status_code for _ in range(2)]
+    third = post(api, job_id)
+    # A window may end between two posts (once an hour): then a fresh window allows it.
+    if statuses == [202, 202]:
+        assert 1 <= limited(third) <= 3600
+    assert post(api, job_id, "2001:db8::1").status_code == 202
+
+
+def test_a_new_window_allows_again(
+    settings: Settings, sessions: sessionmaker[Session], clock: Any, job_id: int
+) -> None:
+    time = Clock()
+    api = make_api(settings, sessions, clock, ratelimit.MemoryLimiter(1, 60, clock=time))
+    assert post(api, job_id).status_code == 202
+    time.now += 19
+    assert limited(post(api, job_id)) == 1
+    time.now += 1  # the next minute
+    assert post(api, job_id).status_code == 202
+
+
+def test_429_outranks_400_404_and_422(
+    settings: Settings, sessions: sessionmaker[Session], clock: Any, job_id: int
+) -> None:
+    # C1 order: 413, 415, then 429 before 400, 404, 409 and 422; every attempt counts.
+    api = make_api(settings, sessions, clock, ratelimit.MemoryLimiter(1, 60, clock=Clock()))
+    assert post(api, job_id).status_code == 202
+    limited(post(api, job_id, body=b"{", content_type="application/json"))
+    limited(post(api, 999999))
+    limited(post(api, job_id, json={"name": ""}))
+    problem(post(api, job_id, body=b"x", content_type="text/plain"), 415,
+            "unsupported_media_type")  # fmt: skip
+
+
+def test_redis_limiter_on_fakeredis(
+    settings: Settings, sessions: sessionmaker[Session], clock: Any, job_id: int
+) -> None:
+    limiter = ratelimit.RedisLimiter(fakeredis.FakeRedis(), 2, 60, clock=Clock())
+    check_limit_of_two(make_api(settings, sessions, clock, limiter), job_id, "203.0.113.7")
+
+
+@pytest.fixture
+def redis_client() -> Iterator[redis.Redis]:
+    """The test Redis (db 15); the test's own keys are deleted after it, nothing else."""
+    client = redis.Redis.from_url(require_redis())
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def unique_addr(redis_client: redis.Redis) -> Iterator[str]:
+    """A client address no other test uses, so its counters are this test's alone."""
+    addr = f"2001:db8:{secrets.token_hex(2)}::{secrets.token_hex(2)}"
+    yield addr
+    for key in redis_client.scan_iter(match=f"jobpost:apply:{addr}:*"):
+        redis_client.delete(key)
+
+
+@pytest.mark.redis
+def test_two_app_instances_share_one_redis_count(
+    settings: Settings, sessions: sessionmaker[Session], clock: Any, job_id: int,
+    unique_addr: str,
+) -> None:  # fmt: skip
+    # C9: with REDIS_URL the limit holds across web processes and machines.
+    url = require_redis()
+    apis = [
+        make_api(settings, sessions, clock,
+                 ratelimit.RedisLimiter(redis.Redis.from_url(url), 2, 60, clock=Clock()))
+        for _ in range(2)
+    ]  # fmt: skip
+    assert post(apis[0], job_id, unique_addr).status_code == 202
+    assert post(apis[1], job_id, unique_addr).status_code == 202
+    assert limited(post(apis[0], job_id, unique_addr)) == 20
+    assert limited(post(apis[1], job_id, unique_addr)) == 20
+    # Another address has its own count.
+    other = unique_addr + "1"
+    try:
+        assert post(apis[1], job_id, other).status_code == 202
+    finally:
+        redis.Redis.from_url(url).delete(f"jobpost:apply:{other}:{int(NOW // 60)}")
+
+
+@pytest.mark.redis
+def test_built_from_settings_with_redis_url(
+    settings: Settings, sessions: sessionmaker[Session], clock: Any, job_id: int,
+    redis_client: redis.Redis, unique_addr: str,
+) -> None:  # fmt: skip
+    # create_app builds the limiter from APPLY_RATE_LIMIT and REDIS_URL when none is given.
+    shared = dataclasses.replace(settings, apply_rate_limit="2/hour", redis_url=require_redis())
+    assert isinstance(ratelimit.build("2/hour", require_redis()), ratelimit.RedisLimiter)
+    first, second = (make_api(shared, sessions, clock, None) for _ in range(2))
+    codes = [post(api, job_id, unique_addr).status_code for api in (first, second, first)]
+    keys = list(redis_client.scan_iter(match=f"jobpost:apply:{unique_addr}:*"))
+    assert keys and 0 < redis_client.ttl(keys[0]) <= 3601
+    if len(keys) == 1:  # no hour boundary crossed between the posts
+        assert codes == [202, 202, 429]
+
+
+@pytest.mark.parametrize("state", ["refusing", "silent"])
+def test_a_redis_that_is_down_does_not_turn_applicants_away(state: str) -> None:
+    # The limiter REDIS_URL builds: a store that is down lets applicants through, quickly.
+    with socket.socket() as silent:  # accepts connections (backlog), never replies
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1] if state == "silent" else 1
+        limiter = ratelimit.build("1/minute", f"redis://127.0.0.1:{port}/0")
+        assert isinstance(limiter, ratelimit.RedisLimiter)
+        started = time.monotonic()
+        assert [limiter.hit("203.0.113.7") for _ in range(3)] == [None, None, None]
+        assert time.monotonic() - started < 3 * 1.5
+
+
+def test_the_default_limit_is_10_a_minute_per_process(
+    settings: Settings, sessions: sessionmaker[Session], clock: Any, job_id: int
+) -> None:
+    # C9 default APPLY_RATE_LIMIT=10/minute; without REDIS_URL the count is per process.
+    assert settings.apply_rate_limit == "10/minute" and settings.redis_url is None
+    assert isinstance(ratelimit.build("10/minute", None), ratelimit.MemoryLimiter)
+    api = make_api(settings, sessions, clock, None)
+    codes = [post(api, job_id).status_code for _ in range(11)]
+    if codes[:10] == [202] * 10:  # else a minute ended mid-test: a fresh window
+        assert codes[10] == 429
+
+
+def test_off_never_limits(
+    settings: Settings, sessions: sessionmaker[Session], clock: Any, job_id: int
+) -> None:
+    api = make_api(dataclasses.replace(settings, apply_rate_limit="off"), sessions, clock, None)
+    assert [post(api, job_id).status_code for _ in range(15)] == [202] * 15
+    assert isinstance(ratelimit.build("off", "redis://127.0.0.1:6379/15"), ratelimit.Unlimited)
+
+
+@pytest.mark.parametrize(
+    ("rule", "parsed"),
+    [
+        ("10/minute", (10, 60)),
+        ("1/second", (1, 1)),
+        ("500/hour", (500, 3600)),
+        (" 3 / minute ", (3, 60)),
+        ("off", None),
+        ("OFF", None),
+        (" off ", None),
+    ],
+)
+def test_parse(rule: str, parsed: tuple[int, int] | None) -> None:
+    assert ratelimit.parse(rule) == parsed
+
+
+@pytest.mark.parametrize(
+    "rule", ["", "10", "ten/minute", "10/day", "0/minute", "-1/minute", "10/min", "10 per minute"]
+)
+def test_a_bad_rule_is_a_value_error(rule: str) -> None:
+    with pytest.raises(ValueError, match="APPLY_RATE_LIMIT"):
+        ratelimit.parse(rule)
+    with pytest.raises(ValueError):
+        ratelimit.build(rule, None)

@@ -1,0 +1,227 @@
+"""C8 end to end in a real browser: gunicorn serves the job page, Debian's Chromium (driven by
+Playwright) fills the form and uploads a PDF, and the copy reaches a real SMTP server.
+
+The screenshot (a phone-sized viewport) is saved to test-artifacts/job-page.png.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import ConsoleMessage, ViewportSize, sync_playwright
+from sqlalchemy.orm import Session, sessionmaker
+
+from models import employers
+from models.db import make_engine, make_sessionmaker, session_scope
+from models.migrate import upgrade
+from models.settings import Settings
+from tests.conftest import SmtpSink, free_port
+from tests.factories import job_body
+from tests.services import missing
+from workers.delivery import deliver
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = Path("/usr/bin/chromium")
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-gpu",
+                 "--disable-component-update", "--no-first-run", "--disable-sync"]  # fmt: skip
+PHONE: ViewportSize = {"width": 390, "height": 844}
+# C9 variables the server must not take from the caller's environment.
+UNSET = ("REDIS_URL", "PUBLIC_BASE_URL", "SMTP_USER", "SMTP_PASSWORD", "SMTP_STARTTLS",
+         "MAIL_FROM", "JOBPOST_TIMEZONE", "PROMETHEUS_MULTIPROC_DIR")  # fmt: skip
+
+
+def small_pdf(text: str) -> bytes:
+    """A valid one-page PDF (cross-reference offsets computed) showing `text`."""
+    stream = f"BT /F1 18 Tf 72 720 Td ({text}) Tj ET".encode("latin-1")
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n"
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        xref,
+    )
+    return out
+
+
+@pytest.fixture
+def chromium() -> Path:
+    if not CHROMIUM.exists():
+        missing("Chromium")
+    return CHROMIUM
+
+
+@dataclass
+class Server:
+    base: str
+    env: dict[str, str]
+    sessions: sessionmaker[Session]
+
+
+@pytest.fixture
+def server(tmp_path: Path, smtp_sink: SmtpSink) -> Iterator[Server]:
+    """gunicorn with the real app (`api.app:get_app()`) on a migrated SQLite file."""
+    db_url = f"sqlite:///{tmp_path / 'jobpost.db'}"
+    engine = make_engine(db_url)
+    upgrade(engine)
+    (tmp_path / "prometheus").mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in UNSET}
+    env |= {
+        "DATABASE_URL": db_url,
+        "CELERY_BROKER_URL": f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}",
+        "SMTP_HOST": smtp_sink.host,
+        "SMTP_PORT": str(smtp_sink.port),
+        "APPLY_RATE_LIMIT": "off",
+        "JOBPOST_VAR_DIR": str(tmp_path),
+        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prometheus"),
+    }
+    port = free_port()
+    log_path = tmp_path / "gunicorn.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "--workers", "1",
+             "--bind", f"127.0.0.1:{port}", "api.app:get_app()"],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            base = f"http://127.0.0.1:{port}"
+            _wait_until_serving(base, process, log_path)
+            yield Server(base, env, make_sessionmaker(engine))
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            engine.dispose()
+
+
+def _wait_until_serving(base: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"gunicorn exited ({process.returncode}):\n{log.read_text()}")
+        try:
+            with urllib.request.urlopen(f"{base}/healthz", timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    pytest.fail(f"gunicorn did not answer /healthz within 30 s:\n{log.read_text()}")
+
+
+def call(base: str, method: str, path: str, key: str, body: Any = None) -> Any:
+    data = None if body is None else json.dumps(body).encode()
+    headers = {"API-Key": key, "Content-Type": "application/json"}
+    request = urllib.request.Request(f"{base}{path}", data=data, method=method, headers=headers)
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def _keep_error(message: ConsoleMessage, errors: list[str]) -> None:
+    if message.type == "error":
+        errors.append(message.text)
+
+
+def test_apply_in_chromium_and_the_copy_is_delivered(
+    chromium: Path, server: Server, smtp_sink: SmtpSink, tmp_path: Path
+) -> None:
+    with session_scope(server.sessions) as s:
+        employer = employers.create_employer(s, "Maple Bakery")
+        key = employers.issue_key(s, employer.id).key
+    salary = {"amount": 60000, "maxAmount": 70000, "period": {"id": 1}, "plusCommission": True}
+    description = (
+        "<p>Bake <strong>bread</strong> and pastries for our two shops.</p>"
+        "<ul><li>Early mornings</li><li>Team of six</li></ul>"
+        '<p>More about us on <a href="https://maple.test/about">our site</a>.</p>'
+    )
+    locations = [{"description": "Toronto, ON"}, {"description": "Ottawa"}]
+    body = job_body(status="active", salary=salary, description=description, locations=locations)
+    job = call(server.base, "POST", "/api/v1.1/jobs", key, body)
+    pdf = tmp_path / "elodie-cote-cv.pdf"
+    pdf.write_bytes(small_pdf("Elodie Cote - Baker"))
+
+    console_errors: list[str] = []
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),
+            executable_path=str(chromium),
+            args=CHROMIUM_ARGS,
+            headless=True,
+            viewport=PHONE,
+            device_scale_factor=2,
+            is_mobile=True,
+            has_touch=True,
+        )
+        try:
+            page = context.pages[0] if context.pages else context.new_page()
+            page.on("console", lambda m: _keep_error(m, console_errors))
+            response = page.goto(f"{server.base}/jobs/{job['id']}")
+            assert response is not None and response.status == 200
+            assert page.locator("h1").inner_text() == "Senior Baker"
+            assert "$60,000–$70,000 a year, plus commission" in page.content()
+            # The inline stylesheet applies under the CSP: the honeypot is hidden, and the
+            # page fits the phone's width (no horizontal scrolling).
+            assert page.locator("#website").is_hidden()
+            assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "job-page.png"), full_page=True)
+
+            page.fill("#name", "Élodie Côté")
+            page.fill("#email", "elodie@example.org")
+            page.fill("#phone", "+1 (514) 555-0199")
+            page.fill("#coverLetter", "Bonjour,\nI bake bread & croissants.\nMerci")
+            page.set_input_files("#resume", str(pdf))
+            with page.expect_navigation():
+                page.click("button[type=submit]")
+            assert page.url == f"{server.base}/jobs/{job['id']}/applied"
+            assert page.locator("h1").inner_text() == "Thank you"
+            page.screenshot(path=str(ARTIFACTS / "applied-page.png"))
+        finally:
+            context.close()
+    assert console_errors == []  # a CSP violation would be reported here
+
+    [application] = call(server.base, "GET", "/api/v1.1/applications", key)["data"]
+    assert application["name"] == "Élodie Côté"
+    assert application["resume"]["contentType"] == "application/pdf"
+
+    # Delivery in this process, on the same database and the same SMTP server; a real Celery
+    # worker is tested elsewhere.
+    settings = Settings.from_env(server.env)
+    assert deliver(server.sessions, settings, application["id"]) == "sent"
+    [message] = smtp_sink.messages
+    assert message["To"] == "jobs@maple.test"
+    assert message["Subject"] == "New application: Senior Baker"
+    assert message["Reply-To"].addresses[0].addr_spec == "elodie@example.org"
+    [attachment] = list(message.iter_attachments())
+    assert attachment.get_content_type() == "application/pdf"
+    assert attachment.get_content() == pdf.read_bytes()
+    fetched = call(server.base, "GET", f"/api/v1.1/applications/{application['id']}", key)
+    assert fetched["status"] == "sent"

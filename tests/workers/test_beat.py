@@ -1,0 +1,254 @@
+"""C9 beat: the schedule is what the contract says, and `jobpost beat` really fires the tasks.
+
+The static half checks beat_schedule.SCHEDULE against C9 and the Celery app. The slow half
+starts `jobpost worker` and `jobpost beat` as processes against a private redis-server and a
+committed SQLite database of the test's own, with JOBPOST_BEAT_EVERY_SECONDS=2 (every entry
+every 2 s instead of its crontab, see workers/app.py), and waits for an expired job to be
+archived by the beat-sent `jobpost.expire`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import re
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from celery.beat import ScheduleEntry
+from celery.schedules import crontab
+from sqlalchemy import Engine, select
+
+import workers.tasks  # registers the tasks on workers.app.celery_app
+from beat_schedule import SCHEDULE
+from models import employers
+from models.dates import today_in, utcnow
+from models.db import make_engine, make_sessionmaker, session_scope
+from models.entities import Job
+from models.settings import Settings
+from tests.conftest import free_port
+from workers.app import MAINTENANCE_QUEUE, celery_app, make_celery, schedule_from_env
+
+JOBPOST = Path(sys.executable).with_name("jobpost")
+EXPIRE_SUCCEEDED = re.compile(r"Task jobpost\.expire\[[0-9a-f-]+\] succeeded")
+TORONTO = ZoneInfo("America/Toronto")
+C9_TIMES = {  # task → (minutes, hours) of its crontab, in JOBPOST_TIMEZONE
+    "jobpost.expire": ({5}, set(range(24))),
+    "jobpost.refresh": ({15}, {0}),
+    "jobpost.sweep": (set(range(60)), set(range(24))),
+    "jobpost.purge": ({0}, {3}),
+}
+
+
+# --- the schedule (static) ---------------------------------------------------------------------
+
+
+def test_every_scheduled_task_is_registered_and_routed_to_the_maintenance_queue() -> None:
+    assert workers.tasks.expire.name == "jobpost.expire"
+    names = [entry["task"] for entry in SCHEDULE.values()]
+    assert sorted(names) == sorted(C9_TIMES)
+    for name in names:
+        assert name in celery_app.tasks, f"{name} is not a registered task"
+        assert celery_app.amqp.router.route({}, name)["queue"].name == MAINTENANCE_QUEUE
+    for entry in SCHEDULE.values():
+        assert entry["options"]["queue"] == MAINTENANCE_QUEUE
+    assert celery_app.conf.beat_schedule == schedule_from_env({})
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULE))
+def test_the_crontab_times_are_the_c9_ones(name: str) -> None:
+    """expire hourly at :05, refresh at 00:15, sweep every minute, purge at 03:00 (C9)."""
+    entry = SCHEDULE[name]
+    schedule = entry["schedule"]
+    assert isinstance(schedule, crontab)
+    minutes, hours = C9_TIMES[entry["task"]]
+    assert (schedule.minute, schedule.hour) == (minutes, hours)
+    assert schedule.day_of_week == set(range(7)) and schedule.day_of_month == set(range(1, 32))
+    assert schedule.month_of_year == set(range(1, 13))
+
+
+def test_the_celery_timezone_comes_from_jobpost_timezone() -> None:
+    assert celery_app.conf.timezone == str(Settings.from_env().timezone)
+    vancouver = make_celery(Settings.from_env({"JOBPOST_TIMEZONE": "America/Vancouver"}))
+    assert vancouver.conf.timezone == "America/Vancouver"
+    assert str(make_celery(Settings.from_env({})).conf.timezone) == "America/Toronto"
+
+
+@pytest.mark.parametrize(
+    ("zone", "due_at_utc"),
+    [("America/Toronto", datetime(2026, 3, 11, 4, 15, tzinfo=UTC)),  # 00:15 EDT
+     ("America/Vancouver", datetime(2026, 3, 11, 7, 15, tzinfo=UTC))],  # 00:15 PDT
+)  # fmt: skip
+def test_refresh_fires_at_a_quarter_past_midnight_in_the_configured_zone(
+    zone: str, due_at_utc: datetime
+) -> None:
+    """The crontab is read in JOBPOST_TIMEZONE, as beat reads it (an entry bound to the app)."""
+    app = make_celery(Settings.from_env({"JOBPOST_TIMEZONE": zone}))
+    entry = ScheduleEntry(name="refresh", app=app, **copy.deepcopy(SCHEDULE[
+        "refresh-auto-refresh-jobs"]))  # fmt: skip
+    schedule = entry.schedule
+    last_run = due_at_utc - timedelta(days=1)
+    schedule.nowfun = lambda: due_at_utc - timedelta(seconds=1)
+    assert not schedule.is_due(last_run).is_due
+    schedule.nowfun = lambda: due_at_utc
+    assert schedule.is_due(last_run).is_due
+
+
+def test_jobpost_beat_every_seconds_replaces_every_crontab() -> None:
+    fast = schedule_from_env({"JOBPOST_BEAT_EVERY_SECONDS": "2"})
+    assert {name: entry["schedule"] for name, entry in fast.items()} == dict.fromkeys(SCHEDULE, 2.0)
+    assert {n: (e["task"], e["options"]) for n, e in fast.items()} == {
+        n: (e["task"], e["options"]) for n, e in SCHEDULE.items()
+    }
+    assert schedule_from_env({"JOBPOST_BEAT_EVERY_SECONDS": ""}) is SCHEDULE
+    with pytest.raises(ValueError, match="positive"):
+        schedule_from_env({"JOBPOST_BEAT_EVERY_SECONDS": "0"})
+
+
+# --- beat and a worker, for real ---------------------------------------------------------------
+
+
+def wait_for(check: Callable[[], Any], *, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.2)
+
+
+def stop(proc: subprocess.Popen[bytes], timeout: float = 15) -> None:
+    """SIGTERM (a warm shutdown), then SIGKILL to the whole process group."""
+    if proc.poll() is None:
+        proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path) -> Iterator[str]:
+    """A private redis-server on a free port, for this test only."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed")
+    port = free_port()
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", str(tmp_path), "--daemonize", "no"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+
+    def answers() -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    try:
+        wait_for(answers, timeout=10, what="redis-server")
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        stop(proc)
+
+
+@pytest.mark.slow
+@pytest.mark.redis
+@pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
+def test_beat_fires_expire_and_a_worker_archives_the_expired_job(
+    tmp_path: Path, redis_url: str, engine: Engine
+) -> None:
+    """On a committed copy of the suite's migrated SQLite database (the `engine` fixture)."""
+    copy_to = tmp_path / "jobpost.db"
+    source, target = sqlite3.connect(str(engine.url.database)), sqlite3.connect(copy_to)
+    try:
+        source.backup(target)
+    finally:
+        source.close()
+        target.close()
+    database = f"sqlite:///{copy_to}"
+    engine = make_engine(database)
+    factory = make_sessionmaker(engine)
+    today = today_in(TORONTO)
+    with session_scope(factory) as s:
+        employer = employers.create_employer(s, "Beat Ltd", "standard")
+        expired = Job(
+            employer_id=employer.id, title="Closed", search_text="closed",
+            publish_date=today - timedelta(days=40), close_date=today - timedelta(days=3),
+            status="active", position_type_id=1, description="<p>x</p>", routing_type=1,
+            application_email="jobs@beat.test", updated_at=utcnow(),
+        )  # fmt: skip
+        open_job = Job(
+            employer_id=employer.id, title="Open", search_text="open",
+            publish_date=today - timedelta(days=1), close_date=today, status="active",
+            position_type_id=1, description="<p>x</p>", routing_type=1,
+            application_email="jobs@beat.test", updated_at=utcnow(),
+        )  # fmt: skip
+        s.add_all([expired, open_job])
+    (tmp_path / "prometheus").mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CELERY_", "SMTP_"))}
+    env.update(
+        DATABASE_URL=database,
+        CELERY_BROKER_URL=redis_url,
+        REDIS_URL=redis_url,
+        JOBPOST_TIMEZONE="America/Toronto",
+        JOBPOST_VAR_DIR=str(tmp_path / "var"),
+        JOBPOST_BEAT_EVERY_SECONDS="2",
+        PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "prometheus"),
+        WORKER_METRICS_PORT=str(free_port()),
+        SMTP_PORT=str(free_port()),  # nothing listens: no mail is due anyway
+        PYTHONUNBUFFERED="1",
+    )
+    logs = {name: tmp_path / f"{name}.log" for name in ("worker", "beat")}
+    argv = {"worker": [str(JOBPOST), "worker", "--concurrency", "1"],
+            "beat": [str(JOBPOST), "beat"]}  # fmt: skip
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    try:
+        for name in ("worker", "beat"):
+            with logs[name].open("wb") as out:
+                procs[name] = subprocess.Popen(
+                    argv[name], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                    stderr=subprocess.STDOUT, start_new_session=True,
+                )  # fmt: skip
+
+        def expire_ran_and_archived() -> bool:
+            for name, proc in procs.items():
+                assert proc.poll() is None, f"{name} exited:\n{logs[name].read_text()}"
+            if not EXPIRE_SUCCEEDED.search(logs["worker"].read_text()):
+                return False  # (jobpost.refresh may archive it first: it expires first, C5)
+            with factory() as s:
+                return s.scalar(select(Job.status).where(Job.id == expired.id)) == "archived"
+
+        try:
+            wait_for(expire_ran_and_archived, timeout=30, what="beat to fire jobpost.expire")
+        except AssertionError as e:
+            raise AssertionError(
+                f"{e}\n--- beat\n{logs['beat'].read_text()}\n--- worker\n"
+                f"{logs['worker'].read_text()}"
+            ) from None
+    finally:
+        for proc in procs.values():
+            stop(proc)
+        engine.dispose()
+
+    assert "Sending due task expire-closed-jobs (jobpost.expire)" in logs["beat"].read_text()
+    with factory() as s:  # a job is active through its close date (C5)
+        assert s.scalar(select(Job.status).where(Job.id == open_job.id)) == "active"

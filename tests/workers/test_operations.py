@@ -1,0 +1,458 @@
+"""C9 with real processes: /readyz against a private redis-server that stops and comes back,
+/metrics summed across two gunicorn workers, the worker's own /metrics and JSON task log
+lines, and the operator commands (`jobpost outbox`, `outbox retry`, `queues`) run as
+subprocesses on a committed SQLite database."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from datetime import date
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from api import health, ratelimit
+from api.app import Collaborators, create_app
+from models import employers
+from models.db import make_engine, make_sessionmaker, session_scope
+from models.entities import OutboxEntry
+from models.migrate import upgrade
+from models.settings import Settings
+from tests.conftest import Api, SmtpSink, free_port
+from tests.factories import create_job, problem
+from tests.services import missing
+from tests.workers.processes import C9_VARIABLES, RedisServer, wait_for
+from workers import broker, enqueue
+from workers.app import make_celery
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+JOBPOST = [sys.executable, "-m", "workers.cli"]
+API = "/api/v1.1"
+RECIPIENT = "jobs@maple.test"  # applicationEmail of tests.factories.job_body
+TASK_FIELDS = {"task", "task_id", "outcome", "duration_ms", "retries", "request_id"}
+
+
+# --- processes -----------------------------------------------------------------------------------
+
+
+class Service:
+    """A long-running `jobpost` command in a process group of its own, stdout and stderr
+    each to a file."""
+
+    def __init__(self, args: list[str], env: dict[str, str], folder: Path, name: str) -> None:
+        self.stdout, self.stderr = folder / f"{name}.out", folder / f"{name}.err"
+        with self.stdout.open("wb") as out, self.stderr.open("wb") as err:
+            self.proc = subprocess.Popen(
+                [*JOBPOST, *args], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                stdout=out, stderr=err, start_new_session=True,
+            )  # fmt: skip
+
+    def alive(self) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(
+                f"{self.proc.args} exited ({self.proc.returncode}):\n{self.stderr.read_text()}"
+            )
+        return True
+
+    def stop(self) -> None:
+        """A warm shutdown (SIGTERM), then whatever is left of the group is killed."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(20)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        if self.proc.poll() is None:
+            self.proc.wait(10)
+
+    def json_lines(self) -> list[dict[str, Any]]:
+        """Every line on stderr, each of which must be one JSON object (C9)."""
+        lines = []
+        for raw in self.stderr.read_text().splitlines():
+            if raw.strip():
+                try:
+                    lines.append(json.loads(raw))
+                except ValueError:
+                    raise AssertionError(f"not a JSON log line: {raw!r}") from None
+        return lines
+
+
+def jobpost(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*JOBPOST, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def jobpost_all(
+    env: dict[str, str], *commands: list[str]
+) -> list[subprocess.CompletedProcess[str]]:
+    """Several `jobpost` commands at once (each one mostly waits on its imports)."""
+    procs = [
+        subprocess.Popen(
+            [*JOBPOST, *args],
+            cwd=ROOT,
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for args in commands
+    ]
+    done = []
+    for args, proc in zip(commands, procs, strict=True):
+        out, err = proc.communicate(timeout=60)
+        done.append(subprocess.CompletedProcess([*JOBPOST, *args], proc.returncode, out, err))
+    return done
+
+
+def fetch(url: str, timeout: float = 5) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except OSError:
+        return 0, ""
+
+
+def metric(text: str, name: str, **labels: str) -> float | None:
+    """The value of one sample of a Prometheus text page, or None when absent."""
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and sample.labels == labels:
+                return float(sample.value)
+    return None
+
+
+def total(text: str, name: str, **labels: str) -> float:
+    """The sum of the samples called `name` whose labels include `labels`."""
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name and labels.items() <= s.labels.items()
+    )
+
+
+# --- fixtures ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated SQLite file with its reference data, copied by each test (migrating takes
+    seconds)."""
+    path = tmp_path_factory.mktemp("template") / "jobpost.db"
+    engine = make_engine(f"sqlite:///{path}")
+    upgrade(engine)
+    engine.dispose()  # the last connection closed: the WAL is folded into the file
+    return path
+
+
+@pytest.fixture
+def database(tmp_path: Path, migrated: Path) -> Iterator[tuple[str, Engine]]:
+    """A committed SQLite database of this test's own, which subprocesses open too."""
+    shutil.copyfile(migrated, tmp_path / "jobpost.db")
+    url = f"sqlite:///{tmp_path / 'jobpost.db'}"
+    engine = make_engine(url)
+    yield url, engine
+    engine.dispose()
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    if shutil.which("redis-server") is None:
+        missing("redis-server (a private broker the test stops and restarts)")
+    server = RedisServer(tmp_path)
+    server.start()
+    yield server
+    server.stop()
+
+
+def environment(tmp_path: Path, database_url: str, **extra: str) -> dict[str, str]:
+    """What a `jobpost` subprocess sees: the test's values only, none of the caller's C9."""
+    env = {k: v for k, v in os.environ.items() if k not in C9_VARIABLES}
+    env.update(
+        DATABASE_URL=database_url,
+        JOBPOST_VAR_DIR=str(tmp_path / "var"),
+        PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "prometheus"),
+        WORKER_METRICS_PORT=str(free_port()),
+        APPLY_RATE_LIMIT="off",
+        PYTHONUNBUFFERED="1",
+        **extra,
+    )
+    return env
+
+
+class Site:
+    """The web app in this process, on the committed database: one employer, one active
+    Email-routed job, and applications submitted over the API."""
+
+    def __init__(
+        self,
+        env: dict[str, str],
+        sessions: sessionmaker[Session],
+        enqueue_to: Callable[[int, str | None], object] | None = None,
+    ) -> None:
+        self.sessions = sessions
+        settings = Settings.from_env(env)
+        parts = Collaborators(limiter=ratelimit.Unlimited())
+        if enqueue_to is not None:
+            parts.enqueue = enqueue_to
+        self.api = Api(create_app(settings, sessions, parts, today=date.today))
+        with session_scope(sessions) as s:
+            employer = employers.create_employer(s, "Maple Corp")
+            self.key = employers.issue_key(s, employer.id).key
+        self.job_id = create_job(self.api, SimpleNamespace(key=self.key), status="active")["id"]
+
+    def apply(self, request_id: str, name: str = "Ana Silva") -> int:
+        result = self.api.post(
+            f"{API}/jobs/{self.job_id}/applications",
+            json={"name": name, "email": "ana@example.org"},
+            headers={"X-Request-ID": request_id},
+        )
+        assert result.status_code == 202, result.text
+        assert result.headers["x-request-id"] == request_id
+        app_id: int = result.json["id"]
+        return app_id
+
+    def status(self, application_id: int) -> str:
+        with self.sessions() as s:
+            entry = s.get(OutboxEntry, application_id)
+            assert entry is not None
+            return entry.status
+
+
+def start_worker(env: dict[str, str], folder: Path) -> Service:
+    """`jobpost worker --concurrency 1`, waited for until its /metrics answers."""
+    worker = Service(["worker", "--concurrency", "1"], env, folder, "worker")
+    url = f"http://127.0.0.1:{env['WORKER_METRICS_PORT']}/metrics"
+    wait_for(lambda: worker.alive() and fetch(url)[0] == 200, timeout=60, what="worker metrics")
+    return worker
+
+
+# --- /readyz ------------------------------------------------------------------------------------
+
+
+def test_readyz_follows_a_broker_that_stops_and_comes_back(
+    tmp_path: Path, database: tuple[str, Engine], redis_server: RedisServer
+) -> None:
+    url, engine = redis_server.url, database[1]
+    settings = Settings.from_env(environment(tmp_path, database[0], CELERY_BROKER_URL=url))
+    checks: dict[str, health.Check] = {
+        "database": health.database_check(engine),
+        "broker": lambda: broker.ping(url, 1),
+    }
+    api = Api(create_app(settings, make_sessionmaker(engine), Collaborators(ready_checks=checks)))
+    ready = api.get("/readyz")
+    assert (ready.status_code, ready.json) == (200, {"status": "ok"})
+
+    redis_server.stop()
+    body = problem(api.get("/readyz"), 503, "not_ready")
+    assert "broker" in body["detail"] and "database" not in body["detail"]
+    assert api.get("/healthz").status_code == 200  # alive all the same
+
+    redis_server.start()
+    wait_for(lambda: api.get("/readyz").status_code == 200, timeout=10, what="ready again")
+
+
+# --- /metrics through two gunicorn workers -------------------------------------------------------
+
+
+def test_request_counts_add_up_across_two_gunicorn_workers(
+    tmp_path: Path, database: tuple[str, Engine]
+) -> None:
+    env = environment(tmp_path, database[0])
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    web = Service(["serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "2"],
+                  env, tmp_path, "web")  # fmt: skip
+    try:
+        wait_for(lambda: web.alive() and fetch(f"{base}{API}/openapi.json")[0] == 200,
+                 timeout=60, what="gunicorn")  # fmt: skip
+        # One worker takes this connection and waits for its request; meanwhile the other
+        # answers the rest. Then it gets its request: both workers have served /healthz.
+        held = socket.create_connection(("127.0.0.1", port), timeout=10)
+        with held:
+            for _ in range(5):
+                assert fetch(f"{base}/healthz")[0] == 200
+            held.sendall(b"GET /healthz HTTP/1.0\r\nHost: test\r\n\r\n")
+            assert held.recv(64).startswith(b"HTTP/1.0 200")
+        pids = {p.stem.split("_")[-1] for p in (tmp_path / "prometheus").glob("counter_*.db")}
+        assert len(pids) == 2, pids
+
+        for _ in range(6):  # whichever worker answers the scrape, it reports both
+            status, text = fetch(f"{base}/metrics")
+            assert status == 200
+            assert total(text, "http_requests_total", route="/healthz") == 6
+            assert metric(text, "http_requests_total", method="GET", route="/healthz",
+                          status="200") == 6  # fmt: skip
+            assert total(text, "http_request_duration_seconds_count", route="/healthz") == 6
+            assert metric(text, "jobpost_outbox_entries", status="pending") == 0
+            assert metric(text, "jobpost_outbox_oldest_pending_seconds") == 0
+            assert metric(text, "jobpost_queue_length", queue="email") == 0
+    finally:
+        web.stop()
+    access = [line for line in web.json_lines() if line["event"] == "request"]
+    healthz = [line for line in access if line["route"] == "/healthz"]
+    assert len(healthz) == 6 and {line["status"] for line in healthz} == {200}
+
+
+# --- the worker's own /metrics and log lines -----------------------------------------------------
+
+
+def test_the_worker_counts_and_logs_each_delivery_with_the_request_id(
+    tmp_path: Path, database: tuple[str, Engine], redis_server: RedisServer, smtp_sink: SmtpSink
+) -> None:
+    env = environment(tmp_path, database[0], CELERY_BROKER_URL=redis_server.url,
+                      SMTP_HOST=smtp_sink.host, SMTP_PORT=str(smtp_sink.port))  # fmt: skip
+    celery = make_celery(Settings.from_env(env))
+    sessions = make_sessionmaker(database[1])
+    site = Site(env, sessions, lambda app_id, rid: enqueue.deliver(celery, app_id, rid))
+    worker = start_worker(env, tmp_path)
+    metrics_url = f"http://127.0.0.1:{env['WORKER_METRICS_PORT']}/metrics"
+
+    def deliveries(outcome: str) -> float | None:
+        return metric(fetch(metrics_url)[1], "jobpost_tasks_total", task="jobpost.deliver",
+                      outcome=outcome)  # fmt: skip
+
+    try:
+        delivered = site.apply("apply-ok.1")
+        wait_for(lambda: worker.alive() and site.status(delivered) == "sent", timeout=30,
+                 what="the first copy sent")  # fmt: skip
+        smtp_sink.reply = "550 5.1.1 No such user here"
+        refused = site.apply("apply-refused.2")
+        wait_for(lambda: worker.alive() and site.status(refused) == "failed", timeout=30,
+                 what="the second copy failed")  # fmt: skip
+        wait_for(lambda: deliveries("failed") == 1, timeout=10, what="the failure counted")
+        assert deliveries("succeeded") == 1
+        assert deliveries("retried") is None
+    finally:
+        worker.stop()
+        celery.close()
+    assert len(smtp_sink.messages) == 1
+
+    lines = worker.json_lines()  # every line on stderr is JSON
+    runs = [line for line in lines if line["event"] == "task" and line["task"] == "jobpost.deliver"]
+    assert [(r["request_id"], r["outcome"]) for r in runs] == [
+        ("apply-ok.1", "succeeded"), ("apply-refused.2", "failed"),
+    ]  # fmt: skip
+    for run in runs:
+        assert set(run) >= TASK_FIELDS, run
+        assert run["task_id"] and run["retries"] == 0
+        assert isinstance(run["duration_ms"], int | float) and run["duration_ms"] > 0
+    # what the delivery itself logs carries the request id of its task too
+    [refusal] = [line for line in lines if line["logger"] == "jobpost.delivery"]
+    assert refusal["request_id"] == "apply-refused.2" and refusal["task_id"] == runs[1]["task_id"]
+
+
+# --- jobpost outbox, outbox retry, queues --------------------------------------------------------
+
+
+def table(stdout: str) -> dict[int, list[str]]:
+    """`jobpost outbox` rows by application id: [job, status, attempts, recipient, error…]."""
+    header, *rows = stdout.splitlines()
+    assert header.split()[:5] == ["application", "job", "status", "attempts", "recipient"]
+    assert header.rstrip().endswith("last error")
+    return {int(row.split()[0]): row.split()[1:] for row in rows if row.strip()}
+
+
+def test_outbox_and_queue_commands_on_pending_sent_and_failed_entries(
+    tmp_path: Path, database: tuple[str, Engine], redis_server: RedisServer, smtp_sink: SmtpSink
+) -> None:
+    env = environment(tmp_path, database[0], CELERY_BROKER_URL=redis_server.url,
+                      SMTP_HOST=smtp_sink.host, SMTP_PORT=str(smtp_sink.port))  # fmt: skip
+    celery = make_celery(Settings.from_env(env))
+    sessions = make_sessionmaker(database[1])
+    site = Site(env, sessions, lambda app_id, rid: enqueue.deliver(celery, app_id, rid))
+    quiet = Site(env, sessions)  # enqueues nothing: its applications stay pending
+
+    # Queues with work and no worker: depths, and nobody seen.
+    for _ in range(2):
+        assert enqueue.deliver(celery, 999_999)  # no such application: skipped when run
+    celery.send_task("jobpost.expire")
+    listed, human = jobpost_all(env, ["queues", "--json"], ["queues"])
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == {"queues": {"email": 2, "maintenance": 1}, "workers": []}
+    assert re.search(r"email\s+2 waiting", human.stdout), human.stdout
+    assert re.search(r"maintenance\s+1 waiting", human.stdout), human.stdout
+    assert "workers: none seen" in human.stdout
+
+    worker = start_worker(env, tmp_path)
+    try:
+        sent = site.apply("outbox-sent")
+        wait_for(lambda: worker.alive() and site.status(sent) == "sent", timeout=30,
+                 what="a copy sent")  # fmt: skip
+        smtp_sink.reply = "550 5.1.1 Mailbox unavailable"
+        failed = site.apply("outbox-failed")
+        wait_for(lambda: worker.alive() and site.status(failed) == "failed", timeout=30,
+                 what="a copy refused")  # fmt: skip
+        pending = quiet.apply("outbox-pending")
+        assert len(smtp_sink.messages) == 1
+
+        everything, only_failed, as_json, retry_pending, retry_sent, usage = jobpost_all(
+            env,
+            ["outbox"],
+            ["outbox", "--status", "failed"],
+            ["outbox", "--json"],
+            ["outbox", "retry", str(pending)],  # only a failed entry can be retried
+            ["outbox", "retry", str(sent)],
+            ["outbox", "retry"],  # neither an id nor --all-failed: a usage error
+        )
+        rows = table(everything.stdout)
+        assert sorted(rows) == [failed, pending]  # all but sent
+        assert rows[pending][:4] == [str(quiet.job_id), "pending", "0", RECIPIENT]
+        assert rows[failed][:4] == [str(site.job_id), "failed", "1", RECIPIENT]
+        assert "550 5.1.1 Mailbox unavailable" in " ".join(rows[failed][4:])
+        assert sorted(table(only_failed.stdout)) == [failed]
+        assert len(as_json.stdout.splitlines()) == 1
+        entries = {e["application"]: e for e in json.loads(as_json.stdout)["entries"]}
+        assert sorted(entries) == [failed, pending]
+        assert entries[failed]["job"] == site.job_id and entries[failed]["attempts"] == 1
+        assert entries[failed]["recipient"] == RECIPIENT
+        assert "Mailbox unavailable" in entries[failed]["lastError"]
+        assert entries[pending]["lastError"] is None
+        for refused in (retry_pending, retry_sent):
+            assert refused.returncode == 1 and "no failed delivery" in refused.stderr
+        assert usage.returncode == 2
+
+        # The relay accepts again: retry sends the copy, once.
+        smtp_sink.reply = None
+        retried = jobpost(env, "outbox", "retry", str(failed), "--json")
+        assert retried.returncode == 0, retried.stderr
+        assert json.loads(retried.stdout) == {"retried": [failed], "enqueued": 1}
+        wait_for(lambda: worker.alive() and site.status(failed) == "sent", timeout=30,
+                 what="the retried copy sent")  # fmt: skip
+        assert len(smtp_sink.messages) == 2
+        assert str(smtp_sink.messages[1]["Message-ID"]).startswith(f"<application-{failed}@")
+        assert smtp_sink.envelopes[1][1] == [RECIPIENT]
+
+        # The worker drained the queues, and answers.
+        listed, human, after = jobpost_all(env, ["queues", "--json"], ["queues"], ["outbox"])
+        report = json.loads(listed.stdout)
+        assert report["queues"] == {"email": 0, "maintenance": 0}
+        assert len(report["workers"]) == 1 and report["workers"][0].startswith("celery@")
+        assert f"workers: {report['workers'][0]}" in human.stdout
+        assert sorted(table(after.stdout)) == [pending]
+    finally:
+        worker.stop()
+        celery.close()
+    assert len(smtp_sink.messages) == 2  # nothing else went out: the pending one stays
+    assert site.status(pending) == "pending"

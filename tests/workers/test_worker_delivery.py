@@ -1,0 +1,476 @@
+"""C8 Delivery end to end: a real `celery worker` process, a real broker (a private
+redis-server, or the embedded SQLAlchemy transport on SQLite), a committed database
+(SQLite or PostgreSQL) and a real SMTP server (aiosmtpd) receiving the copies.
+
+C9's timings are shortened (OUTBOX_SWEEP_GRACE_SECONDS=1, OUTBOX_LEASE_SECONDS=3,
+DELIVERY_RETRY_BASE_SECONDS=1) so that leases run out and retries come due in seconds.
+The sweeper runs in the test process (`workers.tasks.run_sweep`) when a test needs it.
+"""
+
+from __future__ import annotations
+
+import base64
+import collections
+import dataclasses
+import re
+import secrets
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from celery import Celery
+from sqlalchemy import Engine, create_engine, select, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.app import Collaborators, create_app
+from models import applications, employers, jobs
+from models.dates import today_in
+from models.db import make_engine, make_sessionmaker, session_scope
+from models.entities import Application, Job, OutboxEntry
+from models.migrate import upgrade
+from models.settings import Settings
+from tests.conftest import Api
+from tests.factories import job_body
+from tests.services import require_postgres, scratch_postgres
+from tests.workers.processes import (
+    RedisServer,
+    SinkServer,
+    Worker,
+    wait_for,
+    worker_env,
+)
+from workers import enqueue, mail
+from workers.app import make_celery
+from workers.tasks import run_sweep
+
+pytestmark = pytest.mark.slow
+
+MAIL_DOMAIN = "jobs.test"  # of MAIL_FROM in worker_env
+PDF = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj<<>>endobj\n%%EOF\n"
+
+REDIS_SQLITE = pytest.param("redis-sqlite", marks=pytest.mark.redis, id="redis-sqlite")
+REDIS_POSTGRES = pytest.param(
+    "redis-postgresql", marks=[pytest.mark.redis, pytest.mark.postgres], id="redis-postgresql"
+)
+EMBEDDED_SQLITE = pytest.param("embedded-sqlite", id="embedded-sqlite")
+EVERY_STACK = [REDIS_SQLITE, REDIS_POSTGRES, EMBEDDED_SQLITE]
+MAIN_STACKS = [REDIS_POSTGRES, EMBEDDED_SQLITE]
+
+
+# --- databases: migrated once per run, then copied for each test --------------------------
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated SQLite file (a migration takes seconds; a copy, milliseconds)."""
+    path = tmp_path_factory.mktemp("template-sqlite") / "jobpost.db"
+    engine = make_engine(f"sqlite:///{path}")
+    upgrade(engine)
+    engine.dispose()
+    return path
+
+
+@pytest.fixture(scope="session")
+def postgres_template() -> Iterator[str]:
+    """A migrated PostgreSQL database (scratch_postgres + upgrade), the template of each
+    test's own database; nothing connects to it after the upgrade."""
+    with scratch_postgres() as url:
+        engine = make_engine(url)
+        upgrade(engine)
+        engine.dispose()
+        yield url
+
+
+def copy_sqlite(template: Path, target: Path) -> str:
+    source, copy = sqlite3.connect(template), sqlite3.connect(target)
+    try:
+        source.backup(copy)
+    finally:
+        source.close()
+        copy.close()
+    return f"sqlite:///{target}"
+
+
+@dataclasses.dataclass
+class PostgresCopy:
+    admin: Engine
+    name: str
+
+    def drop(self) -> None:
+        with self.admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)'))
+        self.admin.dispose()
+
+
+def copy_postgres(template_url: str) -> tuple[str, PostgresCopy]:
+    admin = create_engine(require_postgres(), isolation_level="AUTOCOMMIT")
+    template = make_url(template_url).database
+    name = f"jobpost_worker_{secrets.token_hex(6)}"
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
+    url = make_url(template_url).set(database=name).render_as_string(hide_password=False)
+    return url, PostgresCopy(admin, name)
+
+
+# --- the stack: database, broker, workers, and the test process's own Celery app ------------
+
+
+@dataclasses.dataclass
+class Stack:
+    kind: str
+    workdir: Path
+    database_url: str
+    broker_url: str
+    redis: RedisServer | None
+    engine: Engine
+    sessions: sessionmaker[Session]
+    settings: Settings  # what the workers read from their environment, minus SMTP
+    celery: Celery  # the test process's app, on the same broker
+    workers: list[Worker] = dataclasses.field(default_factory=list)
+
+    def start_worker(self, smtp_port: int, *, concurrency: int = 1) -> Worker:
+        n = len(self.workers) + 1
+        env = worker_env(
+            database_url=self.database_url,
+            broker_url=self.broker_url,
+            smtp_port=smtp_port,
+            workdir=self.workdir,
+        )
+        name = f"w{n}-{secrets.token_hex(3)}"
+        worker = Worker(env, self.workdir / f"worker-{n}.log", name=name, concurrency=concurrency)
+        self.workers.append(worker)
+        worker.wait_ready()
+        return worker
+
+    def sweep(self) -> int:
+        """The beat's sweep task, run here against the test's broker."""
+        return run_sweep(self.sessions, self.settings, celery=self.celery)
+
+    def enqueue(self, application_id: int) -> None:
+        assert enqueue.deliver(self.celery, application_id), "the broker refused the task"
+
+
+@pytest.fixture
+def stack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stack]:
+    kind: str = request.param
+    broker_kind, db_kind = kind.split("-")
+    cleanups: list[Callable[[], object]] = []
+    try:
+        if db_kind == "sqlite":
+            database_url = copy_sqlite(
+                request.getfixturevalue("sqlite_template"), tmp_path / "jobpost.db"
+            )
+        else:
+            database_url, copy = copy_postgres(request.getfixturevalue("postgres_template"))
+            cleanups.append(copy.drop)
+        redis = None
+        if broker_kind == "redis":
+            try:
+                redis = RedisServer(tmp_path)
+            except FileNotFoundError:
+                from tests.services import missing
+
+                missing("the redis-server program")
+            assert redis is not None
+            cleanups.append(redis.stop)
+            redis.start()
+            broker_url = redis.url
+        else:
+            broker_url = f"sqla+sqlite:///{tmp_path}/broker.sqlite"
+        env = worker_env(
+            database_url=database_url, broker_url=broker_url, smtp_port=1, workdir=tmp_path
+        )
+        settings = Settings.from_env(env)
+        engine = make_engine(settings.database_url)
+        cleanups.append(engine.dispose)
+        celery = make_celery(settings)
+        cleanups.append(celery.close)
+        s = Stack(kind, tmp_path, database_url, broker_url, redis, engine,
+                  make_sessionmaker(engine), settings, celery)  # fmt: skip
+        cleanups.append(lambda: _stop_workers(s))
+        yield s
+    finally:
+        for cleanup in reversed(cleanups):
+            cleanup()
+
+
+def _stop_workers(s: Stack) -> None:
+    """Stop every worker; their logs go to the captured output, shown when a test fails."""
+    for worker in s.workers:
+        # The test is over: a warm shutdown (slow on the polled embedded broker) need not end.
+        worker.stop(timeout=2)
+        tail = worker.text()[-30_000:]
+        print(f"\n===== {worker.log.name} ({worker.name}, exit {worker.proc.returncode}) =====")
+        print(tail)
+
+
+# --- data, through the domain functions ------------------------------------------------------
+
+
+def open_job(s: Stack, **overrides: Any) -> int:
+    """An active job routed by email, committed."""
+    with session_scope(s.sessions) as session:
+        employer = employers.create_employer(session, "Maple Corp")
+        body = job_body(status="active", **overrides)
+        job = jobs.create(session, employer, body, today=today_in(s.settings.timezone))
+        return job.id
+
+
+def apply(s: Stack, job_id: int, count: int = 1, *, resume: bool = False) -> list[int]:
+    """`count` applications, committed with their outbox entries (C8), not yet enqueued."""
+    ids = []
+    with session_scope(s.sessions) as session:
+        job = applications.open_job(session, job_id)
+        for i in range(count):
+            fields: dict[str, Any] = {"name": f"Applicant {i}", "email": f"a{i}@example.org"}
+            if resume:
+                fields["resume"] = {
+                    "filename": "Élodie CV.pdf",
+                    "content": base64.b64encode(PDF).decode(),
+                }
+            ids.append(applications.submit(session, job, applications.check(fields)).id)
+    return ids
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    status: str
+    attempts: int
+    last_error: str | None
+    job_id: int | None
+
+
+def entries(s: Stack, ids: list[int]) -> dict[int, Entry]:
+    with session_scope(s.sessions) as session:
+        rows = session.execute(
+            select(OutboxEntry, Application.job_id)
+            .join(Application)
+            .where(OutboxEntry.application_id.in_(ids))
+        )
+        return {
+            o.application_id: Entry(o.status, o.attempts, o.last_error, job_id)
+            for o, job_id in rows
+        }
+
+
+def entry(s: Stack, application_id: int) -> Entry:
+    return entries(s, [application_id])[application_id]
+
+
+def all_in(s: Stack, ids: list[int], *statuses: str) -> bool:
+    found = entries(s, ids)
+    return len(found) == len(ids) and all(e.status in statuses for e in found.values())
+
+
+def message_id(application_id: int) -> str:
+    return mail.message_id(application_id, MAIL_DOMAIN)
+
+
+def task_results(worker: Worker) -> list[str]:
+    """The return values of jobpost.deliver, as the worker logged them."""
+    pattern = r"Task jobpost\.deliver\[[^\]]+\] succeeded in [0-9.e-]+s: '(\w+)'"
+    return re.findall(pattern, worker.text())
+
+
+@pytest.fixture
+def sink() -> Iterator[SinkServer]:
+    server = SinkServer()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+# --- the tests -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stack", EVERY_STACK, indirect=True)
+def test_a_worker_delivers_the_copy_once(stack: Stack, sink: SinkServer) -> None:
+    received = sink.start()
+    job_id = open_job(stack, referenceId="BAK-1")
+    [app_id] = apply(stack, job_id, resume=True)
+    stack.start_worker(sink.port)
+    stack.enqueue(app_id)
+
+    wait_for(lambda: entry(stack, app_id).status == "sent", timeout=60, what="the copy sent")
+    assert entry(stack, app_id).attempts == 1
+    assert received.message_ids() == [message_id(app_id)]
+    message = received.messages[0]
+    assert message["Subject"] == "New application: Senior Baker [BAK-1]"
+    assert message["To"] == "jobs@maple.test"
+    assert message["Reply-To"].addresses[0].addr_spec == "a0@example.org"
+    [attachment] = list(message.iter_attachments())
+    assert attachment.get_content() == PDF  # the résumé bytes travelled through the database
+
+
+@pytest.mark.parametrize("stack", MAIN_STACKS, indirect=True)
+def test_smtp_down_when_the_application_arrives_is_delivered_once_it_is_up(
+    stack: Stack, sink: SinkServer
+) -> None:
+    job_id = open_job(stack)
+    [app_id] = apply(stack, job_id)
+    stack.start_worker(sink.port)  # nothing listens there yet
+    stack.enqueue(app_id)
+
+    def retried() -> bool:
+        e = entry(stack, app_id)
+        return e.status == "pending" and e.attempts >= 1
+
+    wait_for(retried, timeout=60, what="a failed first attempt")
+    assert "Connection" in (entry(stack, app_id).last_error or "")
+
+    received = sink.start()
+    sent = lambda: entry(stack, app_id).status == "sent"  # noqa: E731
+    wait_for(sent, timeout=60, what="the copy sent", every=stack.sweep)
+    assert entry(stack, app_id).attempts >= 2
+    assert received.message_ids() == [message_id(app_id)]
+
+
+@pytest.mark.parametrize("stack", [REDIS_POSTGRES], indirect=True)
+def test_broker_down_when_the_application_arrives_is_delivered_after_the_sweep(
+    stack: Stack, sink: SinkServer
+) -> None:
+    assert stack.redis is not None
+    received = sink.start()
+    job_id = open_job(stack)
+    worker = stack.start_worker(sink.port)
+    # The production wiring (api.app.get_app), with the broker's Redis also the rate
+    # limiter's store (C9 REDIS_URL default): both are down.
+    settings = dataclasses.replace(stack.settings, apply_rate_limit="10/minute")
+    celery = stack.celery
+    parts = Collaborators(enqueue=lambda a, r: enqueue.deliver(celery, a, r))
+    api = Api(create_app(settings, stack.sessions, parts))
+    stack.redis.stop()
+
+    started = time.monotonic()
+    result = api.post(
+        f"/api/v1.1/jobs/{job_id}/applications",
+        json={"name": "Élodie Côté", "email": "elodie@example.org"},
+    )
+    elapsed = time.monotonic() - started
+    assert result.status_code == 202, result.text
+    assert elapsed < 2.5, f"the 202 took {elapsed:.1f} s with the broker down (C8: about 1 s)"
+    app_id = result.json["id"]
+    assert entry(stack, app_id).status == "pending"  # nothing lost: committed before the 202
+
+    stack.redis.start()  # same port: the worker reconnects
+    sent = lambda: entry(stack, app_id).status == "sent"  # noqa: E731
+    wait_for(sent, timeout=60, what="the copy sent", every=stack.sweep)
+    assert received.message_ids() == [message_id(app_id)]
+    assert entry(stack, app_id).attempts == 1
+    assert task_results(worker).count("sent") == 1
+
+
+@pytest.mark.parametrize("stack", MAIN_STACKS, indirect=True)
+def test_a_worker_killed_mid_way_loses_nothing_and_sends_at_most_one_copy_twice(
+    stack: Stack,
+) -> None:
+    total = 200
+    server = SinkServer(delay=0.02)  # a slow relay, so that the kill lands mid-way
+    received = server.start()
+    try:
+        job_id = open_job(stack)
+        ids = apply(stack, job_id, total)
+        for app_id in ids:
+            stack.enqueue(app_id)
+        first = stack.start_worker(server.port)
+        fifty = lambda: len(received.messages) >= 50  # noqa: E731
+        wait_for(fifty, timeout=60, what="50 copies", interval=0.01)
+        first.kill()
+        at_kill = len(received.messages)
+        assert at_kill < total, "the worker finished before it could be killed"
+
+        stack.start_worker(server.port)
+        # With Redis, the killed worker's unacknowledged message comes back only after the
+        # visibility timeout (an hour); with the embedded broker never. The sweeper
+        # re-enqueues it once its lease (OUTBOX_LEASE_SECONDS) has run out.
+        everything = lambda: all_in(stack, ids, "sent")  # noqa: E731
+        wait_for(everything, timeout=120, what=f"{total} copies sent", every=stack.sweep,
+                 interval=0.5)  # fmt: skip
+
+        counted = collections.Counter(received.message_ids())
+        assert set(counted) == {message_id(i) for i in ids}
+        twice = [i for i in ids if counted[message_id(i)] > 1]
+        extra = sum(counted.values()) - total
+        assert extra <= 1, f"{extra} copies beyond one each: applications {twice}"
+        # The one copy allowed twice is the one in flight at the kill: claimed again later.
+        retried = [i for i, e in entries(stack, ids).items() if e.attempts > 1]
+        assert len(retried) <= 1, f"more than the one in-flight application retried: {retried}"
+        assert set(twice) <= set(retried)
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("stack", MAIN_STACKS, indirect=True)
+def test_a_permanent_550_fails_with_the_error_and_is_never_tried_again(
+    stack: Stack, sink: SinkServer
+) -> None:
+    received = sink.start()
+    received.reply = "550 5.1.1 <jobs@maple.test>: mailbox unavailable"
+    job_id = open_job(stack)
+    [app_id] = apply(stack, job_id)
+    worker = stack.start_worker(sink.port)
+    stack.enqueue(app_id)
+
+    wait_for(lambda: entry(stack, app_id).status == "failed", timeout=60, what="failed")
+    failed = entry(stack, app_id)
+    assert failed.attempts == 1
+    assert failed.last_error is not None and failed.last_error.startswith("550 ")
+    assert "mailbox unavailable" in failed.last_error
+
+    # Neither the sweeper (past the grace and the lease) nor a stray task message tries again.
+    stack.enqueue(app_id)
+    sweeps = 0
+    until = time.monotonic() + 3  # past OUTBOX_SWEEP_GRACE_SECONDS and a retry's backoff
+    while time.monotonic() < until:
+        sweeps += stack.sweep()
+        time.sleep(0.5)
+    wait_for(lambda: len(task_results(worker)) >= 2, timeout=30, what="the stray task run")
+    assert sweeps == 0
+    assert task_results(worker) == ["failed", "skipped"]
+    assert entry(stack, app_id) == failed
+    assert received.rcpt_count == 1
+    assert received.messages == []
+
+
+@pytest.mark.parametrize("stack", EVERY_STACK, indirect=True)
+def test_the_same_task_message_twice_sends_one_email(stack: Stack, sink: SinkServer) -> None:
+    received = sink.start()
+    job_id = open_job(stack)
+    [app_id] = apply(stack, job_id)
+    stack.enqueue(app_id)
+    stack.enqueue(app_id)  # published twice: both wait in the queue
+    # Two pool processes, so that both messages may run at the same moment: the claim (one
+    # conditional UPDATE) lets only one of them send.
+    worker = stack.start_worker(sink.port, concurrency=2)
+
+    wait_for(lambda: len(task_results(worker)) >= 2, timeout=60, what="both task runs")
+    assert sorted(task_results(worker)) == ["sent", "skipped"]
+    assert received.message_ids() == [message_id(app_id)]
+    assert entry(stack, app_id).attempts == 1
+
+
+@pytest.mark.parametrize("stack", MAIN_STACKS, indirect=True)
+def test_the_job_deleted_right_after_an_application_still_gets_its_copy(
+    stack: Stack, sink: SinkServer
+) -> None:
+    received = sink.start()
+    job_id = open_job(stack, title="Pastry Chef", referenceId="PC-7")
+    [app_id] = apply(stack, job_id)
+    with session_scope(stack.sessions) as session:
+        jobs.delete(session, session.get_one(Job, job_id))
+    assert entry(stack, app_id).job_id is None  # the application stays, detached
+
+    stack.start_worker(sink.port)
+    stack.enqueue(app_id)
+    wait_for(lambda: entry(stack, app_id).status == "sent", timeout=60, what="the copy sent")
+    assert received.message_ids() == [message_id(app_id)]
+    message = received.messages[0]
+    assert message["Subject"] == "New application: Pastry Chef [PC-7]"
+    assert message["To"] == "jobs@maple.test"
+    body = message.get_body(("plain",))
+    assert body is not None and "none (job deleted)" in body.get_content()

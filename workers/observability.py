@@ -1,0 +1,119 @@
+"""What operators see of the workers (C9): `jobpost_tasks_total{task,outcome}` and one JSON
+log line per task run, served on the worker's own /metrics (WORKER_METRICS_PORT).
+
+Tasks run in prefork children; each child counts into its own file in PROMETHEUS_MULTIPROC_DIR
+(`jobpost worker` sets it, before anything imports prometheus_client, to a directory of the
+worker's own), and the main process serves the sum. Imported by workers.tasks, so the signal
+handlers are connected wherever tasks are.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from celery.signals import task_failure, task_postrun, task_prerun, worker_ready
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, start_http_server, values
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from models import logs
+from models.settings import Settings
+
+log = logging.getLogger("jobpost.task")
+
+SUCCEEDED, RETRIED, FAILED = "succeeded", "retried", "failed"
+TASKS = Counter(
+    "jobpost_tasks",
+    "Task runs by task name and outcome (succeeded, retried, failed).",
+    ["task", "outcome"],
+)
+# What jobpost.deliver returns (workers.delivery) as an outcome; "sent" and "skipped" succeed.
+DELIVERY_OUTCOMES = {"retry": RETRIED, "failed": FAILED}
+_running: dict[str, tuple[float, Any]] = {}  # task id → (start, log context token)
+
+
+def multiprocess() -> bool:
+    """True when this process's metrics live in PROMETHEUS_MULTIPROC_DIR files."""
+    return bool(getattr(values.ValueClass, "_multiprocess", False))
+
+
+def outcome(task_name: str, state: str, retval: Any) -> str:
+    if state == "SUCCESS":
+        if task_name == "jobpost.deliver":
+            return DELIVERY_OUTCOMES.get(str(retval), SUCCEEDED)
+        return SUCCEEDED
+    return RETRIED if state == "RETRY" else FAILED
+
+
+def _request_id(kwargs: Any) -> Any:
+    return kwargs.get("request_id") if isinstance(kwargs, dict) else None
+
+
+def record(task: str, task_id: str | None, result: str, duration: float | None,
+           retries: int, request_id: Any) -> None:  # fmt: skip
+    """Count one task run and log its line."""
+    TASKS.labels(task, result).inc()
+    level = {SUCCEEDED: logging.INFO, RETRIED: logging.WARNING}.get(result, logging.ERROR)
+    log.log(
+        level,
+        "task",
+        extra={
+            "event": "task",
+            "task": task,
+            "task_id": task_id,
+            "outcome": result,
+            "duration_ms": None if duration is None else round(duration * 1000, 3),
+            "retries": retries,
+            "request_id": request_id,
+        },
+    )
+
+
+@task_prerun.connect
+def _started(task_id: str, task: Any, kwargs: Any = None, **_: Any) -> None:
+    token = logs.bind(task=task.name, task_id=task_id, request_id=_request_id(kwargs))
+    _running[task_id] = (time.perf_counter(), token)
+
+
+@task_postrun.connect
+def _finished(task_id: str, task: Any, kwargs: Any = None, retval: Any = None,
+              state: str = "", **_: Any) -> None:  # fmt: skip
+    started, token = _running.pop(task_id, (None, None))
+    if token is not None:
+        logs.unbind(token)
+    duration = None if started is None else time.perf_counter() - started
+    retries = int(getattr(task.request, "retries", 0) or 0)
+    record(task.name, task_id, outcome(task.name, state, retval), duration, retries,
+           _request_id(kwargs))  # fmt: skip
+
+
+@task_failure.connect
+def _failed_elsewhere(sender: Any = None, task_id: str | None = None, kwargs: Any = None,
+                      **_: Any) -> None:  # fmt: skip
+    """A failure the running process could not report (hard time limit, a child lost): the
+    main process learns of it. Failures inside a run are counted by `_finished`."""
+    if task_id in _running or sender is None:
+        return
+    record(sender.name, task_id, FAILED, None, 0, _request_id(kwargs))
+
+
+@worker_ready.connect
+def serve_metrics(**_: Any) -> None:
+    """The worker's own /metrics on WORKER_METRICS_PORT, from the main process."""
+    port = Settings.from_env().worker_metrics_port
+    registry: Any = REGISTRY
+    if multiprocess():
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)
+    else:
+        log.warning(
+            "PROMETHEUS_MULTIPROC_DIR was not set when the worker started: "
+            "/metrics shows the main process only (start it with `jobpost worker`)"
+        )
+    try:
+        start_http_server(port, registry=registry)
+    except OSError as e:
+        log.error("worker metrics: cannot listen on port %s: %s", port, e)
+        return
+    log.info("worker metrics on port %s", port, extra={"port": port})
