@@ -88,14 +88,15 @@ def create_app(
 def get_app() -> WsgiApp:
     """For gunicorn (`api.app:get_app()`): everything from the environment (C9)."""
     from workers import broker, enqueue
-    from workers.app import celery_app
+    from workers.app import make_celery
 
     logs.configure()
     settings = Settings.from_env()
+    publisher = make_celery(settings, publisher=True)
     engine = make_engine(settings.database_url)
     timeout = settings.ready_timeout_seconds
     parts = Collaborators(
-        enqueue=lambda app_id, rid: enqueue.deliver(celery_app, app_id, rid),
+        enqueue=lambda app_id, rid: enqueue.deliver(publisher, app_id, rid),
         ready_checks={
             "database": health.database_check(engine),
             "broker": lambda: broker.ping(settings.broker_url, timeout),

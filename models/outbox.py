@@ -106,22 +106,22 @@ def sweep(session: Session, *, now: datetime, timing: Timing, limit: int = 1000)
         and_(OutboxEntry.status == "pending", OutboxEntry.next_attempt_at <= now, stale),
         and_(OutboxEntry.status == "sending", OutboxEntry.lease_until < now, stale),
     )
-    ids = list(
-        session.scalars(
-            select(OutboxEntry.application_id)
-            .where(due)
-            .order_by(OutboxEntry.next_attempt_at)
-            .limit(limit)
-        )
+    # One statement: a sweep overlapping another waits on its row locks, then finds those
+    # rows no longer due (enqueued within the grace) and leaves them alone.
+    batch = (
+        select(OutboxEntry.application_id)
+        .where(due)
+        .order_by(OutboxEntry.next_attempt_at)
+        .limit(limit)
     )
-    if ids:
-        session.execute(
-            update(OutboxEntry)
-            .where(OutboxEntry.application_id.in_(ids))
-            .values(enqueued_at=now)
-            .execution_options(synchronize_session=False)
-        )
-    return ids
+    marked = session.scalars(
+        update(OutboxEntry)
+        .where(due, OutboxEntry.application_id.in_(batch.scalar_subquery()))
+        .values(enqueued_at=now)
+        .returning(OutboxEntry.application_id)
+        .execution_options(synchronize_session=False)
+    )
+    return sorted(marked)
 
 
 def retry_failed(session: Session, application_id: int | None, *, now: datetime) -> list[int]:

@@ -18,7 +18,9 @@ from models.settings import Settings
 
 EMAIL_QUEUE = "email"
 MAINTENANCE_QUEUE = "maintenance"
-TASK_TIME_LIMIT = 120  # seconds; below OUTBOX_LEASE_SECONDS (default 300)
+# A send is about six SMTP steps of up to SMTP_TIMEOUT (30 s) each; the limit must let one
+# finish, and stay below OUTBOX_LEASE_SECONDS (default 300) so no lease runs out mid-send.
+TASK_TIME_LIMIT = 240
 VISIBILITY_TIMEOUT = 3600  # seconds; above the time limit and any countdown (we set none)
 ENQUEUE_TIMEOUT = 1.0  # C8: a broker that is down holds a request for about a second at most
 # kombu's SQLAlchemy transport is polled, and a worker whose prefetch is full waits a whole
@@ -27,12 +29,14 @@ EMBEDDED_POLLING_INTERVAL = 0.1
 EMBEDDED_SCHEMES = ("sqla+", "sqlalchemy+")
 
 
-def broker_options(settings: Settings) -> dict[str, Any]:
+def broker_options(settings: Settings, *, publisher: bool = False) -> dict[str, Any]:
+    """Redis options. A publisher (the web process) gives up on a silent broker within about
+    ENQUEUE_TIMEOUT; a worker, which blocks on the queue, keeps a longer socket timeout."""
     if settings.broker_url.startswith(("redis://", "rediss://")):
         return {
             "visibility_timeout": VISIBILITY_TIMEOUT,
             "socket_connect_timeout": ENQUEUE_TIMEOUT,
-            "socket_timeout": 5,
+            "socket_timeout": ENQUEUE_TIMEOUT if publisher else 5,
             "max_retries": 0,
         }
     return {}
@@ -59,7 +63,8 @@ def schedule_from_env(env: Mapping[str, str] | None = None) -> dict[str, dict[st
     return {name: {**entry, "schedule": seconds} for name, entry in SCHEDULE.items()}
 
 
-def make_celery(settings: Settings) -> Celery:
+def make_celery(settings: Settings, *, publisher: bool = False) -> Celery:
+    """The app; `publisher=True` for processes that only send tasks (the web process)."""
     if settings.broker_url.startswith(EMBEDDED_SCHEMES):
         _poll_embedded_broker_often()
     app = Celery("jobpost", broker=settings.broker_url, include=["workers.tasks"])
@@ -73,7 +78,7 @@ def make_celery(settings: Settings) -> Celery:
         worker_prefetch_multiplier=1,
         task_time_limit=TASK_TIME_LIMIT,
         task_soft_time_limit=TASK_TIME_LIMIT - 20,
-        broker_transport_options=broker_options(settings),
+        broker_transport_options=broker_options(settings, publisher=publisher),
         broker_connection_timeout=ENQUEUE_TIMEOUT,
         broker_connection_retry_on_startup=True,
         task_default_queue=EMAIL_QUEUE,

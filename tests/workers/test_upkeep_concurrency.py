@@ -297,13 +297,6 @@ def test_purge_overlapping_a_run_in_progress_deletes_nothing_more(
     assert counts(factory) == (100, 100, 100)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="models.outbox.sweep selects the due entries, then marks them in a second statement "
-    "that does not re-check them: a second sweeper overlapping the first hands the same entries "
-    "to the broker again (harmless for delivery, whose claim is conditional, but C8 says an "
-    "entry enqueued within the grace is left alone)",
-)
 def test_sweep_overlapping_a_run_in_progress_enqueues_nothing_more(
     factory: sessionmaker[Session],
 ) -> None:
