@@ -7,7 +7,7 @@ import dataclasses
 import sys
 from collections.abc import Callable, Sequence
 
-from bench import api
+from bench import api, upkeep, workers
 from bench.options import Options
 
 # A bench takes the options, prints its table and writes var/bench/<name>.json; it returns
@@ -17,8 +17,8 @@ Bench = Callable[[Options], bool]
 BENCHES: dict[str, Bench] = {
     "api": api.run,
     # Later benches plug in here, in the order `python -m bench` runs them:
-    # "workers": workers.run,  # Celery delivery throughput
-    # "upkeep": upkeep.run,  # expire / refresh / purge over the seeded million
+    "workers": workers.run,  # applications accepted; Celery delivery throughput
+    "upkeep": upkeep.run,  # expire / refresh over the seeded million
 }
 
 
@@ -53,6 +53,12 @@ def parser() -> argparse.ArgumentParser:
         default=defaults.connections,
         help="wrk connections (default %(default)s)",
     )
+    p.add_argument(
+        "--deliveries",
+        type=int,
+        default=defaults.deliveries,
+        help="applications of each kind the workers bench delivers (default %(default)s)",
+    )
     p.add_argument("--strict", action="store_true", help="exit with status 1 when a target fails")
     return p
 
@@ -70,6 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         warmup=args.warmup,
         threads=args.threads,
         connections=args.connections,
+        deliveries=args.deliveries,
     )
     passed = True
     for name in args.names or list(BENCHES):

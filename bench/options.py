@@ -21,6 +21,7 @@ class Options:
     threads: int  # wrk threads
     connections: int  # wrk connections
     out_dir: Path  # results (JSON, wrk scripts, server log)
+    deliveries: int  # applications the workers bench delivers, of each kind
 
     @classmethod
     def defaults(cls) -> Options:
@@ -33,4 +34,5 @@ class Options:
             threads=2,
             connections=8,
             out_dir=VAR / "bench",
+            deliveries=2000,
         )

@@ -44,9 +44,15 @@ def table(rows: Sequence[Row], baseline: str) -> str:
         )
         for r in rows
     ]
+    return grid(head, body)
+
+
+def grid(head: Sequence[str], body: Sequence[Sequence[str]]) -> str:
+    """A plain-text table of cells already formatted: the first column left-aligned (names),
+    the others right-aligned (numbers)."""
     widths = [max(len(line[i]) for line in (head, *body)) for i in range(len(head))]
 
-    def line(cells: Sequence[str]) -> str:  # names left-aligned, numbers right-aligned
+    def line(cells: Sequence[str]) -> str:
         pairs = enumerate(zip(cells, widths, strict=True))
         return " | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in pairs)
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,15 +56,23 @@ class Server:
 
 
 @contextmanager
-def gunicorn(database_url: str, workers: int, log_path: Path) -> Iterator[Server]:
-    """`jobpost serve` on a free port against `database_url`, until it answers; stopped after."""
+def gunicorn(
+    database_url: str, workers: int, log_path: Path, env: Mapping[str, str] | None = None
+) -> Iterator[Server]:
+    """`jobpost serve` on a free port against `database_url`, until it answers; stopped after.
+    `env`: more environment for the server (a broker, an SMTP relay, a rate limit)."""
     port = free_port()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with (
         tempfile.TemporaryDirectory(prefix="jobpost-bench-prom-") as prom,
         log_path.open("w") as log,
     ):
-        env = {**os.environ, "DATABASE_URL": database_url, "PROMETHEUS_MULTIPROC_DIR": prom}
+        environ = {
+            **os.environ,
+            **(env or {}),
+            "DATABASE_URL": database_url,
+            "PROMETHEUS_MULTIPROC_DIR": prom,
+        }
         command = [
             sys.executable,
             "-m",
@@ -77,7 +85,7 @@ def gunicorn(database_url: str, workers: int, log_path: Path) -> Iterator[Server
             "--workers",
             str(workers),
         ]
-        proc = subprocess.Popen(command, cwd=PROJECT, env=env, stdout=log, stderr=log)
+        proc = subprocess.Popen(command, cwd=PROJECT, env=environ, stdout=log, stderr=log)
         try:
             server = Server(f"http://127.0.0.1:{port}", proc.pid, workers)
             _wait_until_serving(server, proc, log_path)
@@ -112,6 +120,16 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user and system) process `pid` has used so far; 0 when it is gone."""
+    return _cpu(pid)
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time of process `pid` and its children (a Celery worker and its pool, say)."""
+    return _cpu(pid) + sum(_cpu(child) for child in _pids() if _parent(child) == pid)
 
 
 def _pids() -> list[int]:

@@ -25,6 +25,11 @@ AFTER_COMMIT = "jobpost.after_commit"
 def make_engine(url: str, **kwargs: Any) -> Engine:
     """Create an engine; SQLite gets WAL, a busy timeout and write-ahead `BEGIN IMMEDIATE`."""
     parsed = make_url(url)
+    if parsed.get_backend_name() == "postgresql":
+        # psycopg prepares a statement after a few runs, and PostgreSQL may then plan it for an
+        # average employer; one with 200,000 jobs needs the plan made for its own values.
+        connect_args = {"options": "-c plan_cache_mode=force_custom_plan"}
+        kwargs["connect_args"] = {**connect_args, **kwargs.get("connect_args", {})}
     if parsed.get_backend_name() != "sqlite":
         kwargs.setdefault("pool_pre_ping", True)
         return create_engine(url, **kwargs)

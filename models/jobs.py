@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, joinedload, lazyload
 
 from models import checks, job_rules
 from models.dates import default_close, utcnow
@@ -24,8 +24,16 @@ class Page:
 
 def get(session: Session, employer: Employer, job_id: int) -> Job:
     """The employer's job; another employer's job is as absent as a missing one (C1)."""
-    job = session.get(Job, job_id)
-    if job is None or job.employer_id != employer.id:
+    query = (
+        select(Job)
+        .where(Job.id == job_id, Job.employer_id == employer.id)
+        .options(  # one round trip for the whole read shape
+            joinedload(Job.job_locations).joinedload(JobLocation.location),
+            joinedload(Job.job_categories).joinedload(JobCategory.category),
+        )
+    )
+    job = session.scalars(query).unique().first()
+    if job is None:
         raise NotFound(f"No job has id {job_id}.")
     return job
 
@@ -183,15 +191,16 @@ def delete_by_reference(session: Session, employer: Employer, body: dict[str, An
 def listing(session: Session, employer: Employer, *, q: str | None, status: str | None,
             page: int, page_size: int) -> Page:  # fmt: skip
     """The employer's jobs, newest publishDate first, then id (stable across pages, C6)."""
-    query = select(Job).where(Job.employer_id == employer.id)
+    where = [Job.employer_id == employer.id]
     if q:
-        query = query.where(Job.search_text.contains(q.casefold(), autoescape=True))
+        where.append(Job.search_text.contains(q.casefold(), autoescape=True))
     if status:
-        query = query.where(Job.status == status)
-    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    rows = session.scalars(
-        query.order_by(Job.publish_date.desc(), Job.id.desc())
-        .limit(page_size)
-        .offset((page - 1) * page_size)
-    )
+        where.append(Job.status == status)
+    total = session.scalar(select(func.count(Job.id)).where(*where)) or 0
+    order = (Job.publish_date.desc(), Job.id.desc())
+    # Ids first, from the index alone; whole rows only for the page (deep pages stay cheap).
+    ids = select(Job.id).where(*where).order_by(*order).limit(page_size)
+    page_ids = ids.offset((page - 1) * page_size).subquery()
+    headers = select(Job).options(lazyload(Job.job_categories))  # headers show no categories
+    rows = session.scalars(headers.join(page_ids, Job.id == page_ids.c.id).order_by(*order))
     return Page(jobs=list(rows), total=total)

@@ -1,0 +1,63 @@
+"""A local SMTP sink for the workers bench: accepts every message at once and counts it.
+
+Run in a process of its own (`python -m bench.smtp_sink --port N`), so that its CPU time is
+neither taken from the load generator nor from the sender being measured, and shows apart:
+aiosmtpd is pure Python, and parsing SMTP costs about as much as speaking it. Messages are
+counted, never parsed or stored. `NOOP` answers `250 messages=N bytes=B` (what was accepted
+so far); SIGTERM or SIGINT stop it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+from typing import Any
+
+from aiosmtpd.smtp import SMTP
+
+
+class Counter:
+    """aiosmtpd handler: 250 to everything, counting the messages and their bytes."""
+
+    def __init__(self) -> None:
+        self.messages = 0
+        self.bytes = 0
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        self.messages += 1
+        self.bytes += len(envelope.original_content or b"")
+        return "250 OK"
+
+    async def handle_NOOP(self, server: Any, session: Any, envelope: Any, arg: str) -> str:
+        return f"250 messages={self.messages} bytes={self.bytes}"
+
+
+async def serve(host: str, port: int) -> None:
+    counter = Counter()
+    loop = asyncio.get_running_loop()
+    # hostname given: aiosmtpd would otherwise look up the FQDN for every connection.
+    server = await loop.create_server(
+        lambda: SMTP(counter, hostname="localhost", loop=loop), host, port
+    )
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    print(f"listening on {host}:{port}", flush=True)
+    async with server:
+        await stop.wait()
+    print(f"stopped: messages={counter.messages} bytes={counter.bytes}", flush=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(prog="python -m bench.smtp_sink", description=__doc__)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, required=True)
+    args = p.parse_args()
+    logging.getLogger("mail.log").setLevel(logging.WARNING)  # aiosmtpd logs every command
+    asyncio.run(serve(args.host, args.port))
+
+
+if __name__ == "__main__":
+    main()
