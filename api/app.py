@@ -50,8 +50,13 @@ def create_app(
     clock = today or parts.today or (lambda: today_in(settings.timezone))
     limiter = parts.limiter or ratelimit.build(settings.apply_rate_limit, settings.redis_url)
     # Observe first: its process_response runs last, after RequestId and every status change.
-    middleware: list[Any] = [observability.Observe(), RequestId(), MethodOverride(), Cors(),
-                             SessionManager(sessions)]  # fmt: skip
+    middleware: list[Any] = [
+        observability.Observe(),
+        RequestId(),
+        MethodOverride(),
+        Cors(),
+        SessionManager(sessions),
+    ]
     app = falcon.App(middleware=middleware)
     app.req_options.strip_url_path_trailing_slash = True
     errors.register(app)

@@ -60,9 +60,16 @@ class Intake:
 
     def receive(self, req: falcon.Request, job_id: str) -> Application | None:
         """Store an application; None when the honeypot was filled (nothing stored)."""
+        return self.store(req, job_id, self.read(req))
+
+    def read(self, req: falcon.Request) -> dict[str, Any]:
+        """413, 415, 429, then 400: the body's fields, JSON or multipart."""
         kind, data = forms.read_raw(req)
         self.check_rate(req)
-        fields = forms.parse(req, kind, data)
+        return forms.parse(req, kind, data)
+
+    def store(self, req: falcon.Request, job_id: str, fields: dict[str, Any]) -> Application | None:
+        """404, 409, then 422: the application stored, its delivery enqueued after commit."""
         session: Session = req.context.session
         job = applications.open_job(session, path_id(job_id))
         if fields.get("website"):  # the honeypot: a bot is told it succeeded

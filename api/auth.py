@@ -11,13 +11,18 @@ from models import employers
 from models.entities import Employer
 
 
-def require_employer(req: falcon.Request, resp: falcon.Response, resource: Any,
-                     params: dict[str, Any]) -> None:  # fmt: skip
+def require_employer(
+    req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
+) -> None:
     """A falcon `before` hook: 401 unless API-Key names a live key."""
     employer = employers.authenticate(req.context.session, req.get_header("API-Key"))
     if employer is None:
-        raise Problem(401, "unauthorized", "Send a valid API key in the API-Key header.",
-                      headers={"WWW-Authenticate": 'API-Key realm="jobpost"'})  # fmt: skip
+        raise Problem(
+            401,
+            "unauthorized",
+            "Send a valid API key in the API-Key header.",
+            headers={"WWW-Authenticate": 'API-Key realm="jobpost"'},
+        )
     req.context.employer = employer
 
 

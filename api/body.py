@@ -41,8 +41,9 @@ def media_type(req: falcon.Request) -> str:
     return (req.content_type or "").split(";", 1)[0].strip().lower()
 
 
-def read_json(req: falcon.Request, *, limit: int = JOB_BODY_LIMIT,
-              optional: bool = False) -> dict[str, Any]:  # fmt: skip
+def read_json(
+    req: falcon.Request, *, limit: int = JOB_BODY_LIMIT, optional: bool = False
+) -> dict[str, Any]:
     """The body as a JSON object. With `optional`, an absent body is {} and needs no type."""
     data = read_bytes(req, limit)
     if optional and not data:

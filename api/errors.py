@@ -28,18 +28,28 @@ DOMAIN_STATUS: dict[type[DomainError], int] = {
     ValidationFailed: 422,
 }
 # Codes for the errors falcon itself raises (routing, method), by status.
-FALCON_CODES = {404: "not_found", 405: "method_not_allowed", 400: "malformed_json",
-                413: "payload_too_large", 415: "unsupported_media_type"}  # fmt: skip
+FALCON_CODES = {
+    404: "not_found",
+    405: "method_not_allowed",
+    400: "malformed_json",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+}
 
 
 class Problem(falcon.HTTPError):
     """An HTTP error with a C1 `code` and, for 422 and invalid_query, its `errors` entries."""
 
-    def __init__(self, status: int, code: str, detail: str, *,
-                 errors: list[FieldError] | None = None,
-                 headers: dict[str, str] | None = None) -> None:  # fmt: skip
-        super().__init__(status, title=title(status), description=detail,
-                         headers=headers)  # fmt: skip
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        detail: str,
+        *,
+        errors: list[FieldError] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(status, title=title(status), description=detail, headers=headers)
         self.problem_code = code
         self.errors = errors
 
@@ -49,10 +59,15 @@ def title(status: int) -> str:
     return "Unprocessable Content" if status == 422 else HTTPStatus(status).phrase
 
 
-def problem_body(status: int, code: str, detail: str | None,
-                 errors: list[FieldError] | None = None) -> dict[str, Any]:  # fmt: skip
-    body: dict[str, Any] = {"type": "about:blank", "title": title(status),
-                            "status": status, "code": code}  # fmt: skip
+def problem_body(
+    status: int, code: str, detail: str | None, errors: list[FieldError] | None = None
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "type": "about:blank",
+        "title": title(status),
+        "status": status,
+        "code": code,
+    }
     if detail:
         body["detail"] = detail
     if errors is not None:
@@ -77,15 +92,17 @@ def _default_detail(status: int) -> str:
     return HTTPStatus(status).description
 
 
-def handle_domain(req: falcon.Request, resp: falcon.Response, ex: DomainError,
-                  params: dict[str, Any]) -> None:  # fmt: skip
+def handle_domain(
+    req: falcon.Request, resp: falcon.Response, ex: DomainError, params: dict[str, Any]
+) -> None:
     status = DOMAIN_STATUS.get(type(ex), 400)
     errors = ex.errors if isinstance(ex, ValidationFailed) else None
     raise Problem(status, ex.code, ex.detail, errors=errors)
 
 
-def handle_unexpected(req: falcon.Request, resp: falcon.Response, ex: Exception,
-                      params: dict[str, Any]) -> None:  # fmt: skip
+def handle_unexpected(
+    req: falcon.Request, resp: falcon.Response, ex: Exception, params: dict[str, Any]
+) -> None:
     """Anything unexpected: logged with the request id, never detailed to the client (C1)."""
     if isinstance(ex, falcon.HTTPError):
         raise ex

@@ -18,24 +18,30 @@ from html import escape
 from typing import Any
 from zoneinfo import ZoneInfo
 
-import nh3
-
 from api.representations import number
 from models.entities import Job
-from models.html import ALLOWED_TAGS
+from models.html import with_link_rel
 
 URL_ROUTE = 2
 CONFIDENTIAL = "Confidential employer"
 LINK_REL = "nofollow noopener noreferrer"
-# C4: the same allow-list the stored description went through (models.html).
-_A_ATTRIBUTES = {"href", "target"}
-_URL_SCHEMES = {"http", "https", "mailto"}
-MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
-          "September", "October", "November", "December")  # fmt: skip
+MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 PER_PERIOD = {1: "a year", 2: "a month", 3: "a week", 4: "a day", 5: "an hour"}
 SCHEMA_UNIT = {1: "YEAR", 2: "MONTH", 3: "WEEK", 4: "DAY", 5: "HOUR"}
-EMPLOYMENT_TYPE = {1: "FULL_TIME", 2: "PART_TIME", 3: "CONTRACTOR", 4: "TEMPORARY",
-                   5: "VOLUNTEER"}  # fmt: skip
+EMPLOYMENT_TYPE = {1: "FULL_TIME", 2: "PART_TIME", 3: "CONTRACTOR", 4: "TEMPORARY", 5: "VOLUNTEER"}
 RESUME_TYPES = ".pdf,.doc,.docx,.odt,.rtf,.txt"
 
 STYLE = (
@@ -121,8 +127,7 @@ def employer_name(job: Job) -> str:
 
 def description_html(stored: str) -> str:
     """The stored description with `rel` on its links, added at render time only (C4, C8)."""
-    return nh3.clean(stored, tags=set(ALLOWED_TAGS), attributes={"a": set(_A_ATTRIBUTES)},
-                     url_schemes=set(_URL_SCHEMES), link_rel=LINK_REL)  # fmt: skip
+    return with_link_rel(stored, LINK_REL)
 
 
 # --- schema.org JobPosting ---------------------------------------------------------------
@@ -147,8 +152,11 @@ def job_posting(job: Job, tz: ZoneInfo) -> dict[str, Any]:
         data["hiringOrganization"] = {"@type": "Organization", "name": job.employer.name}
     places = []
     for loc in job.locations:
-        address = {"@type": "PostalAddress", "addressRegion": loc.province_code,
-                   "addressCountry": "CA"}  # fmt: skip
+        address = {
+            "@type": "PostalAddress",
+            "addressRegion": loc.province_code,
+            "addressCountry": "CA",
+        }
         if loc.type == "City":
             address["addressLocality"] = loc.name
         places.append({"@type": "Place", "address": address})
@@ -156,8 +164,10 @@ def job_posting(job: Job, tz: ZoneInfo) -> dict[str, Any]:
     if job.position_type_id in EMPLOYMENT_TYPE:
         data["employmentType"] = EMPLOYMENT_TYPE[job.position_type_id]
     if job.salary_amount is not None and job.salary_period_id in SCHEMA_UNIT:
-        value: dict[str, Any] = {"@type": "QuantitativeValue",
-                                 "unitText": SCHEMA_UNIT[job.salary_period_id]}  # fmt: skip
+        value: dict[str, Any] = {
+            "@type": "QuantitativeValue",
+            "unitText": SCHEMA_UNIT[job.salary_period_id],
+        }
         if job.salary_max is not None and job.salary_max != job.salary_amount:
             value["minValue"] = number(job.salary_amount)
             value["maxValue"] = number(job.salary_max)
@@ -189,8 +199,10 @@ class FormState:
 def job_page(job: Job, tz: ZoneInfo, form: FormState | None = None) -> str:
     """The public job page (C8): the job, and the form (Email) or a link (URL)."""
     locations = "; ".join(loc.description for loc in job.locations)
-    facts = [("Location" if len(job.locations) == 1 else "Locations", locations),
-             ("Position", job.position_type.name)]  # fmt: skip
+    facts = [
+        ("Location" if len(job.locations) == 1 else "Locations", locations),
+        ("Position", job.position_type.name),
+    ]
     salary = salary_words(job)
     if salary:
         facts.append(("Salary", salary))
@@ -215,8 +227,10 @@ def apply_section(job: Job, form: FormState) -> str:
     if job.routing_type == URL_ROUTE:
         link = ""
         if job.application_url:
-            link = (f'<p><a class="button" href="{esc(job.application_url)}" '
-                    f'rel="nofollow noopener">Apply on the employer’s site</a></p>\n')  # fmt: skip
+            link = (
+                f'<p><a class="button" href="{esc(job.application_url)}" '
+                f'rel="nofollow noopener">Apply on the employer’s site</a></p>\n'
+            )
         return (
             '<section id="apply">\n<h2>How to apply</h2>\n'
             f"<p>This employer takes applications on its own site.</p>\n{link}</section>\n"
@@ -227,10 +241,13 @@ def apply_section(job: Job, form: FormState) -> str:
 FIELDS: tuple[tuple[str, str, dict[str, str]], ...] = (
     # (name, label, attributes of the input); "" makes a boolean attribute
     ("name", "Name", {"autocomplete": "name", "required": "", "maxlength": "100"}),
-    ("email", "Email",
-     {"type": "email", "autocomplete": "email", "required": "", "maxlength": "254"}),
+    (
+        "email",
+        "Email",
+        {"type": "email", "autocomplete": "email", "required": "", "maxlength": "254"},
+    ),
     ("phone", "Phone", {"type": "tel", "autocomplete": "tel", "maxlength": "30"}),
-)  # fmt: skip
+)
 
 
 def attributes(pairs: dict[str, str]) -> str:
@@ -263,8 +280,9 @@ def application_form(job_id: int, form: FormState) -> str:
             '<div class="summary" role="alert"><p>Your application was not sent: '
             f"{esc(fix)} fixing below.</p></div>\n"
         )
-    action = attributes({"method": "post", "action": f"/jobs/{job_id}/apply",
-                         "enctype": "multipart/form-data"})  # fmt: skip
+    action = attributes(
+        {"method": "post", "action": f"/jobs/{job_id}/apply", "enctype": "multipart/form-data"}
+    )
     parts.append(f"<form{action}>\n")
     for name, text, extra in FIELDS:
         label, attrs, message = _field(name, text, form, optional=name == "phone")
@@ -278,8 +296,10 @@ def application_form(job_id: int, form: FormState) -> str:
     attrs |= {"type": "file", "accept": RESUME_TYPES}
     parts.append(f"{label}<input{attributes(attrs)}>\n{message}")
     if form.resume_dropped:
-        parts.append('<p class="error">Please choose your résumé again: files are not kept '
-                     "when the form is sent back.</p>\n")  # fmt: skip
+        parts.append(
+            '<p class="error">Please choose your résumé again: files are not kept '
+            "when the form is sent back.</p>\n"
+        )
     parts.append(
         '<p class="hint">PDF, Word, OpenDocument, RTF or plain text; at most 5 MB.</p>\n'
         '<div class="hp"><label for="website">Leave this field empty</label>'

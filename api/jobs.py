@@ -36,13 +36,23 @@ class JobCollection(_JobResource):
         q = query.term(req, "q", errors)
         if errors:
             raise query.invalid(errors)
-        page = jobs.listing(req.context.session, employer_of(req), q=q, status=status,
-                            page=paging.page, page_size=paging.page_size)  # fmt: skip
-        send_json(resp, {
-            "data": [representations.header(j) for j in page.jobs],
-            "paging": query.paging_object(req, self.public_base_url, paging, page.total,
-                                          {"q": q, "status": status}),
-        })  # fmt: skip
+        page = jobs.listing(
+            req.context.session,
+            employer_of(req),
+            q=q,
+            status=status,
+            page=paging.page,
+            page_size=paging.page_size,
+        )
+        send_json(
+            resp,
+            {
+                "data": [representations.header(j) for j in page.jobs],
+                "paging": query.paging_object(
+                    req, self.public_base_url, paging, page.total, {"q": q, "status": status}
+                ),
+            },
+        )
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req)

@@ -26,8 +26,9 @@ class RequestId:
         req.context.request_id = given if REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
         req.context.employer = None
 
-    def process_response(self, req: falcon.Request, resp: falcon.Response, resource: Any,
-                         req_succeeded: bool) -> None:  # fmt: skip
+    def process_response(
+        self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool
+    ) -> None:
         resp.set_header("X-Request-ID", req.context.request_id)
 
 
@@ -40,13 +41,17 @@ class MethodOverride:
             return
         method = override.strip().upper()
         if method not in ("PUT", "DELETE"):
-            req.context.invalid_override = Problem(400, "invalid_method_override",
-                "X-HTTP-Method-Override may name PUT or DELETE only.")  # fmt: skip
+            req.context.invalid_override = Problem(
+                400,
+                "invalid_method_override",
+                "X-HTTP-Method-Override may name PUT or DELETE only.",
+            )
             return
         req.method = method
 
-    def process_resource(self, req: falcon.Request, resp: falcon.Response, resource: Any,
-                         params: dict[str, Any]) -> None:  # fmt: skip
+    def process_resource(
+        self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
+    ) -> None:
         """An invalid override is a 400, after the 401, 413 and 415 that outrank it (C1)."""
         problem: Problem | None = getattr(req.context, "invalid_override", None)
         if problem is None:
@@ -60,8 +65,9 @@ class MethodOverride:
 class Cors:
     """Any origin may call the API from a browser; preflights allow our headers (C2)."""
 
-    def process_response(self, req: falcon.Request, resp: falcon.Response, resource: Any,
-                         req_succeeded: bool) -> None:  # fmt: skip
+    def process_response(
+        self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool
+    ) -> None:
         resp.set_header("Access-Control-Allow-Origin", "*")
         resp.set_header(
             "Access-Control-Expose-Headers", "Location, X-Request-ID, ETag, Retry-After"
@@ -82,8 +88,9 @@ class SessionManager:
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.session = self.factory()  # connects lazily: /healthz touches nothing
 
-    def process_response(self, req: falcon.Request, resp: falcon.Response, resource: Any,
-                         req_succeeded: bool) -> None:  # fmt: skip
+    def process_response(
+        self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool
+    ) -> None:
         session: Session | None = getattr(req.context, "session", None)
         if session is None:
             return

@@ -68,12 +68,14 @@ class Observe:
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.started = time.perf_counter()
 
-    def process_resource(self, req: falcon.Request, resp: falcon.Response, resource: Any,
-                         params: dict[str, Any]) -> None:  # fmt: skip
+    def process_resource(
+        self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
+    ) -> None:
         req.context.log_token = logs.bind(request_id=getattr(req.context, "request_id", None))
 
-    def process_response(self, req: falcon.Request, resp: falcon.Response, resource: Any,
-                         req_succeeded: bool) -> None:  # fmt: skip
+    def process_response(
+        self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool
+    ) -> None:
         token = getattr(req.context, "log_token", None)
         if token is not None:
             logs.unbind(token)
@@ -109,8 +111,9 @@ _pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="metrics")
 class StateCollector(Collector):
     """Outbox and queue figures, read at scrape time from the database and the broker."""
 
-    def __init__(self, sessions: sessionmaker[Session], queue_depths: QueueDepths | None,
-                 timeout: float) -> None:  # fmt: skip
+    def __init__(
+        self, sessions: sessionmaker[Session], queue_depths: QueueDepths | None, timeout: float
+    ) -> None:
         self.sessions, self.queue_depths, self.timeout = sessions, queue_depths, timeout
 
     def collect(self) -> Iterable[Metric]:
@@ -135,9 +138,10 @@ class StateCollector(Collector):
             return
         up.add_metric(["database"], 1)
         entries = GaugeMetricFamily(
-            "jobpost_outbox_entries", "Outbox entries (copies to email), by status.",
+            "jobpost_outbox_entries",
+            "Outbox entries (copies to email), by status.",
             labels=["status"],
-        )  # fmt: skip
+        )
         for status, n in counts.items():
             entries.add_metric([status], n)
         yield entries

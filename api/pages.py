@@ -12,9 +12,8 @@ from zoneinfo import ZoneInfo
 import falcon
 from sqlalchemy.orm import Session
 
-from api import forms, html_render
+from api import html_render
 from api.applications import Intake
-from api.body import media_type
 from api.responses import path_id
 from models.applications import Upload
 from models.entities import Job
@@ -97,23 +96,6 @@ class ApplyRedirect:
             resp.location = f"/jobs/{job.id}#apply"
 
 
-class _Recorder:
-    """The request body, passed through to `Intake` and kept, so a 422 can echo the input."""
-
-    def __init__(self, stream: Any) -> None:
-        self.stream = stream
-        self.chunks: list[bytes] = []
-
-    def read(self, size: int | None = -1, /) -> bytes:
-        data: bytes = self.stream.read(-1 if size is None else size)
-        self.chunks.append(data)
-        return data
-
-    @property
-    def data(self) -> bytes:
-        return b"".join(self.chunks)
-
-
 class ApplyForm(ApplyRedirect):
     """POST /jobs/{id}/apply (multipart): 303 to the thank-you page, or the form again (C8).
 
@@ -125,12 +107,11 @@ class ApplyForm(ApplyRedirect):
         self.intake, self.timezone = intake, timezone
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
-        recorder = _Recorder(req.stream)
-        req.stream = req.env["wsgi.input"] = recorder  # bounded_stream wraps env's, made lazily
         try:
-            self.intake.receive(req, job_id)
+            fields = self.intake.read(req)
+            self.intake.store(req, job_id, fields)
         except ValidationFailed as e:
-            self._invalid(req, resp, job_id, recorder.data, e.errors)
+            self._invalid(req, resp, job_id, fields, e.errors)
             return
         except ApplyViaUrl as e:
             job = public_job(req.context.session, job_id)
@@ -148,16 +129,18 @@ class ApplyForm(ApplyRedirect):
         resp.status = 303
         resp.location = f"/jobs/{path_id(job_id)}/applied"
 
-    def _invalid(self, req: falcon.Request, resp: falcon.Response, job_id: str, body: bytes,
-                 errors: list[FieldError]) -> None:  # fmt: skip
+    def _invalid(
+        self,
+        req: falcon.Request,
+        resp: falcon.Response,
+        job_id: str,
+        fields: dict[str, Any],
+        errors: list[FieldError],
+    ) -> None:
         job = public_job(req.context.session, job_id)
         if job is None:  # unreachable: Intake found the job
             send_not_found(resp)
             return
-        try:
-            fields = forms.parse(req, media_type(req), body)
-        except falcon.HTTPError:  # read once already; should it fail now, echo nothing
-            fields = {}
         state = html_render.FormState(
             values={k: v for k in TEXT_FIELDS if isinstance(v := fields.get(k), str)}
         )

@@ -45,8 +45,9 @@ def invalid(errors: list[FieldError]) -> Problem:
     return Problem(400, "invalid_query", f"Invalid query parameter: {names}.", errors=errors)
 
 
-def _bounded(req: falcon.Request, name: str, default: int, top: int,
-             errors: list[FieldError]) -> int:  # fmt: skip
+def _bounded(
+    req: falcon.Request, name: str, default: int, top: int, errors: list[FieldError]
+) -> int:
     raw = param(req, name)
     if raw is None:
         return default
@@ -59,8 +60,9 @@ def _bounded(req: falcon.Request, name: str, default: int, top: int,
     return value
 
 
-def choice(req: falcon.Request, name: str, allowed: tuple[str, ...],
-           errors: list[FieldError]) -> str | None:  # fmt: skip
+def choice(
+    req: falcon.Request, name: str, allowed: tuple[str, ...], errors: list[FieldError]
+) -> str | None:
     raw = param(req, name)
     if raw is not None and raw not in allowed:
         errors.append(
@@ -71,16 +73,23 @@ def choice(req: falcon.Request, name: str, allowed: tuple[str, ...],
 
 
 def paging(req: falcon.Request, errors: list[FieldError]) -> Paging:
-    return Paging(page=_bounded(req, "page", 1, INT32_MAX, errors),
-                  page_size=_bounded(req, "pageSize", 10, 100, errors))  # fmt: skip
+    return Paging(
+        page=_bounded(req, "page", 1, INT32_MAX, errors),
+        page_size=_bounded(req, "pageSize", 10, 100, errors),
+    )
 
 
 def base_url(req: falcon.Request, public_base_url: str | None) -> str:
     return public_base_url or f"{req.scheme}://{req.netloc}"
 
 
-def paging_object(req: falcon.Request, public_base_url: str | None, p: Paging, total: int,
-                  filters: dict[str, str | None]) -> dict[str, object]:  # fmt: skip
+def paging_object(
+    req: falcon.Request,
+    public_base_url: str | None,
+    p: Paging,
+    total: int,
+    filters: dict[str, str | None],
+) -> dict[str, object]:
     """The paging member, with `previous`/`next` carrying the supplied filters (C6)."""
     pages = -(-total // p.page_size)
     carried = {k: v for k, v in filters.items() if v is not None}

@@ -34,12 +34,17 @@ class Locations:
         q = query.term(req, "q", errors)
         if errors:
             raise query.invalid(errors)
-        rows, total = places.search(req.context.session, q, limit=paging.page_size,
-                                    offset=paging.offset)  # fmt: skip
-        send_cacheable(req, resp, {
-            "data": [representations.location(r) for r in rows],
-            "paging": query.paging_object(req, self.public_base_url, paging, total, {"q": q}),
-        })  # fmt: skip
+        rows, total = places.search(
+            req.context.session, q, limit=paging.page_size, offset=paging.offset
+        )
+        send_cacheable(
+            req,
+            resp,
+            {
+                "data": [representations.location(r) for r in rows],
+                "paging": query.paging_object(req, self.public_base_url, paging, total, {"q": q}),
+            },
+        )
 
 
 class LocationItem:

@@ -17,8 +17,14 @@ def number(value: Decimal | None) -> int | float | None:
 
 
 def location(loc: Location) -> dict[str, Any]:
-    return {"id": loc.id, "name": loc.name, "description": loc.description, "type": loc.type,
-            "latitude": loc.latitude, "longitude": loc.longitude}  # fmt: skip
+    return {
+        "id": loc.id,
+        "name": loc.name,
+        "description": loc.description,
+        "type": loc.type,
+        "latitude": loc.latitude,
+        "longitude": loc.longitude,
+    }
 
 
 def named(item: Category | PositionType) -> dict[str, Any]:

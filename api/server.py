@@ -58,18 +58,29 @@ LOGGING = {
         "gunicorn.access": {"level": "INFO", "handlers": [], "propagate": False},
     },
     "handlers": {
-        "json": {"class": "logging.StreamHandler", "formatter": "json",
-                 "stream": "ext://sys.stderr"},
+        "json": {
+            "class": "logging.StreamHandler",
+            "formatter": "json",
+            "stream": "ext://sys.stderr",
+        },
     },
     "formatters": {"json": {"()": "models.logs.JsonFormatter"}},
-}  # fmt: skip
+}
 
 
-def serve(host: str, port: int, workers: int, *, metrics_dir: str | None = None,
-          **extra: Any) -> None:  # fmt: skip
+def serve(
+    host: str, port: int, workers: int, *, metrics_dir: str | None = None, **extra: Any
+) -> None:
     if metrics_dir is not None:
         prepare_metrics_dir(metrics_dir)
-    options = {"bind": f"{host}:{port}", "workers": workers, "accesslog": None,
-               "worker_class": "sync", "timeout": 30, "child_exit": child_exit,
-               "logconfig_dict": LOGGING, **extra}  # fmt: skip
+    options = {
+        "bind": f"{host}:{port}",
+        "workers": workers,
+        "accesslog": None,
+        "worker_class": "sync",
+        "timeout": 30,
+        "child_exit": child_exit,
+        "logconfig_dict": LOGGING,
+        **extra,
+    }
     Server(options).run()

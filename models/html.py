@@ -84,14 +84,19 @@ def check_description(html: str, field: str = "description") -> list[FieldError]
     return checker.errors
 
 
-def _clean_once(html: str) -> str:
+def _clean_once(html: str, link_rel: str | None = None) -> str:
     return nh3.clean(
         html,
         tags=set(ALLOWED_TAGS),
         attributes={"a": set(_A_ATTRIBUTES)},
         url_schemes=set(_URL_SCHEMES),
-        link_rel=None,
+        link_rel=link_rel,
     )
+
+
+def with_link_rel(stored: str, rel: str) -> str:
+    """A stored description for display: the same allow-list, `rel` added to every link."""
+    return _clean_once(stored, link_rel=rel)
 
 
 def clean_description(html: str) -> str:

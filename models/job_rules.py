@@ -15,8 +15,14 @@ from models.errors import FieldError, ValidationFailed
 from models.reference import ROUTING_TYPES
 
 STATUSES = ("active", "archived", "draft")
-REQUIRED = ("title", "locations", "categories", "positionType", "description",
-            "applicantRoutingType")  # fmt: skip
+REQUIRED = (
+    "title",
+    "locations",
+    "categories",
+    "positionType",
+    "description",
+    "applicantRoutingType",
+)
 EMAIL, URL = 1, 2
 
 
@@ -256,9 +262,10 @@ def _check_route(ctx: _Context, body: dict[str, Any]) -> None:
     if route is None:
         return  # the missing routing type is reported already
     own, other, name = (
-        ("application_email", "application_url", "applicationEmail") if route == EMAIL
+        ("application_email", "application_url", "applicationEmail")
+        if route == EMAIL
         else ("application_url", "application_email", "applicationUrl")
-    )  # fmt: skip
+    )
     ctx.out[other] = None
     if own in ctx.out or any(e.field == name for e in ctx.errors):
         return

@@ -43,8 +43,9 @@ def find_by_reference(session: Session, employer: Employer, reference_id: str) -
     return session.scalar(query)
 
 
-def _check_reference_free(session: Session, employer: Employer, body: dict[str, Any],
-                          job: Job | None = None) -> None:  # fmt: skip
+def _check_reference_free(
+    session: Session, employer: Employer, body: dict[str, Any], job: Job | None = None
+) -> None:
     """409 before 422 (C1): a used referenceId is refused before the other rules are read."""
     try:
         ref = checks.string(body.get("referenceId"), "referenceId", max_len=50)
@@ -66,11 +67,18 @@ def create(session: Session, employer: Employer, body: dict[str, Any], *, today:
     return job
 
 
-def _insert(session: Session, employer: Employer, changes: dict[str, Any], *,
-            today: date) -> Job | None:  # fmt: skip
+def _insert(
+    session: Session, employer: Employer, changes: dict[str, Any], *, today: date
+) -> Job | None:
     """Insert in a savepoint; None when a concurrent request took the referenceId first."""
-    job = Job(employer=employer, publish_date=today, status="draft", confidential=False,
-              auto_refresh=False, salary_commission=False)  # fmt: skip
+    job = Job(
+        employer=employer,
+        publish_date=today,
+        status="draft",
+        confidential=False,
+        auto_refresh=False,
+        salary_commission=False,
+    )
     _apply(job, changes, today=today)
     try:
         with session.begin_nested():
@@ -81,8 +89,9 @@ def _insert(session: Session, employer: Employer, changes: dict[str, Any], *,
     return job
 
 
-def update(session: Session, employer: Employer, job: Job, body: dict[str, Any], *,
-           today: date) -> Job:  # fmt: skip
+def update(
+    session: Session, employer: Employer, job: Job, body: dict[str, Any], *, today: date
+) -> Job:
     """PUT: a partial update; the merged job must satisfy every rule (C4)."""
     _check_reference_free(session, employer, body, job)
     changes = job_rules.validate(session, body, employer=employer, job=job, today=today)
@@ -97,8 +106,9 @@ def update(session: Session, employer: Employer, job: Job, body: dict[str, Any],
     return job
 
 
-def upsert(session: Session, employer: Employer, body: dict[str, Any], *,
-           today: date) -> tuple[Job, bool]:  # fmt: skip
+def upsert(
+    session: Session, employer: Employer, body: dict[str, Any], *, today: date
+) -> tuple[Job, bool]:
     """PUT without id: update the job with this referenceId, or create it (C4).
 
     Returns the job and whether it was created. Idempotent, and safe when several requests
@@ -118,8 +128,9 @@ def upsert(session: Session, employer: Employer, body: dict[str, Any], *,
     return update(session, employer, job, body, today=today), False
 
 
-def _required_reference(session: Session, employer: Employer, body: dict[str, Any], *,
-                        today: date) -> str:  # fmt: skip
+def _required_reference(
+    session: Session, employer: Employer, body: dict[str, Any], *, today: date
+) -> str:
     ref = body.get("referenceId")
     error: FieldError | None = None
     if ref is None or ref == "":
@@ -188,8 +199,15 @@ def delete_by_reference(session: Session, employer: Employer, body: dict[str, An
     delete(session, job)
 
 
-def listing(session: Session, employer: Employer, *, q: str | None, status: str | None,
-            page: int, page_size: int) -> Page:  # fmt: skip
+def listing(
+    session: Session,
+    employer: Employer,
+    *,
+    q: str | None,
+    status: str | None,
+    page: int,
+    page_size: int,
+) -> Page:
     """The employer's jobs, newest publishDate first, then id (stable across pages, C6)."""
     where = [Job.employer_id == employer.id]
     if q:

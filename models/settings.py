@@ -9,6 +9,15 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 VAR = Path(os.environ.get("JOBPOST_VAR_DIR", "var"))
+# Every environment variable jobpost reads: C9's, plus where local files go and a test aid.
+VARIABLES = (
+    "DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL", "SMTP_HOST", "SMTP_PORT", "SMTP_USER",
+    "SMTP_PASSWORD", "SMTP_STARTTLS", "SMTP_TIMEOUT", "MAIL_FROM", "JOBPOST_TIMEZONE",
+    "PUBLIC_BASE_URL", "APPLICATION_RETENTION_DAYS", "APPLY_RATE_LIMIT",
+    "OUTBOX_SWEEP_GRACE_SECONDS", "OUTBOX_LEASE_SECONDS", "DELIVERY_RETRY_BASE_SECONDS",
+    "DELIVERY_RETRY_HOURS", "READY_TIMEOUT_SECONDS", "PROMETHEUS_MULTIPROC_DIR",
+    "WORKER_METRICS_PORT", "JOBPOST_VAR_DIR", "JOBPOST_BEAT_EVERY_SECONDS",
+)  # fmt: skip
 
 
 def _bool(value: str) -> bool:

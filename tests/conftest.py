@@ -55,8 +55,9 @@ def sessions(engine: Engine) -> Iterator[sessionmaker[Session]]:
     """Sessions whose commits are savepoints inside one transaction rolled back after the test."""
     connection = engine.connect()
     outer = connection.begin()
-    factory = sessionmaker(bind=connection, join_transaction_mode="create_savepoint",
-                           expire_on_commit=False)  # fmt: skip
+    factory = sessionmaker(
+        bind=connection, join_transaction_mode="create_savepoint", expire_on_commit=False
+    )
     yield factory
     outer.rollback()
     connection.close()
@@ -86,8 +87,9 @@ def clock() -> Clock:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return dataclasses.replace(Settings.from_env({"JOBPOST_VAR_DIR": str(tmp_path)}),
-                               public_base_url=None)  # fmt: skip
+    return dataclasses.replace(
+        Settings.from_env({"JOBPOST_VAR_DIR": str(tmp_path)}), public_base_url=None
+    )
 
 
 class Api:
@@ -96,14 +98,20 @@ class Api:
     def __init__(self, app: falcon.App) -> None:
         self.client = falcon.testing.TestClient(app)
 
-    def request(self, method: str, path: str, *, key: str | None = None,
-                **kwargs: Any) -> falcon.testing.Result:  # fmt: skip
+    def request(
+        self, method: str, path: str, *, key: str | None = None, **kwargs: Any
+    ) -> falcon.testing.Result:
         headers = dict(kwargs.pop("headers", None) or {})
         if key is not None:
             headers["API-Key"] = key
         result = self.client.simulate_request(method, path, headers=headers, **kwargs)
-        check_response(_effective(method, headers), path, result.status_code,
-                       result.headers.get("content-type"), result.content)  # fmt: skip
+        check_response(
+            _effective(method, headers),
+            path,
+            result.status_code,
+            result.headers.get("content-type"),
+            result.content,
+        )
         return result
 
     def get(self, path: str, **kw: Any) -> falcon.testing.Result:

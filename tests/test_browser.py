@@ -36,12 +36,26 @@ pytestmark = pytest.mark.slow
 CHROMIUM = Path("/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-gpu",
-                 "--disable-component-update", "--no-first-run", "--disable-sync"]  # fmt: skip
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-background-networking",
+    "--disable-gpu",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
 PHONE: ViewportSize = {"width": 390, "height": 844}
 # C9 variables the server must not take from the caller's environment.
-UNSET = ("REDIS_URL", "PUBLIC_BASE_URL", "SMTP_USER", "SMTP_PASSWORD", "SMTP_STARTTLS",
-         "MAIL_FROM", "JOBPOST_TIMEZONE", "PROMETHEUS_MULTIPROC_DIR")  # fmt: skip
+UNSET = (
+    "REDIS_URL",
+    "PUBLIC_BASE_URL",
+    "SMTP_USER",
+    "SMTP_PASSWORD",
+    "SMTP_STARTTLS",
+    "MAIL_FROM",
+    "JOBPOST_TIMEZONE",
+    "PROMETHEUS_MULTIPROC_DIR",
+)
 
 
 def small_pdf(text: str) -> bytes:
@@ -105,10 +119,21 @@ def server(tmp_path: Path, smtp_sink: SmtpSink) -> Iterator[Server]:
     log_path = tmp_path / "gunicorn.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "--workers", "1",
-             "--bind", f"127.0.0.1:{port}", "api.app:get_app()"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "--workers",
+                "1",
+                "--bind",
+                f"127.0.0.1:{port}",
+                "api.app:get_app()",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         try:
             base = f"http://127.0.0.1:{port}"
             _wait_until_serving(base, process, log_path)

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from email import policy
 from email.message import EmailMessage
@@ -36,32 +36,13 @@ from typing import Any
 import pytest
 
 from tests.conftest import free_port
+from tests.workers.processes import C9_VARIABLES, wait_for
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
 JOBPOST = Path(sys.executable).with_name("jobpost")
 MAKE_RUN_PORT = 8000
-# The C9 variables: the stack sees only its embedded defaults, never the caller's settings.
-C9_VARIABLES = (
-    "DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL", "SMTP_HOST", "SMTP_PORT", "SMTP_USER",
-    "SMTP_PASSWORD", "SMTP_STARTTLS", "SMTP_TIMEOUT", "MAIL_FROM", "JOBPOST_TIMEZONE",
-    "PUBLIC_BASE_URL", "APPLICATION_RETENTION_DAYS", "APPLY_RATE_LIMIT",
-    "OUTBOX_SWEEP_GRACE_SECONDS", "OUTBOX_LEASE_SECONDS", "DELIVERY_RETRY_BASE_SECONDS",
-    "DELIVERY_RETRY_HOURS", "READY_TIMEOUT_SECONDS", "PROMETHEUS_MULTIPROC_DIR",
-    "WORKER_METRICS_PORT", "JOBPOST_VAR_DIR", "JOBPOST_BEAT_EVERY_SECONDS",
-)  # fmt: skip
-
-
-def wait_for(check: Callable[[], Any], *, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.25)
 
 
 def port_is_free(port: int) -> bool:
@@ -115,15 +96,25 @@ class Stack:
 
     def jobpost(self, *argv: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(JOBPOST), *argv], cwd=self.home, env=self.env, capture_output=True,
-            text=True, timeout=180, check=False,
-        )  # fmt: skip
+            [str(JOBPOST), *argv],
+            cwd=self.home,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
 
     def bash(self, script: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            ["bash", "-c", script], cwd=self.home, env=self.env, capture_output=True,
-            text=True, timeout=180, check=False,
-        )  # fmt: skip
+            ["bash", "-c", script],
+            cwd=self.home,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
@@ -150,8 +141,15 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     )
 
     def step(*argv: str) -> str:
-        done = subprocess.run([str(JOBPOST), *argv], cwd=home, env=env, capture_output=True,
-                              text=True, timeout=300, check=False)  # fmt: skip
+        done = subprocess.run(
+            [str(JOBPOST), *argv],
+            cwd=home,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         assert done.returncode == 0, f"jobpost {' '.join(argv)}:\n{done.stdout}\n{done.stderr}"
         return done.stdout
 
@@ -160,10 +158,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     log = home / "dev.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [str(JOBPOST), "dev", "--port", str(port)], cwd=home, env=env,
-            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            [str(JOBPOST), "dev", "--port", str(port)],
+            cwd=home,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
-        )  # fmt: skip
+        )
     running = Stack(home, port, env, proc, log, demo_output)
 
     def healthy() -> bool:
@@ -193,10 +195,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 def test_make_run_migrates_then_issues_the_demo_key_then_starts_dev() -> None:
     """The three steps the rest of this module runs, in the Makefile's order."""
-    done = subprocess.run(["make", "-n", "run"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60, check=True)  # fmt: skip
-    steps = [line.split("/bin/jobpost ", 1)[1] for line in done.stdout.splitlines()
-             if "/bin/jobpost " in line]  # fmt: skip
+    done = subprocess.run(
+        ["make", "-n", "run"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
+    )
+    steps = [
+        line.split("/bin/jobpost ", 1)[1]
+        for line in done.stdout.splitlines()
+        if "/bin/jobpost " in line
+    ]
     assert steps == ["db upgrade", "demo", "dev"]
 
 
@@ -223,8 +229,9 @@ def test_demo_prints_a_fresh_key_and_writes_it_to_var_demo_key(stack: Stack) -> 
 
 
 def test_the_curl_commands_demo_prints_work_exactly_as_printed(stack: Stack) -> None:
-    commands = [line.strip() for line in stack.demo_output.splitlines()
-                if line.strip().startswith("curl ")]  # fmt: skip
+    commands = [
+        line.strip() for line in stack.demo_output.splitlines() if line.strip().startswith("curl ")
+    ]
     assert len(commands) == 3
     answers = []
     for command in commands:
@@ -245,11 +252,20 @@ def test_the_curl_commands_demo_prints_work_exactly_as_printed(stack: Stack) -> 
 
 def test_an_application_reaches_var_mail_through_the_worker(stack: Stack) -> None:
     title = "Dev Stack Sous-Chef"
-    job = stack.call("POST", "/api/v1.1/jobs", {
-        "title": title, "status": "active", "locations": [{"description": "Toronto, ON"}],
-        "categories": [{"id": 12}], "positionType": {"id": 1}, "description": "<p>Sauces.</p>",
-        "applicantRoutingType": {"id": 1}, "applicationEmail": "chef@devstack.test",
-    })  # fmt: skip
+    job = stack.call(
+        "POST",
+        "/api/v1.1/jobs",
+        {
+            "title": title,
+            "status": "active",
+            "locations": [{"description": "Toronto, ON"}],
+            "categories": [{"id": 12}],
+            "positionType": {"id": 1},
+            "description": "<p>Sauces.</p>",
+            "applicantRoutingType": {"id": 1},
+            "applicationEmail": "chef@devstack.test",
+        },
+    )
     applicant = {"name": "Grace Hopper", "email": "grace@example.org"}
     answer = stack.call("POST", f"/api/v1.1/jobs/{job['id']}/applications", applicant, key=False)
     assert answer["status"] == "received"
@@ -313,8 +329,9 @@ def test_sigint_stops_web_worker_beat_and_sink_and_exits_0(stack: Stack) -> None
     try:
         status = stack.proc.wait(20)
     except subprocess.TimeoutExpired:
-        raise AssertionError(f"jobpost dev still running 20 s after SIGINT:\n"
-                             f"{stack.log_text()[-5000:]}") from None  # fmt: skip
+        raise AssertionError(
+            f"jobpost dev still running 20 s after SIGINT:\n{stack.log_text()[-5000:]}"
+        ) from None
     assert status == 0, stack.log_text()[-5000:]
 
     def group_gone() -> bool:
@@ -324,7 +341,10 @@ def test_sigint_stops_web_worker_beat_and_sink_and_exits_0(stack: Stack) -> None
             return True
         return False
 
-    wait_for(group_gone, timeout=max(20 - (time.monotonic() - started), 1),
-             what="every process of jobpost dev to exit")  # fmt: skip
+    wait_for(
+        group_gone,
+        timeout=max(20 - (time.monotonic() - started), 1),
+        what="every process of jobpost dev to exit",
+    )
     assert not listening(stack.port), "the web server still listens"
     assert not listening(int(stack.env["SMTP_PORT"])), "the mail sink still listens"

@@ -42,9 +42,12 @@ def employers_create(args: argparse.Namespace, settings: Settings) -> int:
     with session_scope(_sessions(settings)) as s:
         employer = employers.create_employer(s, args.name, args.plan)
         issued = employers.issue_key(s, employer.id)
-    out(args, {"employerId": employer.id, "apiKey": issued.key},
+    out(
+        args,
+        {"employerId": employer.id, "apiKey": issued.key},
         f"Employer {employer.id} ({employer.name}, {employer.plan}) created.\n"
-        f"API key (shown once): {issued.key}")  # fmt: skip
+        f"API key (shown once): {issued.key}",
+    )
     return 0
 
 
@@ -59,16 +62,22 @@ def employers_list(args: argparse.Namespace, settings: Settings) -> int:
 def employers_set_plan(args: argparse.Namespace, settings: Settings) -> int:
     with session_scope(_sessions(settings)) as s:
         employer = employers.set_plan(s, args.id, args.plan)
-    out(args, {"employerId": employer.id, "plan": employer.plan},
-        f"Employer {employer.id} is now on the {employer.plan} plan.")  # fmt: skip
+    out(
+        args,
+        {"employerId": employer.id, "plan": employer.plan},
+        f"Employer {employer.id} is now on the {employer.plan} plan.",
+    )
     return 0
 
 
 def keys_create(args: argparse.Namespace, settings: Settings) -> int:
     with session_scope(_sessions(settings)) as s:
         issued = employers.issue_key(s, args.employer_id)
-    out(args, {"employerId": issued.employer_id, "apiKey": issued.key},
-        f"API key for employer {issued.employer_id} (shown once): {issued.key}")  # fmt: skip
+    out(
+        args,
+        {"employerId": issued.employer_id, "apiKey": issued.key},
+        f"API key for employer {issued.employer_id} (shown once): {issued.key}",
+    )
     return 0
 
 

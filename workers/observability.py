@@ -50,8 +50,14 @@ def _request_id(kwargs: Any) -> Any:
     return kwargs.get("request_id") if isinstance(kwargs, dict) else None
 
 
-def record(task: str, task_id: str | None, result: str, duration: float | None,
-           retries: int, request_id: Any) -> None:  # fmt: skip
+def record(
+    task: str,
+    task_id: str | None,
+    result: str,
+    duration: float | None,
+    retries: int,
+    request_id: Any,
+) -> None:
     """Count one task run and log its line."""
     TASKS.labels(task, result).inc()
     level = {SUCCEEDED: logging.INFO, RETRIED: logging.WARNING}.get(result, logging.ERROR)
@@ -77,20 +83,28 @@ def _started(task_id: str, task: Any, kwargs: Any = None, **_: Any) -> None:
 
 
 @task_postrun.connect
-def _finished(task_id: str, task: Any, kwargs: Any = None, retval: Any = None,
-              state: str = "", **_: Any) -> None:  # fmt: skip
+def _finished(
+    task_id: str, task: Any, kwargs: Any = None, retval: Any = None, state: str = "", **_: Any
+) -> None:
     started, token = _running.pop(task_id, (None, None))
     if token is not None:
         logs.unbind(token)
     duration = None if started is None else time.perf_counter() - started
     retries = int(getattr(task.request, "retries", 0) or 0)
-    record(task.name, task_id, outcome(task.name, state, retval), duration, retries,
-           _request_id(kwargs))  # fmt: skip
+    record(
+        task.name,
+        task_id,
+        outcome(task.name, state, retval),
+        duration,
+        retries,
+        _request_id(kwargs),
+    )
 
 
 @task_failure.connect
-def _failed_elsewhere(sender: Any = None, task_id: str | None = None, kwargs: Any = None,
-                      **_: Any) -> None:  # fmt: skip
+def _failed_elsewhere(
+    sender: Any = None, task_id: str | None = None, kwargs: Any = None, **_: Any
+) -> None:
     """A failure the running process could not report (hard time limit, a child lost): the
     main process learns of it. Failures inside a run are counted by `_finished`."""
     if task_id in _running or sender is None:

@@ -212,8 +212,10 @@ def test_multipart_application_with_a_file_part(
 def test_multipart_without_a_file_has_no_resume(
     api: Api, employer: Any, job: dict[str, Any]
 ) -> None:
-    ctype, body = multipart({"name": "Ann Baker", "email": "ann@example.org"},
-                            {"resume": ("", "application/octet-stream", b"")})  # fmt: skip
+    ctype, body = multipart(
+        {"name": "Ann Baker", "email": "ann@example.org"},
+        {"resume": ("", "application/octet-stream", b"")},
+    )
     app_id = received(apply(api, job["id"], body=body, content_type=ctype))
     shown = api.get(f"{API}/applications/{app_id}", key=employer.key).json
     assert shown["resume"] is None and shown["phone"] is None and shown["coverLetter"] is None
@@ -257,8 +259,13 @@ def memory_celery(settings: Settings) -> Iterator[Celery]:
         conn.SimpleQueue("email").clear()
 
 
-def celery_app(settings: Settings, sessions: sessionmaker[Session], clock: Any,
-               celery: Celery, results: list[bool] | None = None) -> Api:  # fmt: skip
+def celery_app(
+    settings: Settings,
+    sessions: sessionmaker[Session],
+    clock: Any,
+    celery: Celery,
+    results: list[bool] | None = None,
+) -> Api:
     def send(app_id: int, request_id: str | None) -> None:
         sent = enqueue.deliver(celery, app_id, request_id)
         if results is not None:
@@ -286,9 +293,12 @@ def email_messages(celery: Celery) -> list[Any]:
 
 
 def test_the_deliver_task_is_enqueued_after_commit_with_the_request_id(
-    settings: Settings, sessions: sessionmaker[Session], clock: Any, employer: Any,
+    settings: Settings,
+    sessions: sessionmaker[Session],
+    clock: Any,
+    employer: Any,
     memory_celery: Celery,
-) -> None:  # fmt: skip
+) -> None:
     api = celery_app(settings, sessions, clock, memory_celery)
     job = create_job(api, employer, status="active")
     app_id = received(apply(api, job["id"], headers={"X-Request-ID": "abc-123_x.y"}))
@@ -300,9 +310,12 @@ def test_the_deliver_task_is_enqueued_after_commit_with_the_request_id(
 
 
 def test_a_failed_request_enqueues_nothing(
-    settings: Settings, sessions: sessionmaker[Session], clock: Any, employer: Any,
+    settings: Settings,
+    sessions: sessionmaker[Session],
+    clock: Any,
+    employer: Any,
     memory_celery: Celery,
-) -> None:  # fmt: skip
+) -> None:
     api = celery_app(settings, sessions, clock, memory_celery)
     job = create_job(api, employer, status="active")
     entries(apply(api, job["id"], applicant(email="nope")))
@@ -419,8 +432,14 @@ def test_bad_multipart_resume_is_422(api: Api, job: dict[str, Any], case: Any) -
 
 def test_url_routed_job_is_409_naming_the_url(api: Api, employer: Any) -> None:
     url = "https://maple.test/careers/baker"
-    job = create_job(api, employer, status="active", applicantRoutingType={"id": 2},
-                     applicationUrl=url, applicationEmail=...)  # fmt: skip
+    job = create_job(
+        api,
+        employer,
+        status="active",
+        applicantRoutingType={"id": 2},
+        applicationUrl=url,
+        applicationEmail=...,
+    )
     body = problem(apply(api, job["id"]), 409, "apply_via_url")
     assert url in body["detail"]
 
@@ -449,8 +468,9 @@ def test_a_body_over_10_mib_is_413(api: Api, job: dict[str, Any]) -> None:
 
 def test_413_outranks_the_other_errors(api: Api) -> None:
     # C1 order: 413 before 415 and 404.
-    result = api.post(f"{API}/jobs/999999/applications", body=b"x" * (10 * MiB + 1),
-                      content_type="text/plain")  # fmt: skip
+    result = api.post(
+        f"{API}/jobs/999999/applications", body=b"x" * (10 * MiB + 1), content_type="text/plain"
+    )
     problem(result, 413, "payload_too_large")
 
 
@@ -476,8 +496,7 @@ def test_malformed_multipart_is_400(api: Api, job: dict[str, Any]) -> None:
 
 
 def test_400_outranks_404(api: Api) -> None:
-    result = api.post(f"{API}/jobs/999999/applications", body=b"{",
-                      content_type="application/json")  # fmt: skip
+    result = api.post(f"{API}/jobs/999999/applications", body=b"{", content_type="application/json")
     problem(result, 400, "malformed_json")
 
 
@@ -517,8 +536,9 @@ def test_another_employers_application_is_404(
     assert listed(api, other, jobId=job["id"])["data"] == []
 
 
-@pytest.mark.parametrize("path", ["/applications/1", "/applications/1/resume", "/applications",
-                                  "/jobs/1/applications"])  # fmt: skip
+@pytest.mark.parametrize(
+    "path", ["/applications/1", "/applications/1/resume", "/applications", "/jobs/1/applications"]
+)
 def test_the_employer_view_needs_a_key(api: Api, path: str) -> None:
     problem(api.get(API + path), 401, "unauthorized")
 
@@ -544,8 +564,9 @@ def test_an_archived_jobs_applications_are_still_listed(
 
 def mark(sessions: sessionmaker[Session], app_id: int, status: str) -> None:
     with sessions() as s:
-        s.execute(update(OutboxEntry).where(OutboxEntry.application_id == app_id)
-                  .values(status=status))  # fmt: skip
+        s.execute(
+            update(OutboxEntry).where(OutboxEntry.application_id == app_id).values(status=status)
+        )
         s.commit()
 
 
@@ -597,25 +618,30 @@ def test_a_malformed_filter_is_400_invalid_query(
 
 def test_every_malformed_filter_is_listed(api: Api, employer: Any) -> None:
     # C1: `errors` lists every violated rule, naming each parameter.
-    result = api.get(f"{API}/applications", key=employer.key,
-                     params={"jobId": "abc", "status": "open", "pageSize": "0"})  # fmt: skip
+    result = api.get(
+        f"{API}/applications",
+        key=employer.key,
+        params={"jobId": "abc", "status": "open", "pageSize": "0"},
+    )
     assert entries(result, 400, "invalid_query") == [
-        ("jobId", "invalid_type"), ("status", "out_of_range"), ("pageSize", "out_of_range")
-    ]  # fmt: skip
+        ("jobId", "invalid_type"),
+        ("status", "out_of_range"),
+        ("pageSize", "out_of_range"),
+    ]
 
 
 def test_a_bad_filter_on_an_unknown_job_is_400_before_404(api: Api, employer: Any) -> None:
     # C1 order: 400 before 404.
-    result = api.get(f"{API}/jobs/999999/applications", key=employer.key,
-                     params={"status": "open"})  # fmt: skip
+    result = api.get(f"{API}/jobs/999999/applications", key=employer.key, params={"status": "open"})
     assert entries(result, 400, "invalid_query") == [("status", "out_of_range")]
 
 
 def test_the_job_list_rejects_a_bad_status_too(
     api: Api, employer: Any, job: dict[str, Any]
 ) -> None:
-    result = api.get(f"{API}/jobs/{job['id']}/applications", key=employer.key,
-                     params={"status": "open"})  # fmt: skip
+    result = api.get(
+        f"{API}/jobs/{job['id']}/applications", key=employer.key, params={"status": "open"}
+    )
     assert entries(result, 400, "invalid_query") == [("status", "out_of_range")]
 
 
@@ -631,8 +657,11 @@ def test_paging_links_carry_job_and_status(api: Api, employer: Any, job: dict[st
     page = listed(api, employer, jobId=jid, status="pending", pageSize=1, page=2)
     assert [a["id"] for a in page["data"]] == [made[1]]
     assert {k: page["paging"][k] for k in ("total", "page", "pages", "pageSize")} == {
-        "total": 3, "page": 2, "pages": 3, "pageSize": 1
-    }  # fmt: skip
+        "total": 3,
+        "page": 2,
+        "pages": 3,
+        "pageSize": 1,
+    }
     carried = [("jobId", jid), ("status", "pending"), ("pageSize", "1")]
     assert query_of(page["paging"]["next"]) == (f"{API}/applications", [*carried, ("page", "3")])
     assert query_of(page["paging"]["previous"]) == (
@@ -661,8 +690,13 @@ def test_paging_links_carry_job_and_status(api: Api, employer: Any, job: dict[st
 
 @pytest.fixture
 def mail_settings(settings: Settings, smtp_sink: SmtpSink) -> Settings:
-    return dataclasses.replace(settings, smtp_host=smtp_sink.host, smtp_port=smtp_sink.port,
-                               smtp_timeout=5, mail_from=MAIL_FROM)  # fmt: skip
+    return dataclasses.replace(
+        settings,
+        smtp_host=smtp_sink.host,
+        smtp_port=smtp_sink.port,
+        smtp_timeout=5,
+        mail_from=MAIL_FROM,
+    )
 
 
 Deliver = Callable[[int], str]
@@ -695,8 +729,16 @@ def test_a_deleted_jobs_application_stays_and_is_still_delivered(
     assert text is not None and page is not None
     for part in (text, page):
         content = part.get_content()
-        for value in ("Élodie Côté", "elodie@example.org", "+1 (514) 555-0199", "I bake bread.",
-                      "Senior Baker", "BAKE-7", "Maple Corp", "none (job deleted)"):  # fmt: skip
+        for value in (
+            "Élodie Côté",
+            "elodie@example.org",
+            "+1 (514) 555-0199",
+            "I bake bread.",
+            "Senior Baker",
+            "BAKE-7",
+            "Maple Corp",
+            "none (job deleted)",
+        ):
             assert value in content, value
     [attachment] = list(message.iter_attachments())
     assert attachment.get_payload(decode=True) == PDF
@@ -740,9 +782,14 @@ def test_a_permanent_refusal_fails_for_good(
 
 
 def test_a_transient_refusal_is_retried_later(
-    api: Api, employer: Any, job: dict[str, Any], smtp_sink: SmtpSink, deliver: Deliver,
-    sessions: sessionmaker[Session], mail_settings: Settings,
-) -> None:  # fmt: skip
+    api: Api,
+    employer: Any,
+    job: dict[str, Any],
+    smtp_sink: SmtpSink,
+    deliver: Deliver,
+    sessions: sessionmaker[Session],
+    mail_settings: Settings,
+) -> None:
     app_id = received(apply(api, job["id"]))
     smtp_sink.reply = "451 4.3.0 Try again later"
     before = datetime.now(UTC)
@@ -763,8 +810,11 @@ def test_a_transient_refusal_is_retried_later(
     assert api.get(f"{API}/applications/{app_id}", key=employer.key).json["attempts"] == 1
     # Once due, the next attempt sends it.
     with sessions() as s:
-        s.execute(update(OutboxEntry).where(OutboxEntry.application_id == app_id)
-                  .values(next_attempt_at=datetime.now(UTC) - timedelta(seconds=1)))  # fmt: skip
+        s.execute(
+            update(OutboxEntry)
+            .where(OutboxEntry.application_id == app_id)
+            .values(next_attempt_at=datetime.now(UTC) - timedelta(seconds=1))
+        )
         s.commit()
     assert deliver(app_id) == "sent"
     assert len(smtp_sink.messages) == 1

@@ -37,8 +37,17 @@ from tests.factories import create_job, problem
 API = "/api/v1.1"
 RFC3339_UTC = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z")
 REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
-ACCESS_FIELDS = {"time", "level", "event", "request_id", "employer_id", "method", "route",
-                 "status", "duration_ms"}  # fmt: skip
+ACCESS_FIELDS = {
+    "time",
+    "level",
+    "event",
+    "request_id",
+    "employer_id",
+    "method",
+    "route",
+    "status",
+    "duration_ms",
+}
 
 
 def build(settings: Settings, sessions: sessionmaker[Session], clock: Any, **parts: Any) -> Api:
@@ -122,18 +131,24 @@ def test_one_json_line_per_request_with_every_field(
         assert isinstance(line["duration_ms"], int | float) and line["duration_ms"] >= 0
     read, anon, lost = lines
     assert (read["route"], read["status"], read["employer_id"]) == (
-        f"{API}/jobs/{{job_id}}", 200, employer.id,
-    )  # fmt: skip
+        f"{API}/jobs/{{job_id}}",
+        200,
+        employer.id,
+    )
     assert (anon["route"], anon["status"], anon["employer_id"]) == (
-        f"{API}/jobs/{{job_id}}", 401, None,
-    )  # fmt: skip
+        f"{API}/jobs/{{job_id}}",
+        401,
+        None,
+    )
     assert (lost["route"], lost["status"], lost["employer_id"]) == ("unmatched", 404, None)
 
 
 def test_a_server_error_is_logged_at_error_level_with_its_request_id(
-    settings: Settings, sessions: sessionmaker[Session], clock: Any,
+    settings: Settings,
+    sessions: sessionmaker[Session],
+    clock: Any,
     caplog: pytest.LogCaptureFixture,
-) -> None:  # fmt: skip
+) -> None:
     def broken() -> None:
         raise RuntimeError("boom")
 
@@ -172,8 +187,14 @@ def test_configure_writes_json_lines_to_stderr_once(monkeypatch: pytest.MonkeyPa
         root.setLevel(level)
     [line] = [json.loads(raw) for raw in stream.getvalue().splitlines()]
     assert RFC3339_UTC.fullmatch(line["time"])
-    assert line == {"time": line["time"], "level": "warning", "event": "hello you",
-                    "logger": "jobpost.test", "request_id": "ctx-1", "n": 3}  # fmt: skip
+    assert line == {
+        "time": line["time"],
+        "level": "warning",
+        "event": "hello you",
+        "logger": "jobpost.test",
+        "request_id": "ctx-1",
+        "n": 3,
+    }
 
 
 # --- /healthz and /readyz ------------------------------------------------------------------------
@@ -210,8 +231,9 @@ def test_readyz_is_503_naming_the_broker_that_fails(
     def refused() -> None:
         raise ConnectionRefusedError("no broker")
 
-    api = build(settings, sessions, clock, ready_checks={"database": lambda: None,
-                                                         "broker": refused})  # fmt: skip
+    api = build(
+        settings, sessions, clock, ready_checks={"database": lambda: None, "broker": refused}
+    )
     body = problem(api.get("/readyz"), 503, "not_ready")
     assert "broker" in body["detail"] and "database" not in body["detail"]
 
@@ -220,8 +242,7 @@ def test_readyz_is_503_when_the_broker_does_not_answer_in_time(
     settings: Settings, sessions: sessionmaker[Session], clock: Any
 ) -> None:
     quick = dataclasses.replace(settings, ready_timeout_seconds=0.2)
-    checks: dict[str, health.Check] = {"database": lambda: None,
-                                       "broker": lambda: time.sleep(2)}  # fmt: skip
+    checks: dict[str, health.Check] = {"database": lambda: None, "broker": lambda: time.sleep(2)}
     api = build(quick, sessions, clock, ready_checks=checks)
     started = time.monotonic()
     body = problem(api.get("/readyz"), 503, "not_ready")
@@ -231,8 +252,12 @@ def test_readyz_is_503_when_the_broker_does_not_answer_in_time(
 
 def test_readyz_names_the_database_when_it_is_down(settings: Settings, clock: Any) -> None:
     engine = nowhere().kw["bind"]
-    api = build(settings, nowhere(), clock, ready_checks={
-        "database": health.database_check(engine), "broker": lambda: None})  # fmt: skip
+    api = build(
+        settings,
+        nowhere(),
+        clock,
+        ready_checks={"database": health.database_check(engine), "broker": lambda: None},
+    )
     body = problem(api.get("/readyz"), 503, "not_ready")
     assert "database" in body["detail"] and "broker" not in body["detail"]
 
@@ -257,8 +282,7 @@ def test_request_metrics_are_labelled_by_route_template_not_path(api: Api, emplo
     assert delta("http_requests_total", method="GET", route=route, status="404") == 1
     assert delta("http_requests_total", method="GET", route="unmatched", status="404") == 1
     assert delta("http_request_duration_seconds_count", method="GET", route=route) == 4
-    assert delta("http_request_duration_seconds_bucket", method="GET", route=route,
-                 le="+Inf") == 4  # fmt: skip
+    assert delta("http_request_duration_seconds_bucket", method="GET", route=route, le="+Inf") == 4
     routes = {dict(labels)["route"] for labels in samples(after, "http_requests_total")}
     assert not [r for r in routes if any(part.isdigit() for part in r.split("/"))], routes
     assert "987654" not in after and "/no/such/page" not in after
@@ -272,18 +296,25 @@ def test_outbox_metrics_reflect_a_pending_application(
     empty = scrape(api)
     assert value(empty, "jobpost_outbox_entries", status="pending") == 0
     assert value(empty, "jobpost_outbox_oldest_pending_seconds") == 0
-    posted = api.post(f"{API}/jobs/{job['id']}/applications",
-                      json={"name": "Ana Silva", "email": "ana@example.org"})  # fmt: skip
+    posted = api.post(
+        f"{API}/jobs/{job['id']}/applications",
+        json={"name": "Ana Silva", "email": "ana@example.org"},
+    )
     assert posted.status_code == 202, posted.text
     with sessions() as s:  # it arrived ten minutes ago
-        s.execute(update(Application).where(Application.id == posted.json["id"])
-                  .values(received_at=utcnow() - timedelta(minutes=10)))  # fmt: skip
+        s.execute(
+            update(Application)
+            .where(Application.id == posted.json["id"])
+            .values(received_at=utcnow() - timedelta(minutes=10))
+        )
         s.commit()
     text = scrape(api)
     assert samples(text, "jobpost_outbox_entries") == {
-        (("status", "pending"),): 1, (("status", "sending"),): 0,
-        (("status", "sent"),): 0, (("status", "failed"),): 0,
-    }  # fmt: skip
+        (("status", "pending"),): 1,
+        (("status", "sending"),): 0,
+        (("status", "sent"),): 0,
+        (("status", "failed"),): 0,
+    }
     assert 600 <= value(text, "jobpost_outbox_oldest_pending_seconds") < 700
     assert value(text, "jobpost_queue_length", queue="email") == 3
     assert value(text, "jobpost_queue_length", queue="maintenance") == 0
@@ -302,9 +333,11 @@ def refused_depths() -> dict[str, int]:
 
 @pytest.mark.parametrize("depths", [refused_depths, slow_depths], ids=["refused", "too-slow"])
 def test_a_broker_that_fails_leaves_the_rest_of_the_scrape(
-    settings: Settings, sessions: sessionmaker[Session], clock: Any,
+    settings: Settings,
+    sessions: sessionmaker[Session],
+    clock: Any,
     depths: Callable[[], dict[str, int]],
-) -> None:  # fmt: skip
+) -> None:
     quick = dataclasses.replace(settings, ready_timeout_seconds=0.2)
     api = build(quick, sessions, clock, queue_depths=depths)
     started = time.monotonic()

@@ -124,13 +124,28 @@ def test_json_ld_job_posting_has_the_fields(app: WsgiApp, api: Any, employer: An
     assert data["datePosted"] == "2026-03-10"
     assert data["validThrough"] == "2026-05-09T23:59:59-04:00"  # America/Toronto, EDT
     assert data["hiringOrganization"] == {"@type": "Organization", "name": "Maple Corp"}
-    assert data["jobLocation"] == [{"@type": "Place", "address": {
-        "@type": "PostalAddress", "addressLocality": "Toronto", "addressRegion": "ON",
-        "addressCountry": "CA"}}]  # fmt: skip
+    assert data["jobLocation"] == [
+        {
+            "@type": "Place",
+            "address": {
+                "@type": "PostalAddress",
+                "addressLocality": "Toronto",
+                "addressRegion": "ON",
+                "addressCountry": "CA",
+            },
+        }
+    ]
     assert data["employmentType"] == "FULL_TIME"
-    assert data["baseSalary"] == {"@type": "MonetaryAmount", "currency": "CAD", "value": {
-        "@type": "QuantitativeValue", "minValue": 60000, "maxValue": 70000,
-        "unitText": "YEAR"}}  # fmt: skip
+    assert data["baseSalary"] == {
+        "@type": "MonetaryAmount",
+        "currency": "CAD",
+        "value": {
+            "@type": "QuantitativeValue",
+            "minValue": 60000,
+            "maxValue": 70000,
+            "unitText": "YEAR",
+        },
+    }
 
 
 def test_hourly_salary_contract_and_province(app: WsgiApp, api: Any, employer: Any) -> None:
@@ -146,9 +161,15 @@ def test_hourly_salary_contract_and_province(app: WsgiApp, api: Any, employer: A
     data = json_ld(page)
     assert data["employmentType"] == "CONTRACTOR"
     assert data["jobLocation"][0]["address"] == {
-        "@type": "PostalAddress", "addressRegion": "ON", "addressCountry": "CA"}  # fmt: skip
+        "@type": "PostalAddress",
+        "addressRegion": "ON",
+        "addressCountry": "CA",
+    }
     assert data["baseSalary"]["value"] == {
-        "@type": "QuantitativeValue", "value": 25.5, "unitText": "HOUR"}  # fmt: skip
+        "@type": "QuantitativeValue",
+        "value": 25.5,
+        "unitText": "HOUR",
+    }
 
 
 def test_confidential_job_hides_the_employer(app: WsgiApp, api: Any, employer: Any) -> None:
@@ -204,8 +225,12 @@ def test_apply_redirects_to_the_form_or_the_employer_site(
     app: WsgiApp, api: Any, employer: Any
 ) -> None:
     by_email = active_job(api, employer)
-    by_url = active_job(api, employer, applicantRoutingType={"id": 2},
-                        applicationUrl="https://careers.maple.test/apply?job=7")  # fmt: skip
+    by_url = active_job(
+        api,
+        employer,
+        applicantRoutingType={"id": 2},
+        applicationUrl="https://careers.maple.test/apply?job=7",
+    )
     client = pages(app)
     result = client.simulate_get(f"/jobs/{by_email['id']}/apply")
     assert result.status_code == 302
@@ -216,8 +241,12 @@ def test_apply_redirects_to_the_form_or_the_employer_site(
 
 
 def test_url_routed_job_shows_the_link_and_no_form(app: WsgiApp, api: Any, employer: Any) -> None:
-    job = active_job(api, employer, applicantRoutingType={"id": 2},
-                     applicationUrl="https://careers.maple.test/apply?job=7&lang=en")  # fmt: skip
+    job = active_job(
+        api,
+        employer,
+        applicantRoutingType={"id": 2},
+        applicationUrl="https://careers.maple.test/apply?job=7&lang=en",
+    )
     client = pages(app)
     page = assert_html(client.simulate_get(f"/jobs/{job['id']}"), 200)
     assert 'href="https://careers.maple.test/apply?job=7&amp;lang=en"' in page

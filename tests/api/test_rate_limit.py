@@ -36,8 +36,12 @@ class Clock:
         return self.now
 
 
-def make_api(settings: Settings, sessions: sessionmaker[Session], clock: Any,
-             limiter: ratelimit.Limiter | None) -> Api:  # fmt: skip
+def make_api(
+    settings: Settings,
+    sessions: sessionmaker[Session],
+    clock: Any,
+    limiter: ratelimit.Limiter | None,
+) -> Api:
     return Api(create_app(settings, sessions, Collaborators(limiter=limiter), today=clock))
 
 
@@ -108,8 +112,7 @@ def test_429_outranks_400_404_and_422(
     limited(post(api, job_id, body=b"{", content_type="application/json"))
     limited(post(api, 999999))
     limited(post(api, job_id, json={"name": ""}))
-    problem(post(api, job_id, body=b"x", content_type="text/plain"), 415,
-            "unsupported_media_type")  # fmt: skip
+    problem(post(api, job_id, body=b"x", content_type="text/plain"), 415, "unsupported_media_type")
 
 
 def test_redis_limiter_on_fakeredis(
@@ -138,16 +141,23 @@ def unique_addr(redis_client: redis.Redis) -> Iterator[str]:
 
 @pytest.mark.redis
 def test_two_app_instances_share_one_redis_count(
-    settings: Settings, sessions: sessionmaker[Session], clock: Any, job_id: int,
+    settings: Settings,
+    sessions: sessionmaker[Session],
+    clock: Any,
+    job_id: int,
     unique_addr: str,
-) -> None:  # fmt: skip
+) -> None:
     # C9: with REDIS_URL the limit holds across web processes and machines.
     url = require_redis()
     apis = [
-        make_api(settings, sessions, clock,
-                 ratelimit.RedisLimiter(redis.Redis.from_url(url), 2, 60, clock=Clock()))
+        make_api(
+            settings,
+            sessions,
+            clock,
+            ratelimit.RedisLimiter(redis.Redis.from_url(url), 2, 60, clock=Clock()),
+        )
         for _ in range(2)
-    ]  # fmt: skip
+    ]
     assert post(apis[0], job_id, unique_addr).status_code == 202
     assert post(apis[1], job_id, unique_addr).status_code == 202
     assert limited(post(apis[0], job_id, unique_addr)) == 20
@@ -162,9 +172,13 @@ def test_two_app_instances_share_one_redis_count(
 
 @pytest.mark.redis
 def test_built_from_settings_with_redis_url(
-    settings: Settings, sessions: sessionmaker[Session], clock: Any, job_id: int,
-    redis_client: redis.Redis, unique_addr: str,
-) -> None:  # fmt: skip
+    settings: Settings,
+    sessions: sessionmaker[Session],
+    clock: Any,
+    job_id: int,
+    redis_client: redis.Redis,
+    unique_addr: str,
+) -> None:
     # create_app builds the limiter from APPLY_RATE_LIMIT and REDIS_URL when none is given.
     shared = dataclasses.replace(settings, apply_rate_limit="2/hour", redis_url=require_redis())
     assert isinstance(ratelimit.build("2/hour", require_redis()), ratelimit.RedisLimiter)

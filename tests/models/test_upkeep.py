@@ -258,17 +258,18 @@ def test_refresh_moves_publish_date_only_for_the_right_plan_status_flag_and_age(
     unlimited = employer_id(sessions, "unlimited", "Unlimited Ltd")
     standard = employer_id(sessions, "standard", "Standard Ltd")
     close = TODAY + 20 * DAY
-    seven_days = add_job(sessions, unlimited, publish=TODAY - 7 * DAY, close=close,
-                         auto_refresh=True)  # fmt: skip
-    thirty_days = add_job(sessions, unlimited, publish=TODAY - 30 * DAY, close=close,
-                          auto_refresh=True)  # fmt: skip
-    six_days = add_job(sessions, unlimited, publish=TODAY - 6 * DAY, close=close,
-                       auto_refresh=True)  # fmt: skip
+    seven_days = add_job(
+        sessions, unlimited, publish=TODAY - 7 * DAY, close=close, auto_refresh=True
+    )
+    thirty_days = add_job(
+        sessions, unlimited, publish=TODAY - 30 * DAY, close=close, auto_refresh=True
+    )
+    six_days = add_job(sessions, unlimited, publish=TODAY - 6 * DAY, close=close, auto_refresh=True)
     no_flag = add_job(sessions, unlimited, publish=TODAY - 7 * DAY, close=close)
-    draft = add_job(sessions, unlimited, status="draft", publish=TODAY - 7 * DAY,
-                    auto_refresh=True)  # fmt: skip
-    archived = add_job(sessions, unlimited, status="archived", publish=TODAY - 7 * DAY,
-                       auto_refresh=True)  # fmt: skip
+    draft = add_job(sessions, unlimited, status="draft", publish=TODAY - 7 * DAY, auto_refresh=True)
+    archived = add_job(
+        sessions, unlimited, status="archived", publish=TODAY - 7 * DAY, auto_refresh=True
+    )
     # Stored true (written before a downgrade, say), but the plan no longer allows it.
     standard_plan = add_job(sessions, standard, publish=TODAY - 7 * DAY, auto_refresh=True)
     before = jobs_now(sessions)
@@ -320,8 +321,9 @@ def test_the_refresh_task_expires_first(
     monkeypatch.setattr(workers.tasks, "settings", lambda: toronto)
     at_instant(JUST_AFTER_MIDNIGHT_UTC)  # 10 March in Toronto
     unlimited = employer_id(sessions, "unlimited")
-    past_close = add_job(sessions, unlimited, publish=TODAY - 20 * DAY, close=TODAY - DAY,
-                         auto_refresh=True)  # fmt: skip
+    past_close = add_job(
+        sessions, unlimited, publish=TODAY - 20 * DAY, close=TODAY - DAY, auto_refresh=True
+    )
     due = add_job(sessions, unlimited, publish=TODAY - 20 * DAY, close=TODAY, auto_refresh=True)
 
     assert workers.tasks.refresh() == 1
@@ -446,8 +448,10 @@ def test_each_task_logs_what_it_changed(
 ) -> None:
     seed_everything(sessions)
     caplog.set_level(logging.INFO, logger="jobpost.tasks")
-    counts = {task: workers.tasks.RUNNERS[task](sessions, toronto, TODAY)
-              for task in ("expire", "refresh", "purge", "sweep")}  # fmt: skip
+    counts = {
+        task: workers.tasks.RUNNERS[task](sessions, toronto, TODAY)
+        for task in ("expire", "refresh", "purge", "sweep")
+    }
     logged = {r.periodic_task: r.changed for r in caplog.records if hasattr(r, "periodic_task")}
     assert logged == counts == {"expire": 6, "refresh": 4, "purge": 2, "sweep": 1}
     assert "expire: 6 active jobs closed before 2026-03-10 archived" in caplog.messages
@@ -480,8 +484,10 @@ def test_a_republished_job_with_an_open_close_date_keeps_it(
     api: Any, sessions: sessionmaker[Session], employer: Any, clock: Any
 ) -> None:
     job = create_job(api, employer, status="active", closeDate="2026-04-30")
-    assert api.put(f"{JOBS}/{job['id']}", json={"status": "archived"},
-                   key=employer.key).status_code == 200  # fmt: skip
+    assert (
+        api.put(f"{JOBS}/{job['id']}", json={"status": "archived"}, key=employer.key).status_code
+        == 200
+    )
     clock.today = date(2026, 4, 2)
     result = api.put(f"{JOBS}/{job['id']}", json={"status": "active"}, key=employer.key)
     assert result.status_code == 200, result.text
@@ -545,10 +551,12 @@ def test_cli_tasks_run_refresh_expires_first_and_counts_the_refreshed(cli: Any) 
     factory, run = cli
     unlimited = employer_id(factory, "unlimited")
     publish = date(2026, 3, 1)
-    past_close = add_job(factory, unlimited, publish=publish, close=date(2026, 3, 9),
-                         auto_refresh=True)  # fmt: skip
-    open_job = add_job(factory, unlimited, publish=publish, close=date(2026, 4, 30),
-                       auto_refresh=True)  # fmt: skip
+    past_close = add_job(
+        factory, unlimited, publish=publish, close=date(2026, 3, 9), auto_refresh=True
+    )
+    open_job = add_job(
+        factory, unlimited, publish=publish, close=date(2026, 4, 30), auto_refresh=True
+    )
 
     assert run("refresh", "--today", "2026-03-10") == (0, {"task": "refresh", "changed": 1})
     states = jobs_now(factory)

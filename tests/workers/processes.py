@@ -18,20 +18,14 @@ from typing import Any, TypeVar
 
 from aiosmtpd.controller import Controller
 
+from models.settings import VARIABLES
 from tests.conftest import SmtpSink, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
 
-# Every C9 variable: a worker sees only the values its test gives it, never the caller's.
-C9_VARIABLES = (
-    "DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL", "SMTP_HOST", "SMTP_PORT", "SMTP_USER",
-    "SMTP_PASSWORD", "SMTP_STARTTLS", "SMTP_TIMEOUT", "MAIL_FROM", "JOBPOST_TIMEZONE",
-    "PUBLIC_BASE_URL", "APPLICATION_RETENTION_DAYS", "APPLY_RATE_LIMIT",
-    "OUTBOX_SWEEP_GRACE_SECONDS", "OUTBOX_LEASE_SECONDS", "DELIVERY_RETRY_BASE_SECONDS",
-    "DELIVERY_RETRY_HOURS", "READY_TIMEOUT_SECONDS", "PROMETHEUS_MULTIPROC_DIR",
-    "WORKER_METRICS_PORT", "JOBPOST_VAR_DIR",
-)  # fmt: skip
+# Every variable jobpost reads: a worker sees only the values its test gives it.
+C9_VARIABLES = VARIABLES
 
 
 def wait_for(
@@ -100,9 +94,20 @@ class RedisServer:
     def start(self) -> None:
         assert self.proc is None or self.proc.poll() is not None, "already running"
         command = [
-            self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-            "--appendonly", "no", "--dir", str(self.workdir), "--daemonize", "no",
-        ]  # fmt: skip
+            self.binary,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self.workdir),
+            "--daemonize",
+            "no",
+        ]
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
                 command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -131,13 +136,26 @@ class Worker:
         self.log, self.name = log, name
         self.log_offset = log.stat().st_size if log.exists() else 0  # where this run begins
         command = [
-            sys.executable, "-m", "celery", "-A", "workers.app:celery_app", "worker",
-            "-Q", "email,maintenance", "--concurrency", str(concurrency), "--pool", "prefork",
-            "--loglevel", "INFO", "-n", f"{name}@%h",
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "workers.app:celery_app",
+            "worker",
+            "-Q",
+            "email,maintenance",
+            "--concurrency",
+            str(concurrency),
+            "--pool",
+            "prefork",
+            "--loglevel",
+            "INFO",
+            "-n",
+            f"{name}@%h",
             # Each test has a broker of its own: there is no neighbour to synchronise with,
             # and mingle would only add a second to every start.
             "--without-mingle",
-        ]  # fmt: skip
+        ]
         with log.open("ab") as out:
             self.proc = subprocess.Popen(
                 command,

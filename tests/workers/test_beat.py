@@ -19,11 +19,9 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -39,6 +37,7 @@ from models.db import make_engine, make_sessionmaker, session_scope
 from models.entities import Job
 from models.settings import Settings
 from tests.conftest import free_port
+from tests.workers.processes import wait_for
 from workers.app import MAINTENANCE_QUEUE, celery_app, make_celery, schedule_from_env
 
 JOBPOST = Path(sys.executable).with_name("jobpost")
@@ -88,16 +87,19 @@ def test_the_celery_timezone_comes_from_jobpost_timezone() -> None:
 
 @pytest.mark.parametrize(
     ("zone", "due_at_utc"),
-    [("America/Toronto", datetime(2026, 3, 11, 4, 15, tzinfo=UTC)),  # 00:15 EDT
-     ("America/Vancouver", datetime(2026, 3, 11, 7, 15, tzinfo=UTC))],  # 00:15 PDT
-)  # fmt: skip
+    [
+        ("America/Toronto", datetime(2026, 3, 11, 4, 15, tzinfo=UTC)),  # 00:15 EDT
+        ("America/Vancouver", datetime(2026, 3, 11, 7, 15, tzinfo=UTC)),
+    ],  # 00:15 PDT
+)
 def test_refresh_fires_at_a_quarter_past_midnight_in_the_configured_zone(
     zone: str, due_at_utc: datetime
 ) -> None:
     """The crontab is read in JOBPOST_TIMEZONE, as beat reads it (an entry bound to the app)."""
     app = make_celery(Settings.from_env({"JOBPOST_TIMEZONE": zone}))
-    entry = ScheduleEntry(name="refresh", app=app, **copy.deepcopy(SCHEDULE[
-        "refresh-auto-refresh-jobs"]))  # fmt: skip
+    entry = ScheduleEntry(
+        name="refresh", app=app, **copy.deepcopy(SCHEDULE["refresh-auto-refresh-jobs"])
+    )
     schedule = entry.schedule
     last_run = due_at_utc - timedelta(days=1)
     schedule.nowfun = lambda: due_at_utc - timedelta(seconds=1)
@@ -120,17 +122,6 @@ def test_jobpost_beat_every_seconds_replaces_every_crontab() -> None:
 # --- beat and a worker, for real ---------------------------------------------------------------
 
 
-def wait_for(check: Callable[[], Any], *, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.2)
-
-
 def stop(proc: subprocess.Popen[bytes], timeout: float = 15) -> None:
     """SIGTERM (a warm shutdown), then SIGKILL to the whole process group."""
     if proc.poll() is None:
@@ -150,10 +141,25 @@ def redis_url(tmp_path: Path) -> Iterator[str]:
         pytest.skip("redis-server is not installed")
     port = free_port()
     proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(tmp_path), "--daemonize", "no"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+            "--daemonize",
+            "no",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
     def answers() -> bool:
         try:
@@ -191,17 +197,31 @@ def test_beat_fires_expire_and_a_worker_archives_the_expired_job(
     with session_scope(factory) as s:
         employer = employers.create_employer(s, "Beat Ltd", "standard")
         expired = Job(
-            employer_id=employer.id, title="Closed", search_text="closed",
-            publish_date=today - timedelta(days=40), close_date=today - timedelta(days=3),
-            status="active", position_type_id=1, description="<p>x</p>", routing_type=1,
-            application_email="jobs@beat.test", updated_at=utcnow(),
-        )  # fmt: skip
+            employer_id=employer.id,
+            title="Closed",
+            search_text="closed",
+            publish_date=today - timedelta(days=40),
+            close_date=today - timedelta(days=3),
+            status="active",
+            position_type_id=1,
+            description="<p>x</p>",
+            routing_type=1,
+            application_email="jobs@beat.test",
+            updated_at=utcnow(),
+        )
         open_job = Job(
-            employer_id=employer.id, title="Open", search_text="open",
-            publish_date=today - timedelta(days=1), close_date=today, status="active",
-            position_type_id=1, description="<p>x</p>", routing_type=1,
-            application_email="jobs@beat.test", updated_at=utcnow(),
-        )  # fmt: skip
+            employer_id=employer.id,
+            title="Open",
+            search_text="open",
+            publish_date=today - timedelta(days=1),
+            close_date=today,
+            status="active",
+            position_type_id=1,
+            description="<p>x</p>",
+            routing_type=1,
+            application_email="jobs@beat.test",
+            updated_at=utcnow(),
+        )
         s.add_all([expired, open_job])
     (tmp_path / "prometheus").mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CELERY_", "SMTP_"))}
@@ -218,16 +238,23 @@ def test_beat_fires_expire_and_a_worker_archives_the_expired_job(
         PYTHONUNBUFFERED="1",
     )
     logs = {name: tmp_path / f"{name}.log" for name in ("worker", "beat")}
-    argv = {"worker": [str(JOBPOST), "worker", "--concurrency", "1"],
-            "beat": [str(JOBPOST), "beat"]}  # fmt: skip
+    argv = {
+        "worker": [str(JOBPOST), "worker", "--concurrency", "1"],
+        "beat": [str(JOBPOST), "beat"],
+    }
     procs: dict[str, subprocess.Popen[bytes]] = {}
     try:
         for name in ("worker", "beat"):
             with logs[name].open("wb") as out:
                 procs[name] = subprocess.Popen(
-                    argv[name], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                    stderr=subprocess.STDOUT, start_new_session=True,
-                )  # fmt: skip
+                    argv[name],
+                    cwd=tmp_path,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
 
         def expire_ran_and_archived() -> bool:
             for name, proc in procs.items():

@@ -61,9 +61,14 @@ class Service:
         self.stdout, self.stderr = folder / f"{name}.out", folder / f"{name}.err"
         with self.stdout.open("wb") as out, self.stderr.open("wb") as err:
             self.proc = subprocess.Popen(
-                [*JOBPOST, *args], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
-                stdout=out, stderr=err, start_new_session=True,
-            )  # fmt: skip
+                [*JOBPOST, *args],
+                cwd=ROOT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+            )
 
     def alive(self) -> bool:
         if self.proc.poll() is not None:
@@ -282,11 +287,18 @@ def test_request_counts_add_up_across_two_gunicorn_workers(
     env = environment(tmp_path, database[0])
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    web = Service(["serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "2"],
-                  env, tmp_path, "web")  # fmt: skip
+    web = Service(
+        ["serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "2"],
+        env,
+        tmp_path,
+        "web",
+    )
     try:
-        wait_for(lambda: web.alive() and fetch(f"{base}{API}/openapi.json")[0] == 200,
-                 timeout=60, what="gunicorn")  # fmt: skip
+        wait_for(
+            lambda: web.alive() and fetch(f"{base}{API}/openapi.json")[0] == 200,
+            timeout=60,
+            what="gunicorn",
+        )
         # One worker takes this connection and waits for its request; meanwhile the other
         # answers the rest. Then it gets its request: both workers have served /healthz.
         held = socket.create_connection(("127.0.0.1", port), timeout=10)
@@ -302,8 +314,10 @@ def test_request_counts_add_up_across_two_gunicorn_workers(
             status, text = fetch(f"{base}/metrics")
             assert status == 200
             assert total(text, "http_requests_total", route="/healthz") == 6
-            assert metric(text, "http_requests_total", method="GET", route="/healthz",
-                          status="200") == 6  # fmt: skip
+            assert (
+                metric(text, "http_requests_total", method="GET", route="/healthz", status="200")
+                == 6
+            )
             assert total(text, "http_request_duration_seconds_count", route="/healthz") == 6
             assert metric(text, "jobpost_outbox_entries", status="pending") == 0
             assert metric(text, "jobpost_outbox_oldest_pending_seconds") == 0
@@ -321,8 +335,13 @@ def test_request_counts_add_up_across_two_gunicorn_workers(
 def test_the_worker_counts_and_logs_each_delivery_with_the_request_id(
     tmp_path: Path, database: tuple[str, Engine], redis_server: RedisServer, smtp_sink: SmtpSink
 ) -> None:
-    env = environment(tmp_path, database[0], CELERY_BROKER_URL=redis_server.url,
-                      SMTP_HOST=smtp_sink.host, SMTP_PORT=str(smtp_sink.port))  # fmt: skip
+    env = environment(
+        tmp_path,
+        database[0],
+        CELERY_BROKER_URL=redis_server.url,
+        SMTP_HOST=smtp_sink.host,
+        SMTP_PORT=str(smtp_sink.port),
+    )
     celery = make_celery(Settings.from_env(env))
     sessions = make_sessionmaker(database[1])
     site = Site(env, sessions, lambda app_id, rid: enqueue.deliver(celery, app_id, rid))
@@ -330,17 +349,24 @@ def test_the_worker_counts_and_logs_each_delivery_with_the_request_id(
     metrics_url = f"http://127.0.0.1:{env['WORKER_METRICS_PORT']}/metrics"
 
     def deliveries(outcome: str) -> float | None:
-        return metric(fetch(metrics_url)[1], "jobpost_tasks_total", task="jobpost.deliver",
-                      outcome=outcome)  # fmt: skip
+        return metric(
+            fetch(metrics_url)[1], "jobpost_tasks_total", task="jobpost.deliver", outcome=outcome
+        )
 
     try:
         delivered = site.apply("apply-ok.1")
-        wait_for(lambda: worker.alive() and site.status(delivered) == "sent", timeout=30,
-                 what="the first copy sent")  # fmt: skip
+        wait_for(
+            lambda: worker.alive() and site.status(delivered) == "sent",
+            timeout=30,
+            what="the first copy sent",
+        )
         smtp_sink.reply = "550 5.1.1 No such user here"
         refused = site.apply("apply-refused.2")
-        wait_for(lambda: worker.alive() and site.status(refused) == "failed", timeout=30,
-                 what="the second copy failed")  # fmt: skip
+        wait_for(
+            lambda: worker.alive() and site.status(refused) == "failed",
+            timeout=30,
+            what="the second copy failed",
+        )
         wait_for(lambda: deliveries("failed") == 1, timeout=10, what="the failure counted")
         assert deliveries("succeeded") == 1
         assert deliveries("retried") is None
@@ -352,8 +378,9 @@ def test_the_worker_counts_and_logs_each_delivery_with_the_request_id(
     lines = worker.json_lines()  # every line on stderr is JSON
     runs = [line for line in lines if line["event"] == "task" and line["task"] == "jobpost.deliver"]
     assert [(r["request_id"], r["outcome"]) for r in runs] == [
-        ("apply-ok.1", "succeeded"), ("apply-refused.2", "failed"),
-    ]  # fmt: skip
+        ("apply-ok.1", "succeeded"),
+        ("apply-refused.2", "failed"),
+    ]
     for run in runs:
         assert set(run) >= TASK_FIELDS, run
         assert run["task_id"] and run["retries"] == 0
@@ -377,8 +404,13 @@ def table(stdout: str) -> dict[int, list[str]]:
 def test_outbox_and_queue_commands_on_pending_sent_and_failed_entries(
     tmp_path: Path, database: tuple[str, Engine], redis_server: RedisServer, smtp_sink: SmtpSink
 ) -> None:
-    env = environment(tmp_path, database[0], CELERY_BROKER_URL=redis_server.url,
-                      SMTP_HOST=smtp_sink.host, SMTP_PORT=str(smtp_sink.port))  # fmt: skip
+    env = environment(
+        tmp_path,
+        database[0],
+        CELERY_BROKER_URL=redis_server.url,
+        SMTP_HOST=smtp_sink.host,
+        SMTP_PORT=str(smtp_sink.port),
+    )
     celery = make_celery(Settings.from_env(env))
     sessions = make_sessionmaker(database[1])
     site = Site(env, sessions, lambda app_id, rid: enqueue.deliver(celery, app_id, rid))
@@ -398,12 +430,16 @@ def test_outbox_and_queue_commands_on_pending_sent_and_failed_entries(
     worker = start_worker(env, tmp_path)
     try:
         sent = site.apply("outbox-sent")
-        wait_for(lambda: worker.alive() and site.status(sent) == "sent", timeout=30,
-                 what="a copy sent")  # fmt: skip
+        wait_for(
+            lambda: worker.alive() and site.status(sent) == "sent", timeout=30, what="a copy sent"
+        )
         smtp_sink.reply = "550 5.1.1 Mailbox unavailable"
         failed = site.apply("outbox-failed")
-        wait_for(lambda: worker.alive() and site.status(failed) == "failed", timeout=30,
-                 what="a copy refused")  # fmt: skip
+        wait_for(
+            lambda: worker.alive() and site.status(failed) == "failed",
+            timeout=30,
+            what="a copy refused",
+        )
         pending = quiet.apply("outbox-pending")
         assert len(smtp_sink.messages) == 1
 
@@ -438,8 +474,11 @@ def test_outbox_and_queue_commands_on_pending_sent_and_failed_entries(
         retried = jobpost(env, "outbox", "retry", str(failed), "--json")
         assert retried.returncode == 0, retried.stderr
         assert json.loads(retried.stdout) == {"retried": [failed], "enqueued": 1}
-        wait_for(lambda: worker.alive() and site.status(failed) == "sent", timeout=30,
-                 what="the retried copy sent")  # fmt: skip
+        wait_for(
+            lambda: worker.alive() and site.status(failed) == "sent",
+            timeout=30,
+            what="the retried copy sent",
+        )
         assert len(smtp_sink.messages) == 2
         assert str(smtp_sink.messages[1]["Message-ID"]).startswith(f"<application-{failed}@")
         assert smtp_sink.envelopes[1][1] == [RECIPIENT]

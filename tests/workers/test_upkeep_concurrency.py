@@ -156,8 +156,9 @@ def test_two_simultaneous_runs_leave_what_one_run_leaves(
     expected, expired, refreshed = one_run(factory, before, TODAY)
     assert expired > 100 and refreshed > 100  # the seed gives both tasks real work
 
-    first, second = in_threads(lambda: beat_refresh_task(factory),
-                               lambda: beat_refresh_task(factory))  # fmt: skip
+    first, second = in_threads(
+        lambda: beat_refresh_task(factory), lambda: beat_refresh_task(factory)
+    )
 
     assert table(factory) == expected
     assert first[0] + second[0] == expired  # no job archived twice
@@ -277,8 +278,9 @@ def test_two_simultaneous_purges_delete_each_application_once(
     factory: sessionmaker[Session],
 ) -> None:
     seed_applications(factory, 300, age=timedelta(days=200))
-    first, second = in_threads(lambda: run_purge(factory, SETTINGS),
-                               lambda: run_purge(factory, SETTINGS))  # fmt: skip
+    first, second = in_threads(
+        lambda: run_purge(factory, SETTINGS), lambda: run_purge(factory, SETTINGS)
+    )
     assert first + second == 200
     assert counts(factory) == (100, 100, 100)
 

@@ -189,8 +189,17 @@ def stack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stack]:
         cleanups.append(engine.dispose)
         celery = make_celery(settings)
         cleanups.append(celery.close)
-        s = Stack(kind, tmp_path, database_url, broker_url, redis, engine,
-                  make_sessionmaker(engine), settings, celery)  # fmt: skip
+        s = Stack(
+            kind,
+            tmp_path,
+            database_url,
+            broker_url,
+            redis,
+            engine,
+            make_sessionmaker(engine),
+            settings,
+            celery,
+        )
         cleanups.append(lambda: _stop_workers(s))
         yield s
     finally:
@@ -389,8 +398,9 @@ def test_a_worker_killed_mid_way_loses_nothing_and_sends_at_most_one_copy_twice(
         # visibility timeout (an hour); with the embedded broker never. The sweeper
         # re-enqueues it once its lease (OUTBOX_LEASE_SECONDS) has run out.
         everything = lambda: all_in(stack, ids, "sent")  # noqa: E731
-        wait_for(everything, timeout=120, what=f"{total} copies sent", every=stack.sweep,
-                 interval=0.5)  # fmt: skip
+        wait_for(
+            everything, timeout=120, what=f"{total} copies sent", every=stack.sweep, interval=0.5
+        )
 
         counted = collections.Counter(received.message_ids())
         assert set(counted) == {message_id(i) for i in ids}
