@@ -11,7 +11,8 @@ from bench import api, upkeep, workers
 from bench.options import Options
 
 # A bench takes the options, prints its table and writes var/bench/<name>.json; it returns
-# whether its targets passed. They share the seeded database (`bench.seed.ensure`).
+# whether its targets passed. They share the seeded database (`bench.seed.ensure`), but for
+# workers, which makes a small one of its own.
 Bench = Callable[[Options], bool]
 
 BENCHES: dict[str, Bench] = {

@@ -36,6 +36,9 @@ def wait_until(check: Callable[[], bool], *, timeout: float, what: str, log: Pat
         time.sleep(0.1)
 
 
+Popen = subprocess.Popen[bytes]
+
+
 def _start(command: list[str], log_path: Path, env: Mapping[str, str] | None = None) -> Popen:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("w") as log:
@@ -48,9 +51,6 @@ def _start(command: list[str], log_path: Path, env: Mapping[str, str] | None = N
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: stopped as a whole, by our pid
         )
-
-
-Popen = subprocess.Popen[bytes]
 
 
 def stop(proc: Popen, timeout: float = 15) -> None:
@@ -84,9 +84,20 @@ def redis_server(workdir: Path, log_path: Path) -> Iterator[Redis]:
         raise SystemExit("redis-server is not installed (Debian: apt-get install redis-server)")
     port = free_port()
     command = [
-        binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-        "--dir", str(workdir), "--daemonize", "no",
-    ]  # fmt: skip
+        binary,
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        str(workdir),
+        "--daemonize",
+        "no",
+    ]
     proc = _start(command, log_path)
     try:
 
@@ -142,7 +153,8 @@ def smtp_sink(log_path: Path) -> Iterator[Sink]:
             except (OSError, smtplib.SMTPException):
                 return False
 
-        wait_until(answers, timeout=START_TIMEOUT, what="the SMTP sink did not answer", log=log_path)
+        what = "the SMTP sink did not answer"
+        wait_until(answers, timeout=START_TIMEOUT, what=what, log=log_path)
         yield sink
     finally:
         stop(proc, timeout=5)
@@ -155,8 +167,13 @@ def worker(
     """`jobpost worker --concurrency N` until `ready()` holds; yields the main process's pid.
     Stopped with a warm shutdown (SIGTERM), its group killed after."""
     command = [
-        sys.executable, "-m", "workers.cli", "worker", "--concurrency", str(concurrency),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "workers.cli",
+        "worker",
+        "--concurrency",
+        str(concurrency),
+    ]
     proc = _start(command, log_path, env)
     try:
 
