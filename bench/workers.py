@@ -487,24 +487,7 @@ def _copies(sessions: sessionmaker[Session], ids: Sequence[int]) -> list[mail.Ap
     copies = []
     for i in ids:
         a = found[i]
-        copies.append(
-            mail.ApplicationCopy(
-                application_id=a.id,
-                job_id=a.job_id,
-                job_title=a.job_title,
-                reference_id=a.job_reference_id,
-                employer_name=a.employer_name,
-                to=a.application_email,
-                name=a.name,
-                email=a.email,
-                phone=a.phone,
-                cover_letter=a.cover_letter,
-                received_at=a.received_at,
-                resume_filename=a.resume_filename,
-                resume_content_type=a.resume_content_type,
-                resume=resumes.get(i) if a.resume_filename else None,
-            )
-        )
+        copies.append(delivery.copy_of(a, resumes.get(i) if a.resume_filename else None))
     return copies
 
 

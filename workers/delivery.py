@@ -39,10 +39,9 @@ def smtp_settings(settings: Settings) -> mail.SmtpSettings:
     )
 
 
-def _copy(session: Session, application_id: int) -> tuple[mail.ApplicationCopy, int]:
-    a = session.get_one(Application, application_id)
-    resume = session.get(Resume, application_id) if a.resume_filename else None
-    copy = mail.ApplicationCopy(
+def copy_of(a: Application, resume: bytes | None) -> mail.ApplicationCopy:
+    """The employer's copy of an application, from its stored snapshot (C8)."""
+    return mail.ApplicationCopy(
         application_id=a.id,
         job_id=a.job_id,
         job_title=a.job_title,
@@ -56,9 +55,14 @@ def _copy(session: Session, application_id: int) -> tuple[mail.ApplicationCopy, 
         received_at=a.received_at,
         resume_filename=a.resume_filename,
         resume_content_type=a.resume_content_type,
-        resume=resume.data if resume else None,
+        resume=resume,
     )
-    return copy, a.outbox.attempts
+
+
+def _copy(session: Session, application_id: int) -> tuple[mail.ApplicationCopy, int]:
+    a = session.get_one(Application, application_id)
+    resume = session.get(Resume, application_id) if a.resume_filename else None
+    return copy_of(a, resume.data if resume else None), a.outbox.attempts
 
 
 def deliver(sessions: sessionmaker[Session], settings: Settings, application_id: int) -> str:
