@@ -91,8 +91,10 @@ def make_celery(settings: Settings, *, publisher: bool = False) -> Celery:
         enable_utc=True,
         beat_schedule=schedule_from_env(),
         worker_hijack_root_logger=False,
-        worker_send_task_events=True,  # Flower and `jobpost queues` see the workers
-        task_send_sent_event=True,
+        # Task events cost a publish per task state; Flower switches them on while it watches
+        # (its enable_events option), and `jobpost queues` pings workers instead.
+        worker_send_task_events=False,
+        task_send_sent_event=False,
     )
     return app
 
