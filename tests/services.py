@@ -7,6 +7,7 @@ import secrets
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import NoReturn
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -19,7 +20,7 @@ POSTGRES_URL = os.environ.get(
 REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
 
-def missing(what: str) -> None:
+def missing(what: str) -> NoReturn:
     """A service a test truly needs is absent: skip, except under CI where it is a failure."""
     if CI:
         pytest.fail(f"{what} is not available, and CI=true requires it", pytrace=False)

@@ -37,6 +37,7 @@ from models.db import make_engine, make_sessionmaker, session_scope
 from models.entities import Job
 from models.settings import Settings
 from tests.conftest import free_port
+from tests.services import missing
 from tests.workers.processes import wait_for
 from workers.app import MAINTENANCE_QUEUE, celery_app, make_celery, schedule_from_env
 
@@ -138,7 +139,7 @@ def redis_url(tmp_path: Path) -> Iterator[str]:
     """A private redis-server on a free port, for this test only."""
     binary = shutil.which("redis-server")
     if binary is None:
-        pytest.skip("redis-server is not installed")
+        missing("redis-server (to start a private Redis)")
     port = free_port()
     proc = subprocess.Popen(
         [

@@ -169,13 +169,7 @@ def stack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stack]:
             cleanups.append(copy.drop)
         redis = None
         if broker_kind == "redis":
-            try:
-                redis = RedisServer(tmp_path)
-            except FileNotFoundError:
-                from tests.services import missing
-
-                missing("the redis-server program")
-            assert redis is not None
+            redis = RedisServer(tmp_path)
             cleanups.append(redis.stop)
             redis.start()
             broker_url = redis.url
