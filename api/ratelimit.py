@@ -36,15 +36,17 @@ class Unlimited:
 class MemoryLimiter:
     def __init__(self, limit: int, period: int, clock: Callable[[], float] = time.time) -> None:
         self.limit, self.period, self.clock = limit, period, clock
-        self.counts: dict[tuple[str, int], int] = {}
+        self.window = -1
+        self.counts: dict[str, int] = {}  # for the current window only
         self.lock = threading.Lock()
 
     def hit(self, key: str) -> int | None:
         now = self.clock()
         window = int(now // self.period)
         with self.lock:
-            self.counts = {k: v for k, v in self.counts.items() if k[1] == window}
-            n = self.counts[(key, window)] = self.counts.get((key, window), 0) + 1
+            if window != self.window:
+                self.window, self.counts = window, {}
+            n = self.counts[key] = self.counts.get(key, 0) + 1
         return None if n <= self.limit else _retry_after(now, window, self.period)
 
 

@@ -63,6 +63,11 @@ def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 
 
+def sessionmaker_for(url: str) -> sessionmaker[Session]:
+    """Sessions on a new engine for `url` (tasks and commands, outside the web process)."""
+    return make_sessionmaker(make_engine(url))
+
+
 def after_commit(session: Session, callback: Callable[[], object]) -> None:
     """Run `callback` once the session's current transaction has committed."""
     session.info.setdefault(AFTER_COMMIT, []).append(callback)

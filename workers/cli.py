@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from models import employers, logs
-from models.db import make_engine, make_sessionmaker, session_scope
+from models.db import make_engine, session_scope, sessionmaker_for
 from models.errors import DomainError
 from models.settings import Settings
 
@@ -26,10 +26,6 @@ def out(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:
     print(orjson.dumps(data).decode() if getattr(args, "json", False) else text)
 
 
-def _sessions(settings: Settings) -> Any:
-    return make_sessionmaker(make_engine(settings.database_url))
-
-
 def db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
     from models.migrate import upgrade
 
@@ -39,7 +35,7 @@ def db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def employers_create(args: argparse.Namespace, settings: Settings) -> int:
-    with session_scope(_sessions(settings)) as s:
+    with session_scope(sessionmaker_for(settings.database_url)) as s:
         employer = employers.create_employer(s, args.name, args.plan)
         issued = employers.issue_key(s, employer.id)
     out(
@@ -52,7 +48,7 @@ def employers_create(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def employers_list(args: argparse.Namespace, settings: Settings) -> int:
-    with session_scope(_sessions(settings)) as s:
+    with session_scope(sessionmaker_for(settings.database_url)) as s:
         rows = [{"id": e.id, "name": e.name, "plan": e.plan} for e in employers.list_employers(s)]
     lines = [f"{r['id']:>6}  {r['plan']:<9}  {r['name']}" for r in rows]
     out(args, {"employers": rows}, "\n".join(["    id  plan       name", *lines]))
@@ -60,7 +56,7 @@ def employers_list(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def employers_set_plan(args: argparse.Namespace, settings: Settings) -> int:
-    with session_scope(_sessions(settings)) as s:
+    with session_scope(sessionmaker_for(settings.database_url)) as s:
         employer = employers.set_plan(s, args.id, args.plan)
     out(
         args,
@@ -71,7 +67,7 @@ def employers_set_plan(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def keys_create(args: argparse.Namespace, settings: Settings) -> int:
-    with session_scope(_sessions(settings)) as s:
+    with session_scope(sessionmaker_for(settings.database_url)) as s:
         issued = employers.issue_key(s, args.employer_id)
     out(
         args,
@@ -82,7 +78,7 @@ def keys_create(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def keys_revoke(args: argparse.Namespace, settings: Settings) -> int:
-    with session_scope(_sessions(settings)) as s:
+    with session_scope(sessionmaker_for(settings.database_url)) as s:
         key = employers.revoke_key(s, args.prefix)
     out(args, {"prefix": key.prefix, "revoked": True}, f"Key {key.prefix} revoked.")
     return 0
@@ -98,7 +94,7 @@ SAMPLE_JOB = (
 
 def demo(args: argparse.Namespace, settings: Settings) -> int:
     """For `make run`: a demo employer (unlimited plan) and a fresh key in var/demo-key."""
-    with session_scope(_sessions(settings)) as s:
+    with session_scope(sessionmaker_for(settings.database_url)) as s:
         found = [e for e in employers.list_employers(s) if e.name == "Demo Employer"]
         employer = found[0] if found else employers.create_employer(s, "Demo Employer", "unlimited")
         issued = employers.issue_key(s, employer.id)

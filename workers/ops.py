@@ -10,15 +10,11 @@ from sqlalchemy import select
 
 from models import outbox
 from models.dates import utcnow
-from models.db import make_engine, make_sessionmaker, session_scope
+from models.db import session_scope, sessionmaker_for
 from models.entities import Application, OutboxEntry
 from models.settings import Settings
 
 UNSENT = ("pending", "sending", "failed")
-
-
-def _sessions(settings: Settings) -> Any:
-    return make_sessionmaker(make_engine(settings.database_url))
 
 
 def tasks_run(args: argparse.Namespace, settings: Settings, out: Any) -> int:
@@ -26,7 +22,7 @@ def tasks_run(args: argparse.Namespace, settings: Settings, out: Any) -> int:
     from workers.tasks import RUNNERS
 
     today = date.fromisoformat(args.today) if args.today else None
-    factory = _sessions(settings)
+    factory = sessionmaker_for(settings.database_url)
     if args.task == "refresh":  # expiry runs before refresh (C5)
         RUNNERS["expire"](factory, settings, today)
     changed = RUNNERS[args.task](factory, settings, today)
@@ -36,7 +32,7 @@ def tasks_run(args: argparse.Namespace, settings: Settings, out: Any) -> int:
 
 def outbox_list(args: argparse.Namespace, settings: Settings, out: Any) -> int:
     statuses = (args.status,) if args.status else UNSENT
-    with session_scope(_sessions(settings)) as s:
+    with session_scope(sessionmaker_for(settings.database_url)) as s:
         rows = s.execute(
             select(Application, OutboxEntry)
             .join(OutboxEntry)
@@ -74,7 +70,7 @@ def outbox_retry(args: argparse.Namespace, settings: Settings, out: Any) -> int:
 
     if args.application_id is None and not args.all_failed:
         raise ValueError("name an APPLICATION_ID or --all-failed")
-    with session_scope(_sessions(settings)) as s:
+    with session_scope(sessionmaker_for(settings.database_url)) as s:
         ids = outbox.retry_failed(s, args.application_id, now=utcnow())
     if args.application_id is not None and not ids:
         raise ValueError(f"application {args.application_id} has no failed delivery")

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from models import applications, outbox, upkeep
 from models.dates import today_in, utcnow
-from models.db import make_engine, make_sessionmaker, session_scope
+from models.db import session_scope, sessionmaker_for
 from models.settings import Settings
 from workers import delivery, enqueue, observability  # noqa: F401  (task signals, C9)
 from workers.app import celery_app
@@ -28,7 +28,7 @@ def settings() -> Settings:
 @functools.cache
 def sessions() -> sessionmaker[Session]:
     """Built lazily in each process, so no connection crosses a fork."""
-    return make_sessionmaker(make_engine(settings().database_url))
+    return sessionmaker_for(settings().database_url)
 
 
 @worker_process_init.connect
