@@ -10,13 +10,13 @@ from typing import Any
 import falcon
 from sqlalchemy.orm import Session, sessionmaker
 
-from api import applications, errors, health, jobs, observability, ratelimit, reference
+from api import applications, cache, errors, health, jobs, observability, ratelimit, reference
 from api.middleware import Cors, MethodOverride, RequestId, SessionManager
 from api.openapi_resource import OpenApi
 from api.pages import Applied, ApplyForm, JobPage
 from models import logs
 from models.dates import today_in
-from models.db import make_engine, make_sessionmaker
+from models.db import autocommit, make_engine, make_sessionmaker
 from models.settings import Settings
 
 WsgiApp = falcon.App[falcon.Request, falcon.Response]
@@ -36,6 +36,7 @@ class Collaborators:
     limiter: ratelimit.Limiter | None = None
     ready_checks: dict[str, health.Check] = field(default_factory=dict)
     queue_depths: observability.QueueDepths | None = None  # for /metrics (C9)
+    reads: sessionmaker[Session] | None = None  # sessions for GET requests; default: `sessions`
 
 
 def create_app(
@@ -55,16 +56,17 @@ def create_app(
         RequestId(),
         MethodOverride(),
         Cors(),
-        SessionManager(sessions),
+        SessionManager(sessions, parts.reads),
     ]
     app = falcon.App(middleware=middleware)
     app.req_options.strip_url_path_trailing_slash = True
     errors.register(app)
     base = settings.public_base_url
     intake = applications.Intake(limiter, parts.enqueue)
+    kept = cache.Representations(int(settings.job_cache_mb * 2**20))
     routes: dict[str, object] = {
         f"{API}/jobs": jobs.JobCollection(clock, base),
-        f"{API}/jobs/{{job_id}}": jobs.JobItem(clock, base),
+        f"{API}/jobs/{{job_id}}": jobs.JobItem(clock, base, kept),
         f"{API}/jobs/{{job_id}}/applications": applications.Submissions(intake, base),
         f"{API}/applications": applications.Collection(base),
         f"{API}/applications/{{application_id}}": applications.Item(),
@@ -107,5 +109,6 @@ def get_app() -> WsgiApp:
             "broker": lambda: broker.ping(settings.broker_url, timeout),
         },
         queue_depths=lambda: broker.depths(settings.broker_url, timeout),
+        reads=make_sessionmaker(autocommit(engine)),
     )
     return create_app(settings, make_sessionmaker(engine), parts)

@@ -7,6 +7,7 @@ from typing import Any
 import falcon
 
 from api.errors import Problem
+from api.responses import int32
 from models import employers
 from models.entities import Employer
 
@@ -14,16 +15,20 @@ from models.entities import Employer
 def require_employer(
     req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
 ) -> None:
-    """A falcon `before` hook: 401 unless API-Key names a live key."""
-    employer = employers.authenticate(req.context.session, req.get_header("API-Key"))
-    if employer is None:
+    """A falcon `before` hook: 401 unless API-Key names a live key. A job id in the path is
+    looked up in the same statement (`req.context.job_version`, None: no such job)."""
+    raw = params.get("job_id")
+    job_id = int32(raw) if isinstance(raw, str) else None  # a bad id is a 404, after the 401
+    access = employers.authenticate(req.context.session, req.get_header("API-Key"), job_id)
+    if access is None:
         raise Problem(
             401,
             "unauthorized",
             "Send a valid API key in the API-Key header.",
             headers={"WWW-Authenticate": 'API-Key realm="jobpost"'},
         )
-    req.context.employer = employer
+    req.context.employer = access.employer
+    req.context.job_version = access.job_version
 
 
 def employer_of(req: falcon.Request) -> Employer:

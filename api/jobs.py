@@ -6,22 +6,29 @@ from collections.abc import Callable
 from datetime import date
 
 import falcon
+import orjson
 
-from api import query, representations
+from api import cache, query, representations
 from api.auth import employer_of, require_employer
 from api.body import read_json
-from api.responses import path_id, send_json
+from api.responses import path_id, send_json, send_validated
 from models import jobs
-from models.errors import FieldError
+from models.errors import FieldError, NotFound
 from models.job_rules import STATUSES
 
 
 class _JobResource:
     requires_employer = True  # also read by MethodOverride: 401 outranks its 400 (C1)
 
-    def __init__(self, today: Callable[[], date], public_base_url: str | None) -> None:
+    def __init__(
+        self,
+        today: Callable[[], date],
+        public_base_url: str | None,
+        kept: cache.Representations | None = None,
+    ) -> None:
         self.today = today
         self.public_base_url = public_base_url
+        self.kept = kept if kept is not None else cache.Representations(0)
 
     def _location(self, req: falcon.Request, job_id: int) -> str:
         return f"{query.base_url(req, self.public_base_url)}/api/v1.1/jobs/{job_id}"
@@ -76,8 +83,18 @@ class JobCollection(_JobResource):
 @falcon.before(require_employer)
 class JobItem(_JobResource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
-        job = jobs.get(req.context.session, employer_of(req), path_id(job_id))
-        send_json(resp, representations.job(job))
+        """The job, from the kept copy while its version holds; ETag and 304 for clients
+        that keep their own."""
+        session, employer, wanted = req.context.session, employer_of(req), path_id(job_id)
+        version: int | None = req.context.job_version  # read with the key (`require_employer`)
+        if version is None:
+            raise NotFound(f"No job has id {job_id}.")
+        entry = self.kept.get(wanted, version, employer.name)
+        if entry is None:
+            job = jobs.get(session, employer, wanted)
+            body = orjson.dumps(representations.job(job))
+            entry = self.kept.put(job.id, job.version, employer.name, body)
+        send_validated(req, resp, entry.body, entry.etag, "private, no-cache")
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         body = read_json(req)  # 400 outranks 404 (C1)

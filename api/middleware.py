@@ -80,13 +80,19 @@ class Cors:
 
 
 class SessionManager:
-    """One session per request, committed once on success, rolled back otherwise."""
+    """One session per request, committed once on success, rolled back otherwise. GET and
+    HEAD, which only read, may be given sessions of their own (`models.db.autocommit`)."""
 
-    def __init__(self, factory: sessionmaker[Session]) -> None:
+    def __init__(
+        self, factory: sessionmaker[Session], reads: sessionmaker[Session] | None = None
+    ) -> None:
         self.factory = factory
+        self.reads = reads or factory
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
-        req.context.session = self.factory()  # connects lazily: /healthz touches nothing
+        # Connects lazily: /healthz touches nothing. Runs after MethodOverride has decided.
+        read_only = req.method in ("GET", "HEAD")
+        req.context.session = (self.reads if read_only else self.factory)()
 
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool

@@ -8,6 +8,7 @@ or `session_scope`) commits once, then runs the callbacks registered with `after
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,14 +16,17 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
 log = logging.getLogger(__name__)
 
 AFTER_COMMIT = "jobpost.after_commit"
+IDLE_SINCE = "jobpost.idle_since"
+IDLE_PING_SECONDS = 5.0
 
 
-def make_engine(url: str, **kwargs: Any) -> Engine:
+def make_engine(url: str, *, idle_ping_seconds: float = IDLE_PING_SECONDS, **kwargs: Any) -> Engine:
     """Create an engine; SQLite gets WAL, a busy timeout and write-ahead `BEGIN IMMEDIATE`."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "postgresql":
@@ -31,13 +35,48 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
         connect_args = {"options": "-c plan_cache_mode=force_custom_plan"}
         kwargs["connect_args"] = {**connect_args, **kwargs.get("connect_args", {})}
     if parsed.get_backend_name() != "sqlite":
-        kwargs.setdefault("pool_pre_ping", True)
-        return create_engine(url, **kwargs)
+        engine = create_engine(url, **kwargs)
+        _ping_when_idle(engine, idle_ping_seconds)
+        return engine
     if parsed.database and parsed.database != ":memory:":
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, connect_args={"timeout": 30}, **kwargs)
     _tune_sqlite(engine)
     return engine
+
+
+def _ping_when_idle(engine: Engine, idle_seconds: float) -> None:
+    """Ask a pooled connection "SELECT 1" before use only if it sat idle that long.
+
+    A connection the server or a firewall closed while idle would fail its next request; a
+    failed ping makes the pool connect afresh instead. A connection in steady use proves
+    itself on every request, so pinging it too (SQLAlchemy's `pool_pre_ping`) would add a
+    round trip to every request for nothing. A connection lost while in use still fails its
+    request; SQLAlchemy then renews the whole pool.
+    """
+
+    @event.listens_for(engine, "checkin")
+    def _checkin(_dbapi_conn: Any, record: Any) -> None:
+        record.info[IDLE_SINCE] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checkout(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.get(IDLE_SINCE)  # None: connected just now
+        if since is None or time.monotonic() - since < idle_seconds:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_conn)
+        except engine.dialect.loaded_dbapi.Error as e:
+            raise DisconnectionError(f"pooled connection lost while idle: {e}") from e
+
+
+def autocommit(engine: Engine) -> Engine:
+    """The engine for requests that only read (GET): on PostgreSQL each statement commits by
+    itself, which saves the BEGIN and COMMIT round trips; SQLite keeps its transactions (its
+    driver would lose our `BEGIN IMMEDIATE` handling when the pool resets the level)."""
+    if engine.dialect.name == "sqlite":
+        return engine
+    return engine.execution_options(isolation_level="AUTOCOMMIT")
 
 
 def _tune_sqlite(engine: Engine) -> None:

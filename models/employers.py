@@ -6,12 +6,13 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
+from typing import Any, cast
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy import and_, bindparam, select
+from sqlalchemy.orm import Session, make_transient_to_detached
 
 from models.dates import utcnow
-from models.entities import ApiKey, Employer
+from models.entities import ApiKey, Employer, Job
 from models.errors import NotFound
 
 PLANS = ("standard", "unlimited")
@@ -83,13 +84,68 @@ def revoke_key(session: Session, prefix: str) -> ApiKey:
     return api_key
 
 
-def authenticate(session: Session, key: str | None) -> Employer | None:
-    """The employer a presented key belongs to, or None if it is missing, unknown or revoked."""
+@dataclass(frozen=True)
+class Access:
+    """Whom a key speaks for and, when the request names a job, that job's version: None when
+    this employer has no job of that id (another employer's job is as absent as a missing one)."""
+
+    employer: Employer
+    job_version: int | None = None
+
+
+_keys, _employers, _jobs = ApiKey.__table__.c, Employer.__table__.c, Job.__table__.c
+_KEY_COLUMNS = (
+    _keys.digest,
+    _employers.id,
+    _employers.name,
+    _employers.plan,
+    _employers.created_at,
+)
+_KEYS = ApiKey.__table__.join(Employer.__table__, _keys.employer_id == _employers.id)
+_LIVE = _keys.revoked_at.is_(None)
+_LIVE_KEY = (
+    select(*_KEY_COLUMNS).select_from(_KEYS).where(_keys.prefix == bindparam("prefix"), _LIVE)
+)
+# GET one job is the call clients repeat most: the key and the job's version in one statement.
+_LIVE_KEY_AND_JOB = (
+    select(*_KEY_COLUMNS, _jobs.version)
+    .select_from(
+        _KEYS.outerjoin(
+            Job.__table__,
+            and_(_jobs.id == bindparam("job_id"), _jobs.employer_id == _keys.employer_id),
+        )
+    )
+    .where(_keys.prefix == bindparam("prefix"), _LIVE)
+)
+
+
+def authenticate(session: Session, key: str | None, job_id: int | None = None) -> Access | None:
+    """Whom a presented key speaks for, or None if it is missing, unknown or revoked; with
+    `job_id`, also the version of that job of the employer's.
+
+    Every API request asks, so it is one plain statement (no ORM loading); the employer it
+    returns is put into the session as a persistent object, as if the session had loaded it.
+    """
     if not key or len(key) < PREFIX_LEN or len(key) > 200 or not key.isprintable():
         return None
-    api_key = session.scalar(select(ApiKey).where(ApiKey.prefix == key[:PREFIX_LEN]))
-    if api_key is None or api_key.revoked_at is not None:
+    connection = session.connection()
+    row: Any
+    if job_id is None:
+        row = connection.execute(_LIVE_KEY, {"prefix": key[:PREFIX_LEN]}).first()
+    else:
+        params = {"prefix": key[:PREFIX_LEN], "job_id": job_id}
+        row = connection.execute(_LIVE_KEY_AND_JOB, params).first()
+    if row is None or not hmac.compare_digest(row.digest, _digest(key)):
         return None
-    if not hmac.compare_digest(api_key.digest, _digest(key)):
-        return None
-    return api_key.employer
+    return Access(_employer_in(session, row), row.version if job_id is not None else None)
+
+
+def _employer_in(session: Session, row: Any) -> Employer:
+    """The employer of `row`, persistent in `session` without a query of its own."""
+    known = session.identity_map.get(session.identity_key(Employer, row.id))
+    if known is not None:
+        return cast(Employer, known)
+    employer = Employer(id=row.id, name=row.name, plan=row.plan, created_at=row.created_at)
+    make_transient_to_detached(employer)
+    session.add(employer)
+    return employer

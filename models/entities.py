@@ -143,6 +143,9 @@ class Job(Base):
     application_email: Mapped[str | None] = mapped_column(String(50))
     application_url: Mapped[str | None] = mapped_column(String(200))
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # Raised by every write (`models.jobs.touch`, the upkeep UPDATEs): the API serves a cached
+    # representation only while the row still has the version it was made from.
+    version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
 
     employer: Mapped[Employer] = relationship(lazy="joined")
     position_type: Mapped[PositionType] = relationship(lazy="joined")

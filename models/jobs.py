@@ -171,7 +171,15 @@ def _apply(job: Job, changes: dict[str, Any], *, today: date) -> None:
     if job.close_date is None:
         job.close_date = default_close(job.publish_date)
     job.search_text = search_text(job.title, job.reference_id)
+    touch(job)
+
+
+def touch(job: Job) -> None:
+    """Mark a write: updated_at, and version + 1 counted by the database (two concurrent
+    writers of one row get two versions, never one version for two contents)."""
     job.updated_at = utcnow()
+    if job.id is not None:
+        job.version = Job.version + 1
 
 
 def search_text(title: str, reference_id: str | None) -> str:

@@ -16,7 +16,7 @@ VARIABLES = (
     "PUBLIC_BASE_URL", "APPLICATION_RETENTION_DAYS", "APPLY_RATE_LIMIT",
     "OUTBOX_SWEEP_GRACE_SECONDS", "OUTBOX_LEASE_SECONDS", "DELIVERY_RETRY_BASE_SECONDS",
     "DELIVERY_RETRY_HOURS", "READY_TIMEOUT_SECONDS", "PROMETHEUS_MULTIPROC_DIR",
-    "WORKER_METRICS_PORT", "JOBPOST_VAR_DIR", "JOBPOST_BEAT_EVERY_SECONDS",
+    "WORKER_METRICS_PORT", "JOBPOST_VAR_DIR", "JOBPOST_BEAT_EVERY_SECONDS", "JOB_CACHE_MB",
 )  # fmt: skip
 
 
@@ -55,6 +55,7 @@ class Settings:
     ready_timeout_seconds: float
     prometheus_multiproc_dir: str
     worker_metrics_port: int
+    job_cache_mb: float = 8.0  # per web process: job representations kept for GET (0: none)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -84,4 +85,5 @@ class Settings:
             ready_timeout_seconds=float(e.get("READY_TIMEOUT_SECONDS", "2")),
             prometheus_multiproc_dir=e.get("PROMETHEUS_MULTIPROC_DIR", str(var / "prometheus")),
             worker_metrics_port=int(e.get("WORKER_METRICS_PORT", "9808")),
+            job_cache_mb=float(e.get("JOB_CACHE_MB", "8")),
         )

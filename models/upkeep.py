@@ -16,7 +16,7 @@ def expire(session: Session, *, today: date) -> int:
     result = session.execute(
         update(Job)
         .where(Job.status == "active", Job.close_date < today)
-        .values(status="archived", updated_at=utcnow())
+        .values(status="archived", updated_at=utcnow(), version=Job.version + 1)
         .execution_options(synchronize_session=False)
     )
     return int(result.rowcount)  # type: ignore[attr-defined]
@@ -34,7 +34,7 @@ def refresh(session: Session, *, today: date) -> int:
             Job.publish_date <= today - timedelta(days=REFRESH_DAYS),
             Job.employer_id.in_(unlimited),
         )
-        .values(publish_date=today, updated_at=utcnow())
+        .values(publish_date=today, updated_at=utcnow(), version=Job.version + 1)
         .execution_options(synchronize_session=False)
     )
     return int(result.rowcount)  # type: ignore[attr-defined]

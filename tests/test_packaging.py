@@ -46,6 +46,7 @@ def test_the_wheel_carries_code_migrations_and_documents(wheel: Path) -> None:
         "models/migrations/env.py",
         "models/migrations/script.py.mako",
         "models/migrations/versions/0001_initial_schema.py",
+        "models/migrations/versions/0002_job_version.py",
         "workers/cli.py",
     ):
         assert needed in names, f"{needed} is missing from the wheel"

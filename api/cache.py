@@ -1,0 +1,71 @@
+"""Job representations kept per web process, served only while the job is unchanged.
+
+GET one job is the call employers' systems repeat most. Building its JSON takes the ORM a
+few queries' worth of work; checking that a kept copy is still right takes one small
+statement (`models.jobs.version_of`), because every write raises the job's version. A copy
+is kept under the version it was made from and the employer name it shows, and is served
+only while both still hold, so a change made through any process is seen at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Entry:
+    version: int
+    employer_name: str
+    body: bytes
+    etag: str  # a strong validator of `body`
+
+
+class Representations:
+    """A least-recently-used map of job id to Entry, bounded by the bytes of the bodies."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.max_entry = max_bytes // 16  # a few huge descriptions cannot evict all the rest
+        self._entries: OrderedDict[int, Entry] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()  # gunicorn's sync workers have one thread; others may not
+
+    def get(self, job_id: int, version: int, employer_name: str) -> Entry | None:
+        with self._lock:
+            entry = self._entries.get(job_id)
+            if entry is None:
+                return None
+            if entry.version != version or entry.employer_name != employer_name:
+                self._drop(job_id)
+                return None
+            self._entries.move_to_end(job_id)
+            return entry
+
+    def put(self, job_id: int, version: int, employer_name: str, body: bytes) -> Entry:
+        etag = '"' + hashlib.blake2b(body, digest_size=16).hexdigest() + '"'
+        entry = Entry(version, employer_name, body, etag)
+        if len(body) > self.max_entry:
+            return entry
+        with self._lock:
+            self._drop(job_id)
+            self._entries[job_id] = entry
+            self._bytes += len(body)
+            while self._bytes > self.max_bytes:
+                self._drop(next(iter(self._entries)))
+        return entry
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def size(self) -> int:
+        """The bytes of the bodies held."""
+        return self._bytes
+
+    def _drop(self, job_id: int) -> None:
+        entry = self._entries.pop(job_id, None)
+        if entry is not None:
+            self._bytes -= len(entry.body)

@@ -1,0 +1,76 @@
+"""The engine's connection handling: a pooled PostgreSQL connection is checked only after it
+sat idle, and reads (GET) may run without a transaction on PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.exc import OperationalError
+
+from models.db import autocommit, make_engine
+from tests.services import scratch_postgres
+
+
+@pytest.fixture(scope="module")
+def postgres_url() -> Iterator[str]:
+    with scratch_postgres() as url:
+        yield url
+
+
+def _backend_pid(engine: Engine) -> int:
+    with engine.connect() as conn:
+        pid: int = conn.execute(text("SELECT pg_backend_pid()")).scalar_one()
+        return pid
+
+
+def _terminate(url: str, pid: int) -> None:
+    """What a server restart or a firewall does to an idle connection."""
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+        for _ in range(100):  # the backend is gone once it leaves pg_stat_activity
+            gone = conn.execute(
+                text("SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = :p"), {"p": pid}
+            ).scalar_one()
+            if gone:
+                break
+            conn.execute(text("SELECT pg_sleep(0.02)"))
+    admin.dispose()
+
+
+def test_a_connection_lost_while_idle_is_replaced_before_it_is_used(postgres_url: str) -> None:
+    engine = make_engine(postgres_url, idle_ping_seconds=0, pool_size=1)
+    first = _backend_pid(engine)
+    _terminate(postgres_url, first)
+    assert _backend_pid(engine) != first  # the ping failed; the pool connected afresh
+    engine.dispose()
+
+
+def test_a_connection_in_steady_use_is_not_pinged(postgres_url: str) -> None:
+    """Within idle_ping_seconds nothing is asked first, so a lost connection fails its next
+    statement (as one lost in use does), and the pool then renews itself."""
+    engine = make_engine(postgres_url, idle_ping_seconds=3600, pool_size=1)
+    first = _backend_pid(engine)
+    _terminate(postgres_url, first)
+    with pytest.raises(OperationalError), engine.connect() as conn:
+        conn.execute(text("SELECT 1"))
+    assert _backend_pid(engine) != first
+    engine.dispose()
+
+
+def test_reads_run_without_a_transaction_on_postgresql_only(engine: Engine) -> None:
+    reads = autocommit(engine)
+    with reads.connect() as conn:
+        dbapi = conn.connection.dbapi_connection
+        assert dbapi is not None
+        if engine.dialect.name == "postgresql":
+            assert dbapi.autocommit is True
+            conn.execute(text("SELECT 1"))
+            assert conn.execute(text("SELECT now() = statement_timestamp()")).scalar_one()
+        else:
+            assert reads is engine  # SQLite keeps its BEGIN IMMEDIATE transactions
+    with engine.connect() as conn:  # the pooled connection serves writers as before
+        if engine.dialect.name == "postgresql":
+            assert conn.connection.dbapi_connection.autocommit is False  # type: ignore[union-attr]
