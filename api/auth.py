@@ -16,7 +16,7 @@ def require_employer(
     req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
 ) -> None:
     """A falcon `before` hook: 401 unless API-Key names a live key. A job id in the path is
-    looked up in the same statement (`req.context.job_version`, None: no such job)."""
+    looked up in the same statement (`access_of(req).job_version`, None: no such job)."""
     raw = params.get("job_id")
     job_id = int32(raw) if isinstance(raw, str) else None  # a bad id is a 404, after the 401
     access = employers.authenticate(req.context.session, req.get_header("API-Key"), job_id)
@@ -27,10 +27,18 @@ def require_employer(
             "Send a valid API key in the API-Key header.",
             headers={"WWW-Authenticate": 'API-Key realm="jobpost"'},
         )
-    req.context.employer = access.employer
-    req.context.job_version = access.job_version
+    req.context.access = access
+
+
+def access_of(req: falcon.Request) -> employers.Access:
+    access: employers.Access = req.context.access
+    return access
 
 
 def employer_of(req: falcon.Request) -> Employer:
-    employer: Employer = req.context.employer
+    """The caller's employer as an ORM object of the request's session, made on first use."""
+    employer: Employer | None = req.context.employer
+    if employer is None:
+        employer = employers.attach(req.context.session, access_of(req))
+        req.context.employer = employer
     return employer

@@ -9,7 +9,7 @@ import falcon
 import orjson
 
 from api import cache, query, representations
-from api.auth import employer_of, require_employer
+from api.auth import access_of, employer_of, require_employer
 from api.body import read_json
 from api.responses import path_id, send_json, send_validated
 from models import jobs
@@ -85,15 +85,14 @@ class JobItem(_JobResource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         """The job, from the kept copy while its version holds; ETag and 304 for clients
         that keep their own."""
-        session, employer, wanted = req.context.session, employer_of(req), path_id(job_id)
-        version: int | None = req.context.job_version  # read with the key (`require_employer`)
-        if version is None:
+        access, wanted = access_of(req), path_id(job_id)
+        if access.job_version is None:  # read with the key, by `require_employer`
             raise NotFound(f"No job has id {job_id}.")
-        entry = self.kept.get(wanted, version, employer.name)
+        entry = self.kept.get(wanted, access.job_version, access.employer_name)
         if entry is None:
-            job = jobs.get(session, employer, wanted)
+            job = jobs.get(req.context.session, employer_of(req), wanted)
             body = orjson.dumps(representations.job(job))
-            entry = self.kept.put(job.id, job.version, employer.name, body)
+            entry = self.kept.put(job.id, job.version, access.employer_name, body)
         send_validated(req, resp, entry.body, entry.etag, "private, no-cache")
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:

@@ -15,6 +15,7 @@ from api.errors import Problem
 from models import db
 
 REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+READS = frozenset({"GET", "HEAD"})  # methods that never write: their sessions only read
 CORS_HEADERS = "API-Key, Content-Type, X-HTTP-Method-Override, X-Request-ID, If-None-Match"
 
 
@@ -24,7 +25,8 @@ class RequestId:
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         given = req.get_header("X-Request-ID") or ""
         req.context.request_id = given if REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
-        req.context.employer = None
+        req.context.access = None  # set by require_employer
+        req.context.employer = None  # made from it by employer_of
 
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool
@@ -91,8 +93,7 @@ class SessionManager:
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         # Connects lazily: /healthz touches nothing. Runs after MethodOverride has decided.
-        read_only = req.method in ("GET", "HEAD")
-        req.context.session = (self.reads if read_only else self.factory)()
+        req.context.session = (self.reads if req.method in READS else self.factory)()
 
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool
@@ -101,6 +102,8 @@ class SessionManager:
         if session is None:
             return
         try:
+            if req.method in READS:
+                return  # nothing to commit: close() ends the read
             if req_succeeded and resp.status_code < 400:
                 db.commit(session)
             else:

@@ -89,14 +89,14 @@ class Observe:
             DURATION.labels(method, route).observe(elapsed)
         except Exception:  # metrics must never cost a request its answer
             log.exception("metrics: cannot record the request")
-        employer = getattr(req.context, "employer", None)
+        access = getattr(req.context, "access", None)
         access_log.log(
             logging.ERROR if status >= 500 else logging.INFO,
             "request",
             extra={
                 "event": "request",
                 "request_id": getattr(req.context, "request_id", None),
-                "employer_id": getattr(employer, "id", None),
+                "employer_id": getattr(access, "employer_id", None),
                 "method": method,
                 "route": route,
                 "status": status,

@@ -71,12 +71,14 @@ def _ping_when_idle(engine: Engine, idle_seconds: float) -> None:
 
 
 def autocommit(engine: Engine) -> Engine:
-    """The engine for requests that only read (GET): on PostgreSQL each statement commits by
-    itself, which saves the BEGIN and COMMIT round trips; SQLite keeps its transactions (its
-    driver would lose our `BEGIN IMMEDIATE` handling when the pool resets the level)."""
+    """An engine for requests that only read (GET): on PostgreSQL each statement commits by
+    itself, which saves the BEGIN and COMMIT round trips. It has a pool of its own, so no
+    connection switches modes on every checkout. SQLite keeps its transactions (its driver
+    would lose our `BEGIN IMMEDIATE` handling when a pool resets the level)."""
     if engine.dialect.name == "sqlite":
         return engine
-    return engine.execution_options(isolation_level="AUTOCOMMIT")
+    url = engine.url.render_as_string(hide_password=False)
+    return make_engine(url, isolation_level="AUTOCOMMIT")
 
 
 def _tune_sqlite(engine: Engine) -> None:

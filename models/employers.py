@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import and_, bindparam, select
@@ -86,10 +87,14 @@ def revoke_key(session: Session, prefix: str) -> ApiKey:
 
 @dataclass(frozen=True)
 class Access:
-    """Whom a key speaks for and, when the request names a job, that job's version: None when
-    this employer has no job of that id (another employer's job is as absent as a missing one)."""
+    """Whom a key speaks for (the employer's row, as plain values) and, when the request
+    names a job, that job's version: None when this employer has no job of that id (another
+    employer's job is as absent as a missing one)."""
 
-    employer: Employer
+    employer_id: int
+    employer_name: str
+    plan: str
+    created_at: datetime
     job_version: int | None = None
 
 
@@ -123,8 +128,8 @@ def authenticate(session: Session, key: str | None, job_id: int | None = None) -
     """Whom a presented key speaks for, or None if it is missing, unknown or revoked; with
     `job_id`, also the version of that job of the employer's.
 
-    Every API request asks, so it is one plain statement (no ORM loading); the employer it
-    returns is put into the session as a persistent object, as if the session had loaded it.
+    Every API request asks, so it is one plain statement and no ORM object; `attach` makes
+    the employer's when a request needs it.
     """
     if not key or len(key) < PREFIX_LEN or len(key) > 200 or not key.isprintable():
         return None
@@ -137,15 +142,21 @@ def authenticate(session: Session, key: str | None, job_id: int | None = None) -
         row = connection.execute(_LIVE_KEY_AND_JOB, params).first()
     if row is None or not hmac.compare_digest(row.digest, _digest(key)):
         return None
-    return Access(_employer_in(session, row), row.version if job_id is not None else None)
+    version = row.version if job_id is not None else None
+    return Access(row.id, row.name, row.plan, row.created_at, version)
 
 
-def _employer_in(session: Session, row: Any) -> Employer:
-    """The employer of `row`, persistent in `session` without a query of its own."""
-    known = session.identity_map.get(session.identity_key(Employer, row.id))
+def attach(session: Session, access: Access) -> Employer:
+    """The employer of `access`, persistent in `session` without a query of its own."""
+    known = session.identity_map.get(session.identity_key(Employer, access.employer_id))
     if known is not None:
         return cast(Employer, known)
-    employer = Employer(id=row.id, name=row.name, plan=row.plan, created_at=row.created_at)
+    employer = Employer(
+        id=access.employer_id,
+        name=access.employer_name,
+        plan=access.plan,
+        created_at=access.created_at,
+    )
     make_transient_to_detached(employer)
     session.add(employer)
     return employer

@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, joinedload, lazyload
+from sqlalchemy.orm import Session, joinedload, lazyload, load_only, raiseload
 
 from models import checks, job_rules
 from models.dates import default_close, utcnow
@@ -227,6 +227,22 @@ def listing(
     # Ids first, from the index alone; whole rows only for the page (deep pages stay cheap).
     ids = select(Job.id).where(*where).order_by(*order).limit(page_size)
     page_ids = ids.offset((page - 1) * page_size).subquery()
-    headers = select(Job).options(lazyload(Job.job_categories))  # headers show no categories
+    headers = select(Job).options(
+        # What a header shows (C6), and no more: a description may be long. Anything else
+        # raises rather than costing a query per job.
+        load_only(
+            Job.reference_id,
+            Job.title,
+            Job.publish_date,
+            Job.confidential,
+            Job.status,
+            Job.employer_id,
+            raiseload=True,
+        ),
+        lazyload(Job.employer),  # the caller's own, already in the session: no query
+        raiseload(Job.position_type),
+        raiseload(Job.salary_period),
+        raiseload(Job.job_categories),
+    )
     rows = session.scalars(headers.join(page_ids, Job.id == page_ids.c.id).order_by(*order))
     return Page(jobs=list(rows), total=total)

@@ -71,6 +71,7 @@ def test_reads_run_without_a_transaction_on_postgresql_only(engine: Engine) -> N
             assert conn.execute(text("SELECT now() = statement_timestamp()")).scalar_one()
         else:
             assert reads is engine  # SQLite keeps its BEGIN IMMEDIATE transactions
-    with engine.connect() as conn:  # the pooled connection serves writers as before
+    with engine.connect() as conn:  # writers' connections are not touched
         if engine.dialect.name == "postgresql":
             assert conn.connection.dbapi_connection.autocommit is False  # type: ignore[union-attr]
+            reads.dispose()
