@@ -6,6 +6,7 @@ plan of every execution back as a notice. That matters: psycopg prepares a state
 server-side from its 5th execution on a connection (`prepare_threshold`), and PostgreSQL plans
 the first 5 executions of a prepared statement with its values (custom plans), then may keep
 a generic plan that ignores them. A plain EXPLAIN ANALYZE only ever shows the custom plan.
+A statement the service sends unprepared (`models.db.planned_for_values`) is run unprepared.
 """
 
 from __future__ import annotations
@@ -51,12 +52,13 @@ def explain(
 ) -> list[Plan]:
     """Run `call(session, employer)`, then re-run every statement it issued under auto_explain."""
     engine = make_engine(database_url)
-    captured: list[tuple[str, Any]] = []
+    captured: list[tuple[str, Any, bool]] = []
 
     def capture(
         conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool
     ) -> None:
-        captured.append((statement, parameters))
+        prepared = cursor.connection.prepare_threshold is not None
+        captured.append((statement, parameters, prepared))
 
     try:
         with Session(engine) as session:
@@ -70,14 +72,14 @@ def explain(
         try:
             conn = raw.driver_connection
             assert isinstance(conn, psycopg.Connection)
-            return [_runs(conn, statement, parameters) for statement, parameters in captured]
+            return [_runs(conn, *statement) for statement in captured]
         finally:
             raw.close()
     finally:
         engine.dispose()
 
 
-def _runs(conn: psycopg.Connection[Any], statement: str, parameters: Any) -> Plan:
+def _runs(conn: psycopg.Connection[Any], statement: str, parameters: Any, prepared: bool) -> Plan:
     notices: list[str] = []
 
     def keep(diagnostic: psycopg.errors.Diagnostic) -> None:
@@ -89,7 +91,7 @@ def _runs(conn: psycopg.Connection[Any], statement: str, parameters: Any) -> Pla
         for name, value in AUTO_EXPLAIN.items():
             conn.execute(f"SET auto_explain.{name} = {value}")
         for _ in range(RUNS):
-            conn.execute(statement, parameters, prepare=True).fetchall()
+            conn.execute(statement, parameters, prepare=prepared).fetchall()
         conn.rollback()
     finally:
         conn.remove_notice_handler(keep)

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from models import checks, resumes
 from models.checks import Invalid
 from models.dates import utcnow
+from models.db import planned_for_values
 from models.entities import Application, Employer, Job, OutboxEntry, Resume
 from models.errors import ApplyViaUrl, FieldError, NotFound, ValidationFailed
 
@@ -204,13 +205,14 @@ def listing(
         query = query.where(Application.job_id == job_id)
     if status is not None:
         query = query.join(OutboxEntry).where(OutboxEntry.status == status)
-    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    rows = session.scalars(
-        query.order_by(Application.received_at.desc(), Application.id.desc())
-        .limit(limit)
-        .offset(offset)
-    )
-    return Page(list(rows.unique()), total)
+    with planned_for_values(session):
+        total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+        rows = session.scalars(
+            query.order_by(Application.received_at.desc(), Application.id.desc())
+            .limit(limit)
+            .offset(offset)
+        )
+        return Page(list(rows.unique()), total)
 
 
 def purge(session: Session, *, now: datetime, retention_days: int) -> int:

@@ -29,11 +29,6 @@ IDLE_PING_SECONDS = 5.0
 def make_engine(url: str, *, idle_ping_seconds: float = IDLE_PING_SECONDS, **kwargs: Any) -> Engine:
     """Create an engine; SQLite gets WAL, a busy timeout and write-ahead `BEGIN IMMEDIATE`."""
     parsed = make_url(url)
-    if parsed.get_backend_name() == "postgresql":
-        # psycopg prepares a statement after a few runs, and PostgreSQL may then plan it for an
-        # average employer; one with 200,000 jobs needs the plan made for its own values.
-        connect_args = {"options": "-c plan_cache_mode=force_custom_plan"}
-        kwargs["connect_args"] = {**connect_args, **kwargs.get("connect_args", {})}
     if parsed.get_backend_name() != "sqlite":
         engine = create_engine(url, **kwargs)
         _ping_when_idle(engine, idle_ping_seconds)
@@ -107,6 +102,24 @@ def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
 def sessionmaker_for(url: str) -> sessionmaker[Session]:
     """Sessions on a new engine for `url` (tasks and commands, outside the web process)."""
     return make_sessionmaker(make_engine(url))
+
+
+@contextmanager
+def planned_for_values(session: Session) -> Iterator[None]:
+    """Send the statements of the block unprepared, so that PostgreSQL plans each for its own
+    values. psycopg prepares a statement after a few runs, and PostgreSQL may then reuse a
+    plan made for an average employer; one with 200,000 jobs needs a plan of its own. Only
+    queries whose best plan depends on the employer need this: planning costs every run."""
+    dbapi: Any = session.connection().connection.dbapi_connection
+    if not hasattr(dbapi, "prepare_threshold"):  # SQLite: nothing is prepared server-side
+        yield
+        return
+    saved = dbapi.prepare_threshold
+    dbapi.prepare_threshold = None
+    try:
+        yield
+    finally:
+        dbapi.prepare_threshold = saved
 
 
 def after_commit(session: Session, callback: Callable[[], object]) -> None:

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session, joinedload, lazyload, load_only, raiseload
 
 from models import checks, job_rules
 from models.dates import default_close, utcnow
+from models.db import planned_for_values
 from models.entities import Employer, Job, JobCategory, JobLocation
 from models.errors import DuplicateReferenceId, FieldError, NotFound, ValidationFailed
 
@@ -222,7 +223,6 @@ def listing(
         where.append(Job.search_text.contains(q.casefold(), autoescape=True))
     if status:
         where.append(Job.status == status)
-    total = session.scalar(select(func.count(Job.id)).where(*where)) or 0
     order = (Job.publish_date.desc(), Job.id.desc())
     # Ids first, from the index alone; whole rows only for the page (deep pages stay cheap).
     ids = select(Job.id).where(*where).order_by(*order).limit(page_size)
@@ -244,5 +244,7 @@ def listing(
         raiseload(Job.salary_period),
         raiseload(Job.job_categories),
     )
-    rows = session.scalars(headers.join(page_ids, Job.id == page_ids.c.id).order_by(*order))
-    return Page(jobs=list(rows), total=total)
+    with planned_for_values(session):
+        total = session.scalar(select(func.count(Job.id)).where(*where)) or 0
+        rows = session.scalars(headers.join(page_ids, Job.id == page_ids.c.id).order_by(*order))
+        return Page(jobs=list(rows), total=total)

@@ -1,15 +1,19 @@
 """The engine's connection handling: a pooled PostgreSQL connection is checked only after it
-sat idle, and reads (GET) may run without a transaction on PostgreSQL."""
+sat idle, reads (GET) may run without a transaction on PostgreSQL, and the job list is planned
+for its employer's own values."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine, create_engine, select, text
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
 
+from models import employers, jobs
 from models.db import autocommit, make_engine
+from models.entities import Employer
 from tests.services import scratch_postgres
 
 
@@ -75,3 +79,24 @@ def test_reads_run_without_a_transaction_on_postgresql_only(engine: Engine) -> N
         if engine.dialect.name == "postgresql":
             assert conn.connection.dbapi_connection.autocommit is False  # type: ignore[union-attr]
             reads.dispose()
+
+
+def _prepared(session: Session, fragment: str) -> int:
+    query = text("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE :f")
+    return int(session.execute(query, {"f": f"%{fragment}%"}).scalar_one())
+
+
+def test_the_job_list_is_planned_for_its_employer_every_time(engine: Engine) -> None:
+    """C6 on a skewed table: the list's statements are never prepared (a prepared plan may be
+    one made for an average employer), while the other statements still are."""
+    if engine.dialect.name != "postgresql":
+        assert engine.dialect.name == "sqlite"  # SQLite plans every statement afresh anyway
+        return
+    with Session(engine) as session:
+        employer = employers.create_employer(session, "Maple Corp")
+        for _ in range(8):  # psycopg prepares a statement on its 5th run
+            jobs.listing(session, employer, q="baker", status=None, page=1, page_size=10)
+            session.execute(select(Employer.name).where(Employer.id == employer.id)).scalar_one()
+        assert _prepared(session, "count(jobs.id)") == 0
+        assert _prepared(session, "SELECT employers.name") == 1
+        session.rollback()
