@@ -14,8 +14,12 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
+# What an entry holds beyond its body: the Entry, its ETag, the key and the map's node
+# (measured with tracemalloc: about 250 bytes on CPython 3.11).
+OVERHEAD = 256
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, slots=True)
 class Entry:
     version: int
     employer_name: str
@@ -24,7 +28,7 @@ class Entry:
 
 
 class Representations:
-    """A least-recently-used map of job id to Entry, bounded by the bytes of the bodies."""
+    """A least-recently-used map of job id to Entry, bounded by the bytes the entries take."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
@@ -47,12 +51,12 @@ class Representations:
     def put(self, job_id: int, version: int, employer_name: str, body: bytes) -> Entry:
         etag = '"' + hashlib.blake2b(body, digest_size=16).hexdigest() + '"'
         entry = Entry(version, employer_name, body, etag)
-        if len(body) > self.max_entry:
+        if _size(entry) > self.max_entry:
             return entry
         with self._lock:
             self._drop(job_id)
             self._entries[job_id] = entry
-            self._bytes += len(body)
+            self._bytes += _size(entry)
             while self._bytes > self.max_bytes:
                 self._drop(next(iter(self._entries)))
         return entry
@@ -62,10 +66,14 @@ class Representations:
 
     @property
     def size(self) -> int:
-        """The bytes of the bodies held."""
+        """The bytes the entries take."""
         return self._bytes
 
     def _drop(self, job_id: int) -> None:
         entry = self._entries.pop(job_id, None)
         if entry is not None:
-            self._bytes -= len(entry.body)
+            self._bytes -= _size(entry)
+
+
+def _size(entry: Entry) -> int:
+    return len(entry.body) + OVERHEAD

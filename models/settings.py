@@ -55,7 +55,7 @@ class Settings:
     ready_timeout_seconds: float
     prometheus_multiproc_dir: str
     worker_metrics_port: int
-    job_cache_mb: float = 8.0  # per web process: job representations kept for GET (0: none)
+    job_cache_mb: float = 4.0  # per web process: job representations kept for GET (0: none)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -85,5 +85,5 @@ class Settings:
             ready_timeout_seconds=float(e.get("READY_TIMEOUT_SECONDS", "2")),
             prometheus_multiproc_dir=e.get("PROMETHEUS_MULTIPROC_DIR", str(var / "prometheus")),
             worker_metrics_port=int(e.get("WORKER_METRICS_PORT", "9808")),
-            job_cache_mb=float(e.get("JOB_CACHE_MB", "8")),
+            job_cache_mb=float(e.get("JOB_CACHE_MB", "4")),
         )

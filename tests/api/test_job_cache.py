@@ -13,7 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
-from api.cache import Representations
+from api.cache import OVERHEAD, Representations
 from models import employers, upkeep
 from models.entities import Job
 from models.settings import Settings
@@ -112,14 +112,16 @@ def test_every_write_raises_the_version_by_one(
 
 
 def test_the_kept_representations_stay_within_their_bytes() -> None:
-    kept = Representations(max_bytes=1600)  # an entry may take up to 100 bytes
+    entry = 1000 + OVERHEAD
+    kept = Representations(max_bytes=20 * entry)  # an entry may take a 16th
     for job_id in range(40):
-        kept.put(job_id, 1, "Maple", b"x" * 80)
-    assert kept.size <= 1600 and len(kept) == 20
+        kept.put(job_id, 1, "Maple", b"x" * 1000)
+    assert kept.size == 20 * entry and len(kept) == 20
     assert kept.get(0, 1, "Maple") is None  # the least recently used went first
     assert kept.get(39, 1, "Maple") is not None
-    big = kept.put(100, 1, "Maple", b"y" * 101)  # too big to keep, still answered
-    assert big.body == b"y" * 101 and kept.get(100, 1, "Maple") is None
+    too_big = 20 * entry // 16 - OVERHEAD + 1
+    big = kept.put(100, 1, "Maple", b"y" * too_big)  # too big to keep, still answered
+    assert big.body == b"y" * too_big and kept.get(100, 1, "Maple") is None
 
 
 @pytest.mark.parametrize(
