@@ -73,7 +73,7 @@ def deliver(sessions: sessionmaker[Session], settings: Settings, application_id:
         if not outbox.claim(s, application_id, now=utcnow(), timing=t):
             return "skipped"
         copy, attempts = _copy(s, application_id)
-    message = mail.build_message(copy, mail_from=settings.mail_from)
+    message = mail.render(copy, mail_from=settings.mail_from)
     try:
         mail.send(message, smtp_settings(settings))
     except mail.PermanentFailure as e:
