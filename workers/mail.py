@@ -286,8 +286,13 @@ def send(message: Outgoing, smtp: SmtpSettings) -> None:
         )
         try:
             _deliver(conn, message, smtp)
-        finally:
+        except _ANSWERED:
             _close(conn)
+            raise
+        except BaseException:  # a timeout, a lost connection, the task's time limit:
+            conn.close()  # no reply to QUIT is coming either, so none is awaited
+            raise
+        _close(conn)
     except smtplib.SMTPRecipientsRefused as exc:
         code, text = next(iter(exc.recipients.values()))
         raise _failure(code, text) from exc
@@ -297,6 +302,10 @@ def send(message: Outgoing, smtp: SmtpSettings) -> None:
         raise _failure(exc.smtp_code, exc.smtp_error) from exc
     except OSError as exc:  # refused, timeouts, disconnects, TLS errors
         raise TransientFailure(f"{type(exc).__name__}: {exc}") from exc
+
+
+# Refusals: the server is there and answering, so the conversation ends with QUIT.
+_ANSWERED = (smtplib.SMTPResponseException, smtplib.SMTPRecipientsRefused)
 
 
 @lru_cache(maxsize=1)

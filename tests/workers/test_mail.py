@@ -306,3 +306,19 @@ def test_connection_is_closed_after_a_refusal(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(PermanentFailure, match=r"553 5\.7\.1 sender rejected"):
         send(render(COPY, mail_from=MAIL_FROM), SmtpSettings())
     assert FakeSMTP.calls[-2:] == ["quit", "close"]
+
+
+def test_after_a_timeout_the_connection_is_dropped_without_waiting_for_quit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server that stopped answering will not answer QUIT either: waiting for it would hold
+    the task another SMTP_TIMEOUT (and, past the soft time limit, into the hard one)."""
+
+    class Stalling(FakeSMTP):
+        def sendmail(self, *args: Any) -> None:
+            raise TimeoutError("timed out")
+
+    monkeypatch.setattr(smtplib, "SMTP", Stalling)
+    with pytest.raises(TransientFailure, match="timed out"):
+        send(render(COPY, mail_from=MAIL_FROM), SmtpSettings())
+    assert FakeSMTP.calls[-1] == "close" and "quit" not in FakeSMTP.calls
