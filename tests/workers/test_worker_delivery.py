@@ -135,7 +135,13 @@ class Stack:
     celery: Celery  # the test process's app, on the same broker
     workers: list[Worker] = dataclasses.field(default_factory=list)
 
-    def start_worker(self, smtp_port: int, *, concurrency: int = 1) -> Worker:
+    def start_worker(
+        self,
+        smtp_port: int,
+        *,
+        concurrency: int = 1,
+        time_limits: tuple[float, float] | None = None,
+    ) -> Worker:
         n = len(self.workers) + 1
         env = worker_env(
             database_url=self.database_url,
@@ -144,7 +150,8 @@ class Stack:
             workdir=self.workdir,
         )
         name = f"w{n}-{secrets.token_hex(3)}"
-        worker = Worker(env, self.workdir / f"worker-{n}.log", name=name, concurrency=concurrency)
+        log = self.workdir / f"worker-{n}.log"
+        worker = Worker(env, log, name=name, concurrency=concurrency, time_limits=time_limits)
         self.workers.append(worker)
         worker.wait_ready()
         return worker
@@ -577,3 +584,45 @@ def test_no_transaction_is_open_while_the_copy_is_sent(stack: Stack) -> None:
         server.stop()
     assert watching.seen == [("sending", 0)]
     assert entry(stack, app_id).attempts == 1
+
+
+class FirstDataStalls(SlowSink):
+    """A relay that holds the first message's DATA for `delay` seconds, then is quick."""
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        delay, self.delay = self.delay, 0.0
+        if delay:
+            await asyncio.sleep(delay)
+        return await super().handle_DATA(server, session, envelope)
+
+
+@pytest.mark.parametrize("stack", MAIN_STACKS, indirect=True)
+def test_a_send_past_the_soft_time_limit_is_cut_off_and_retried_by_the_same_worker(
+    stack: Stack,
+) -> None:
+    """A one-process worker runs its tasks itself (workers.solo) and keeps the time limits:
+    the stalled send is interrupted at the soft limit, well before the hard one that would
+    end the process, and the copy goes out again once its lease has run out (C8)."""
+    job_id = open_job(stack)
+    [app_id] = apply(stack, job_id)
+    server = SinkServer()
+    server.sink = stalling = FirstDataStalls("127.0.0.1", server.port, delay=8)
+    server.start()
+    try:
+        # OUTBOX_LEASE_SECONDS is 3 here (worker_env): above the hard limit, as C9 requires.
+        worker = stack.start_worker(server.port, time_limits=(1, 2.5))
+        stack.enqueue(app_id)
+        wait_for(
+            lambda: worker.proc.poll() is None and entry(stack, app_id).status == "sent",
+            timeout=60,
+            what="the copy sent on a second attempt",
+            every=stack.sweep,
+        )
+    finally:
+        server.stop()
+    assert worker.proc.poll() is None, "the hard time limit ended the worker"
+    assert "SoftTimeLimitExceeded" in worker.text()
+    assert entry(stack, app_id).attempts == 2
+    # The stalled DATA may still have been accepted once the client was gone: the one
+    # window C8 allows, with the same Message-ID.
+    assert set(stalling.message_ids()) == {message_id(app_id)}
