@@ -1,7 +1,9 @@
 """The delivery outbox (C8): claims with a lease, retries kept in the database.
 
 Every transition is one conditional UPDATE, so it behaves the same on SQLite and
-PostgreSQL and holds no lock while a worker talks to the SMTP server.
+PostgreSQL and holds no lock while a worker talks to the SMTP server. The transitions of a
+delivery are written against the table rather than the entity: they run once per copy, and
+an UPDATE of the entity goes through the ORM's bulk-update machinery for nothing.
 """
 
 from __future__ import annotations
@@ -9,11 +11,16 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any, cast
 
-from sqlalchemy import ColumnElement, and_, func, or_, select, update
+from sqlalchemy import ColumnElement, Row, Table, and_, bindparam, func, or_, select, update
 from sqlalchemy.orm import Session
 
-from models.entities import Application, OutboxEntry
+from models.entities import Application, OutboxEntry, Resume
+
+OUTBOX = cast(Table, OutboxEntry.__table__)
+APPLICATIONS = cast(Table, Application.__table__)
+RESUMES = cast(Table, Resume.__table__)
 
 
 @dataclass(frozen=True)
@@ -24,40 +31,71 @@ class Timing:
     retry_hours: float = 24
 
 
-def _claimable(now: datetime) -> ColumnElement[bool]:
-    return or_(
-        and_(OutboxEntry.status == "pending", OutboxEntry.next_attempt_at <= now),
-        and_(OutboxEntry.status == "sending", OutboxEntry.lease_until < now),
-    )
+class Claim:
+    """The claim of C8: pending (due) or sending (lease run out) → sending, with a lease and
+    one attempt more, in one conditional UPDATE. If won, it returns the claimed row:
+    `attempts`, then the named `columns` of the entry's application, then the résumé's bytes
+    as `resume` (None without one) if asked; None if not won. Statements are built once:
+    building and keying one costs more than running it.
 
+    On PostgreSQL the claim and the read are one statement (UPDATE … FROM applications …
+    RETURNING), one round trip. SQLite's RETURNING may only name the updated table (and
+    SQLAlchemy writes the columns of a subquery in it unqualified), so there the row is read
+    by a SELECT in the same transaction: in-process, a second statement costs nothing."""
 
-def claim(session: Session, application_id: int, *, now: datetime, timing: Timing) -> bool:
-    """pending (due) or sending (lease run out) → sending, one attempt more; True if won."""
-    result = session.execute(
-        update(OutboxEntry)
-        .where(OutboxEntry.application_id == application_id, _claimable(now))
-        .values(
-            status="sending",
-            attempts=OutboxEntry.attempts + 1,
-            lease_until=now + timedelta(seconds=timing.lease_seconds),
+    def __init__(self, *columns: str, resume: bool = False) -> None:
+        c, a, r = OUTBOX.c, APPLICATIONS.c, RESUMES.c
+        now = bindparam("now", type_=c.next_attempt_at.type)
+        claimable = or_(
+            and_(c.status == "pending", c.next_attempt_at <= now),
+            and_(c.status == "sending", c.lease_until < now),
         )
-        .execution_options(synchronize_session=False)
-    )
-    return int(result.rowcount) == 1  # type: ignore[attr-defined]
+        self.claim = (
+            update(OUTBOX)
+            .where(c.application_id == bindparam("entry"), claimable)
+            .values(status="sending", attempts=c.attempts + 1, lease_until=bindparam("lease"))
+        )
+        read: list[ColumnElement[Any]] = [c.attempts, *(a[name] for name in columns)]
+        resume_data = select(r.data).where(r.application_id == c.application_id)
+        if resume:
+            read.append(resume_data.correlate(OUTBOX).scalar_subquery().label("resume"))
+        self.claim_and_read = self.claim.where(a.id == c.application_id).returning(*read)
+        entry = c.application_id == bindparam("entry")
+        self.read = select(*read).where(a.id == c.application_id, entry)
+
+    def __call__(
+        self, session: Session, application_id: int, *, now: datetime, timing: Timing
+    ) -> Row[Any] | None:
+        connection = session.connection()
+        lease = now + timedelta(seconds=timing.lease_seconds)
+        params = {"entry": application_id, "now": now, "lease": lease}
+        if connection.dialect.name == "postgresql":
+            return connection.execute(self.claim_and_read, params).one_or_none()
+        if connection.execute(self.claim, params).rowcount != 1:
+            return None
+        return connection.execute(self.read, params).one()
+
+
+_SENT = (
+    update(OUTBOX)
+    .where(OUTBOX.c.application_id == bindparam("entry"), OUTBOX.c.status == "sending")
+    .values(status="sent", sent_at=bindparam("now"), last_error=None, lease_until=None)
+)
 
 
 def _finish(session: Session, application_id: int, **values: object) -> bool:
-    result = session.execute(
-        update(OutboxEntry)
-        .where(OutboxEntry.application_id == application_id, OutboxEntry.status == "sending")
+    c = OUTBOX.c
+    result = session.connection().execute(
+        update(OUTBOX)
+        .where(c.application_id == application_id, c.status == "sending")
         .values(lease_until=None, **values)
-        .execution_options(synchronize_session=False)
     )
-    return int(result.rowcount) == 1  # type: ignore[attr-defined]
+    return int(result.rowcount) == 1
 
 
 def mark_sent(session: Session, application_id: int, *, now: datetime) -> bool:
-    return _finish(session, application_id, status="sent", sent_at=now, last_error=None)
+    params = {"entry": application_id, "now": now}
+    return int(session.connection().execute(_SENT, params).rowcount) == 1
 
 
 def mark_failed(session: Session, application_id: int, error: str) -> bool:

@@ -20,7 +20,9 @@ EMAIL_QUEUE = "email"
 MAINTENANCE_QUEUE = "maintenance"
 # A send is about six SMTP steps of up to SMTP_TIMEOUT (30 s) each; the limit must let one
 # finish, and stay below OUTBOX_LEASE_SECONDS (default 300) so no lease runs out mid-send.
+# Both pools a worker may run keep it (workers.solo for one process, prefork for several).
 TASK_TIME_LIMIT = 240
+ONE_PROCESS_POOL = "workers.solo:TaskPool"
 VISIBILITY_TIMEOUT = 3600  # seconds; above the time limit and any countdown (we set none)
 ENQUEUE_TIMEOUT = 1.0  # C8: a broker that is down holds a request for about a second at most
 # kombu's SQLAlchemy transport is polled, and a worker whose prefetch is full waits a whole
@@ -61,6 +63,13 @@ def schedule_from_env(env: Mapping[str, str] | None = None) -> dict[str, dict[st
     if seconds <= 0:
         raise ValueError("JOBPOST_BEAT_EVERY_SECONDS must be a positive number of seconds")
     return {name: {**entry, "schedule": seconds} for name, entry in SCHEDULE.items()}
+
+
+def worker_pool(concurrency: int) -> str:
+    """The pool of a worker running `concurrency` tasks at once: prefork for several (a
+    child process each); for one, the tasks run in the worker's own process, which saves
+    prefork's hand-off to a child and back on every task (workers.solo)."""
+    return ONE_PROCESS_POOL if concurrency == 1 else "prefork"
 
 
 def make_celery(settings: Settings, *, publisher: bool = False) -> Celery:

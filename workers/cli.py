@@ -128,16 +128,17 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
 def worker(args: argparse.Namespace, settings: Settings) -> int:
     from api.server import prepare_metrics_dir
 
-    # The prefork children count task runs into files of this worker's own (C9), so this is
-    # set before workers.tasks imports prometheus_client and before the pool forks.
+    # The processes that run tasks count them into files of this worker's own (C9), so this
+    # is set before workers.tasks imports prometheus_client and before any pool forks.
     port = settings.worker_metrics_port
     prepare_metrics_dir(Path(settings.prometheus_multiproc_dir) / f"worker-{port}")
-    from workers.app import EMAIL_QUEUE, MAINTENANCE_QUEUE, celery_app
+    from workers.app import EMAIL_QUEUE, MAINTENANCE_QUEUE, celery_app, worker_pool
 
+    concurrency = args.concurrency or os.cpu_count() or 1
+    # Celery takes a pool given by module path from its configuration, not its command line.
+    celery_app.conf.worker_pool = worker_pool(concurrency)
     queues = f"{EMAIL_QUEUE},{MAINTENANCE_QUEUE}"
-    argv = ["worker", "-Q", queues, "--loglevel", "INFO"]
-    if args.concurrency:
-        argv += ["--concurrency", str(args.concurrency)]
+    argv = ["worker", "-Q", queues, "--loglevel", "INFO", "--concurrency", str(concurrency)]
     celery_app.worker_main(argv)
     return 0
 
@@ -212,7 +213,12 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--workers", type=int, default=os.cpu_count() or 1)
 
     c = cmd(sub, "worker", worker, "run a Celery worker on the email and maintenance queues")
-    c.add_argument("--concurrency", type=int, default=None, help="default: one per core")
+    c.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="tasks at once (default: one per core); 1 runs them in the worker's own process",
+    )
     cmd(sub, "beat", beat, "run the periodic task scheduler (exactly one per deployment)")
     c = cmd(sub, "dev", dev, "web, worker, beat and a local mail sink on embedded defaults")
     c.add_argument("--host", default="127.0.0.1")

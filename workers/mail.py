@@ -1,16 +1,35 @@
-"""The employer's copy of an application (C8 Delivery), built and sent by SMTP (C9)."""
+"""The employer's copy of an application (C8 Delivery), built and sent by SMTP (C9).
+
+`render` writes a copy as the bytes that are sent, in one pass: the headers that carry
+applicant or job data are folded by the email package's own header classes (encoded words,
+quoting, folding: the same header lines `EmailMessage` writes), the bodies are encoded by
+`binascii` (quoted-printable, base64), and the MIME skeleton around them is written out.
+`build_message` builds the same copy part by part with `EmailMessage`: plain to read, but
+about five times the work (every header is parsed as it is set, and smtplib's send_message
+flattens the tree again). The tests hold `render` to it: same headers, same MIME structure,
+same decoded content. The bytes differ where the email package is loose: it breaks
+quoted-printable lines at 78 characters (RFC 2045 says 76), and send_message writes a line
+of the cover letter that starts with "From " as ">From " (a precaution for mbox files).
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import html
+import random
 import re
 import smtplib
+import socket
 import ssl
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from email.headerregistry import Address
+from email import policy as policies
+from email.headerregistry import Address, BaseHeader, HeaderRegistry
 from email.message import EmailMessage
-from email.utils import format_datetime, parseaddr
+from email.utils import encode_rfc2231, format_datetime, getaddresses, parseaddr, quote
+from functools import lru_cache
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -46,6 +65,16 @@ class SmtpSettings:
     mail_from: str = "jobpost@localhost"
 
 
+@dataclass(frozen=True)
+class Outgoing:
+    """A rendered copy: its SMTP envelope and its bytes (CRLF line ends), ready to send."""
+
+    sender: str
+    recipients: tuple[str, ...]
+    data: bytes
+    smtputf8: bool  # an envelope address is not ASCII: the relay must offer SMTPUTF8
+
+
 class TransientFailure(Exception):
     """Connection refused, timeout or 4xx reply: retry later (C8)."""
 
@@ -74,6 +103,114 @@ def build_message(copy: ApplicationCopy, *, mail_from: str) -> EmailMessage:
     if copy.resume is not None:
         _attach(msg, copy.resume, copy.resume_content_type, copy.resume_filename)
     return msg
+
+
+class _Headers(HeaderRegistry):
+    """The standard header classes. HeaderRegistry creates a new class for every header it
+    is asked for (`type(...)` on each lookup); they are the same each time, so keep them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._classes: dict[str, type[BaseHeader]] = {}
+
+    def __getitem__(self, name: str) -> type[BaseHeader]:
+        key = name.lower()
+        cls = self._classes.get(key)
+        if cls is None:
+            cls = self._classes[key] = super().__getitem__(name)
+        return cls
+
+
+# What smtplib's send_message flattens with: policy.default with CRLF line ends, or with
+# UTF-8 headers when an envelope address needs SMTPUTF8.
+_SMTP = policies.SMTP.clone(header_factory=_Headers())
+_SMTPUTF8 = _SMTP.clone(utf8=True)
+_TEXT_HEADERS = b'charset="utf-8"\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\n'
+
+
+def render(copy: ApplicationCopy, *, mail_from: str) -> Outgoing:
+    """The copy as sent (C8): the message `build_message` builds, with its envelope as
+    smtplib's send_message would take it from the headers."""
+    sender, from_line = _from(mail_from)
+    to = _header("To", copy.to)
+    recipients = tuple(address for _, address in getaddresses([str(to)]))
+    smtputf8 = not "".join([sender, *recipients]).isascii()
+    fold = _SMTPUTF8 if smtputf8 else _SMTP
+    head = [
+        to.fold(policy=fold),
+        from_line[smtputf8],
+        _header("Reply-To", _applicant_address(copy)).fold(policy=fold),
+        _header("Subject", _subject(copy)).fold(policy=fold),
+        f"Message-ID: {message_id(copy.application_id, _domain(mail_from))}\r\n",
+        f"Date: {format_datetime(_utc(copy.received_at))}\r\n",
+        "MIME-Version: 1.0\r\n",
+    ]
+    rows = _rows(copy)
+    inner = _boundary()
+    parts = [
+        b"Content-Type: text/plain; " + _TEXT_HEADERS + _qp(_text_body(rows, copy.cover_letter)),
+        b"Content-Type: text/html; " + _TEXT_HEADERS + _qp(_html_body(rows, copy.cover_letter)),
+    ]
+    body = _multipart("alternative", inner, parts)
+    if copy.resume is not None:
+        attachment = _attachment(copy.resume, copy.resume_content_type, copy.resume_filename, fold)
+        body = _multipart("mixed", _boundary(), [body, attachment])
+    data = "".join(head).encode("utf-8" if smtputf8 else "ascii") + body
+    return Outgoing(sender, recipients, data, smtputf8)
+
+
+def _header(name: str, value: object) -> BaseHeader:
+    """Parsed as `msg[name] = value` parses it (refusing a value of several lines)."""
+    _, header = _SMTP.header_store_parse(name, value)
+    return header  # type: ignore[no-any-return]
+
+
+@lru_cache(maxsize=8)
+def _from(mail_from: str) -> tuple[str, tuple[str, str]]:
+    """MAIL_FROM's envelope address (as send_message finds it) and its folded header line,
+    as ASCII and with UTF-8 headers: the same for every copy, so worked out once."""
+    header = _header("From", mail_from)
+    sender = getaddresses([str(header)])[0][1]
+    return sender, (header.fold(policy=_SMTP), header.fold(policy=_SMTPUTF8))
+
+
+def _boundary() -> bytes:
+    # "=_" never occurs in quoted-printable or base64 text, so the boundary cannot either.
+    return b"=_%024x" % random.getrandbits(96)
+
+
+def _multipart(subtype: str, boundary: bytes, parts: list[bytes]) -> bytes:
+    """Headers and body of a multipart entity, laid out as email.generator writes one."""
+    delimiter = b"--" + boundary
+    head = b'Content-Type: multipart/%s; boundary="%s"\r\n\r\n' % (subtype.encode(), boundary)
+    middle = b"\r\n" + delimiter + b"\r\n"
+    return head + delimiter + b"\r\n" + middle.join(parts) + b"\r\n" + delimiter + b"--\r\n"
+
+
+def _qp(text: str) -> bytes:
+    """UTF-8, quoted-printable, lines normalised as email.contentmanager normalises them."""
+    body = b"\n".join(text.encode("utf-8").splitlines()) + b"\n"
+    return binascii.b2a_qp(body, istext=True).replace(b"\n", b"\r\n")
+
+
+def _attachment(
+    data: bytes, content_type: str | None, name: str | None, fold: policies.EmailPolicy[Any]
+) -> bytes:
+    maintype, _, subtype = (content_type or "application/octet-stream").partition("/")
+    kind = _header("Content-Type", f"{maintype}/{subtype or 'octet-stream'}")
+    filename = name or "resume"
+    if filename.isascii():
+        param = f'filename="{quote(filename)}"'
+    else:
+        param = "filename*=" + encode_rfc2231(filename, "utf-8")
+    disposition = _header("Content-Disposition", f"attachment; {param}")
+    head = (
+        kind.fold(policy=fold)
+        + "Content-Transfer-Encoding: base64\r\n"
+        + disposition.fold(policy=fold)
+        + "\r\n"
+    )
+    return head.encode("utf-8") + base64.encodebytes(data).replace(b"\n", b"\r\n")
 
 
 def _attach(msg: EmailMessage, data: bytes, content_type: str | None, name: str | None) -> None:
@@ -141,14 +278,21 @@ def _html_body(rows: list[tuple[str, str]], cover_letter: str | None) -> str:
     )
 
 
-def send(message: EmailMessage, smtp: SmtpSettings) -> None:
+def send(message: Outgoing, smtp: SmtpSettings) -> None:
     """Send by SMTP; raise TransientFailure or PermanentFailure with the server's reply."""
     try:
-        conn = smtplib.SMTP(smtp.host, smtp.port, timeout=smtp.timeout)
+        conn = smtplib.SMTP(
+            smtp.host, smtp.port, local_hostname=_local_hostname(), timeout=smtp.timeout
+        )
         try:
             _deliver(conn, message, smtp)
-        finally:
+        except _ANSWERED:
             _close(conn)
+            raise
+        except BaseException:  # a timeout, a lost connection, the task's time limit:
+            conn.close()  # no reply to QUIT is coming either, so none is awaited
+            raise
+        _close(conn)
     except smtplib.SMTPRecipientsRefused as exc:
         code, text = next(iter(exc.recipients.values()))
         raise _failure(code, text) from exc
@@ -160,13 +304,31 @@ def send(message: EmailMessage, smtp: SmtpSettings) -> None:
         raise TransientFailure(f"{type(exc).__name__}: {exc}") from exc
 
 
-def _deliver(conn: smtplib.SMTP, message: EmailMessage, smtp: SmtpSettings) -> None:
+# Refusals: the server is there and answering, so the conversation ends with QUIT.
+_ANSWERED = (smtplib.SMTPResponseException, smtplib.SMTPRecipientsRefused)
+
+
+@lru_cache(maxsize=1)
+def _local_hostname() -> str:
+    """The name given in EHLO: what smtplib would look up for every connection, once."""
+    return socket.getfqdn()
+
+
+def _deliver(conn: smtplib.SMTP, message: Outgoing, smtp: SmtpSettings) -> None:
     if smtp.starttls:
         conn.starttls(context=ssl.create_default_context())
         conn.ehlo()
     if smtp.user is not None:
         conn.login(smtp.user, smtp.password or "")
-    conn.send_message(message)
+    options: tuple[str, ...] = ()
+    if message.smtputf8:  # as send_message does
+        conn.ehlo_or_helo_if_needed()
+        if not conn.has_extn("smtputf8"):
+            raise smtplib.SMTPNotSupportedError(
+                "an address needs SMTPUTF8, which the server does not offer"
+            )
+        options = ("SMTPUTF8", "BODY=8BITMIME")
+    conn.sendmail(message.sender, list(message.recipients), message.data, options)
 
 
 def _close(conn: smtplib.SMTP) -> None:

@@ -1,7 +1,8 @@
 """What operators see of the workers (C9): `jobpost_tasks_total{task,outcome}` and one JSON
 log line per task run, served on the worker's own /metrics (WORKER_METRICS_PORT).
 
-Tasks run in prefork children; each child counts into its own file in PROMETHEUS_MULTIPROC_DIR
+Tasks run in prefork children, or in the worker's own process when it runs one at a time
+(workers.solo); each of those processes counts into its own file in PROMETHEUS_MULTIPROC_DIR
 (`jobpost worker` sets it, before anything imports prometheus_client, to a directory of the
 worker's own), and the main process serves the sum. Imported by workers.tasks, so the signal
 handlers are connected wherever tasks are.

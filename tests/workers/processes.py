@@ -21,6 +21,7 @@ from aiosmtpd.controller import Controller
 from models.settings import VARIABLES
 from tests.conftest import SmtpSink, free_port
 from tests.services import missing
+from workers.app import worker_pool
 
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
@@ -130,25 +131,46 @@ class RedisServer:
             _stop_group(self.proc, timeout=5)
 
 
-class Worker:
-    """`celery worker` in a session (process group) of its own, logging to a file."""
+# A worker whose task time limits are the two numbers after the script (soft, hard).
+LIMITED_WORKER = (
+    "import sys; from workers.app import celery_app; "
+    "celery_app.conf.update(task_soft_time_limit=float(sys.argv[1]), "
+    "task_time_limit=float(sys.argv[2])); "
+    "celery_app.worker_main(sys.argv[3:])"
+)
 
-    def __init__(self, env: Mapping[str, str], log: Path, *, name: str, concurrency: int) -> None:
+
+class Worker:
+    """`celery worker` in a session (process group) of its own, logging to a file, with the
+    pool `jobpost worker` would choose for `concurrency` (workers.app.worker_pool)."""
+
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        log: Path,
+        *,
+        name: str,
+        concurrency: int,
+        time_limits: tuple[float, float] | None = None,
+    ) -> None:
+        """`time_limits`: (soft, hard) seconds instead of the app's task time limits."""
         self.log, self.name = log, name
         self.log_offset = log.stat().st_size if log.exists() else 0  # where this run begins
+        env, pool = dict(env), worker_pool(concurrency)
+        if pool not in ("prefork", "solo"):  # given by module path: Celery's "custom" pool
+            env["CELERY_CUSTOM_WORKER_POOL"], pool = pool, "custom"
+        celery = [sys.executable, "-m", "celery", "-A", "workers.app:celery_app"]
+        if time_limits is not None:
+            celery = [sys.executable, "-c", LIMITED_WORKER, *map(str, time_limits)]
         command = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "workers.app:celery_app",
+            *celery,
             "worker",
             "-Q",
             "email,maintenance",
             "--concurrency",
             str(concurrency),
             "--pool",
-            "prefork",
+            pool,
             "--loglevel",
             "INFO",
             "-n",

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import re
 import smtplib
 import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from email.message import EmailMessage
+from email import message_from_bytes, policy
+from email.generator import BytesGenerator
+from email.message import EmailMessage, Message
 from typing import Any
 
 import pytest
@@ -20,6 +23,7 @@ from workers.mail import (
     TransientFailure,
     build_message,
     message_id,
+    render,
     send,
 )
 
@@ -43,8 +47,15 @@ COPY = ApplicationCopy(
 MAIL_FROM = "Jobpost <jobpost@jobs.example>"
 
 
+def parsed(copy: ApplicationCopy = COPY, mail_from: str = MAIL_FROM) -> EmailMessage:
+    """The copy as `render` writes it, read back by the email package."""
+    message = message_from_bytes(render(copy, mail_from=mail_from).data, policy=policy.default)
+    assert isinstance(message, EmailMessage)
+    return message
+
+
 def deliver(sink: Any, copy: ApplicationCopy = COPY) -> EmailMessage:
-    send(build_message(copy, mail_from=MAIL_FROM), SmtpSettings(host=sink.host, port=sink.port))
+    send(render(copy, mail_from=MAIL_FROM), SmtpSettings(host=sink.host, port=sink.port))
     assert len(sink.messages) == 1
     received: EmailMessage = sink.messages[0]
     return received
@@ -102,19 +113,126 @@ def test_no_attachment_without_resume(smtp_sink: Any) -> None:
 
 def test_naive_received_at_is_taken_as_utc() -> None:
     naive = dataclasses.replace(COPY, received_at=COPY.received_at.replace(tzinfo=None))
+    assert parsed(naive)["Date"].datetime == COPY.received_at
     assert build_message(naive, mail_from=MAIL_FROM)["Date"].datetime == COPY.received_at
 
 
 def test_message_id_is_the_same_on_every_attempt() -> None:
     # C8: a re-sent copy carries the same Message-ID so mail systems can de-duplicate.
-    first = build_message(COPY, mail_from=MAIL_FROM)
-    again = build_message(COPY, mail_from=MAIL_FROM)
+    first, again = parsed(), parsed()
     assert first["Message-ID"] == again["Message-ID"] == message_id(42, "jobs.example")
-    assert build_message(COPY, mail_from="no domain")["Message-ID"] == "<application-42@localhost>"
+    assert parsed(mail_from="no domain")["Message-ID"] == "<application-42@localhost>"
+    assert build_message(COPY, mail_from=MAIL_FROM)["Message-ID"] == first["Message-ID"]
+
+
+# --- render writes the message build_message builds ------------------------------------------
+
+ODD = dataclasses.replace(
+    COPY,
+    application_id=7,
+    job_id=None,
+    job_title="Chef de partie (cuisine française) — brigade du soir, Montréal-Nord, " * 2,
+    reference_id="Q-2024/ÉTÉ",
+    employer_name='Les "Trois" Cuisines \\ Inc.',
+    to="embauche@cuisine.example",
+    name='Zoë "Zed" O\'Brien, Jr.',
+    email="zoe.obrien+jobs@example.org",
+    phone=None,
+    cover_letter="Line one\r\nline two\rline three\n\n.\n..\n\ttabbed   \ntrailing  \n"
+    + "long " * 400
+    + "\n=== equals === =_ soft\n<script>alert(1)</script>\n"
+    + "é" * 300,
+    received_at=datetime(2024, 12, 31, 23, 59, 59, 999999),
+    resume_filename='Zoë "CV" 2024.odt',
+    resume_content_type="application/vnd.oasis.opendocument.text",
+    resume=bytes(range(256)) * 40,
+)
+PLAIN = dataclasses.replace(
+    COPY,
+    reference_id=None,
+    phone=None,
+    cover_letter=None,
+    resume=None,
+    resume_filename=None,
+    resume_content_type=None,
+)
+INTERNATIONAL = dataclasses.replace(PLAIN, to="recrutement@société.example", name="Łukasz Żółw")
+COPIES = {"full": COPY, "odd": ODD, "plain": PLAIN, "international": INTERNATIONAL}
+SENDERS = [MAIL_FROM, "Jobpost Québec <emplois@jobs.example>", "jobpost@localhost"]
+
+
+def sent_as_send_message_sends(message: EmailMessage) -> bytes:
+    """What smtplib's send_message flattens `message` to (the copy as sent before render)."""
+    out = io.BytesIO()
+    international = not str(message["To"]).isascii()
+    generator = BytesGenerator(
+        out, policy=message.policy.clone(utf8=True) if international else None
+    )
+    generator.flatten(message, linesep="\r\n")
+    return out.getvalue()
+
+
+def shape(raw: bytes) -> list[Any]:
+    """A message as the email package reads it: the top-level headers, then each part's
+    type, parameters, disposition and decoded content. Boundaries, which are random, and
+    MIME-Version inside parts (which EmailMessage adds and means nothing there) are left out."""
+    message = message_from_bytes(raw, policy=policy.default)
+    assert isinstance(message, EmailMessage)
+    top = [(name, str(value)) for name, value in message.items() if name != "Content-Type"]
+    parts: list[Any] = [top]
+    for part in message.walk():
+        assert isinstance(part, Message)
+        params = [(k, v) for k, v in part.get_params() or [] if k != "boundary"]
+        disposition = part.get_content_disposition(), part.get_filename()
+        content = None if part.is_multipart() else part.get_payload(decode=True)
+        parts.append((part.get_content_type(), params, disposition, content))
+    return parts
+
+
+@pytest.mark.parametrize("mail_from", SENDERS)
+@pytest.mark.parametrize("name", list(COPIES))
+def test_render_writes_the_message_build_message_builds(name: str, mail_from: str) -> None:
+    copy = COPIES[name]
+    rendered = render(copy, mail_from=mail_from)
+    built = build_message(copy, mail_from=mail_from)
+    assert shape(rendered.data) == shape(sent_as_send_message_sends(built))
+    assert rendered.recipients == (copy.to,)
+    assert rendered.sender == parsed(copy, mail_from)["From"].addresses[0].addr_spec
+    assert rendered.smtputf8 is (name == "international")
+
+
+@pytest.mark.parametrize("name", list(COPIES))
+def test_rendered_lines_end_in_crlf_and_fit(name: str) -> None:
+    data = render(COPIES[name], mail_from=MAIL_FROM).data
+    assert data.endswith(b"\r\n")
+    lines = data.split(b"\r\n")
+    assert not any(b"\r" in line or b"\n" in line for line in lines)
+    assert max(len(line) for line in lines) <= 78
+
+
+def test_a_line_of_the_cover_letter_starting_with_from_is_sent_as_written() -> None:
+    """send_message wrote such a line as ">From …" (its generator mangles it for mbox files);
+    quoted-printable needs no such thing, and the employer reads what the applicant wrote."""
+    copy = dataclasses.replace(COPY, cover_letter="Hello,\nFrom Montréal with love.\n")
+    text = parsed(copy).get_body(("plain",))
+    assert text is not None
+    assert "\nFrom Montréal with love.\n" in text.get_content().replace("\r\n", "\n")
+
+
+def test_each_copy_has_boundaries_of_its_own() -> None:
+    first, again = (render(COPY, mail_from=MAIL_FROM).data for _ in range(2))
+    assert set(re.findall(rb'boundary="([^"]+)"', first)).isdisjoint(
+        re.findall(rb'boundary="([^"]+)"', again)
+    )
+
+
+def test_a_header_value_of_several_lines_is_refused() -> None:
+    with pytest.raises(ValueError):
+        render(dataclasses.replace(COPY, to="a@b.example\nBcc: c@d.example"), mail_from=MAIL_FROM)
 
 
 def test_connection_refused_is_transient(unused_port: int) -> None:
-    message = build_message(COPY, mail_from=MAIL_FROM)
+    message = render(COPY, mail_from=MAIL_FROM)
     with pytest.raises(TransientFailure, match="ConnectionRefusedError"):
         send(message, SmtpSettings(host="127.0.0.1", port=unused_port, timeout=2))
 
@@ -127,7 +245,7 @@ def silent_server() -> Iterator[int]:
 
 
 def test_timeout_is_transient(silent_server: int) -> None:
-    message = build_message(COPY, mail_from=MAIL_FROM)
+    message = render(COPY, mail_from=MAIL_FROM)
     with pytest.raises(TransientFailure, match="timed out"):
         send(message, SmtpSettings(host="127.0.0.1", port=silent_server, timeout=0.2))
 
@@ -156,7 +274,7 @@ def test_data_replies_are_mapped(smtp_sink: Any, reply: str, failure: type[Excep
 
 
 def deliver_without_check(sink: Any) -> None:
-    send(build_message(COPY, mail_from=MAIL_FROM), SmtpSettings(host=sink.host, port=sink.port))
+    send(render(COPY, mail_from=MAIL_FROM), SmtpSettings(host=sink.host, port=sink.port))
 
 
 class FakeSMTP:
@@ -164,7 +282,7 @@ class FakeSMTP:
 
     calls: list[str]
 
-    def __init__(self, host: str, port: int, timeout: float) -> None:
+    def __init__(self, host: str, port: int, local_hostname: str, timeout: float) -> None:
         FakeSMTP.calls = [f"connect {host}:{port} {timeout}"]
 
     def __getattr__(self, name: str) -> Any:
@@ -174,17 +292,33 @@ class FakeSMTP:
 def test_starttls_then_ehlo_then_login(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(smtplib, "SMTP", FakeSMTP)
     settings = SmtpSettings(host="relay", port=587, user="u", password="p", starttls=True)
-    send(build_message(COPY, mail_from=MAIL_FROM), settings)
-    steps = ["starttls", "ehlo", "login", "send_message", "quit", "close"]
+    send(render(COPY, mail_from=MAIL_FROM), settings)
+    steps = ["starttls", "ehlo", "login", "sendmail", "quit", "close"]
     assert FakeSMTP.calls == ["connect relay:587 30.0", *steps]
 
 
 def test_connection_is_closed_after_a_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
     class Refusing(FakeSMTP):
-        def send_message(self, *args: Any) -> None:
+        def sendmail(self, *args: Any) -> None:
             raise smtplib.SMTPSenderRefused(553, b"5.7.1 sender rejected", "jobpost@jobs.example")
 
     monkeypatch.setattr(smtplib, "SMTP", Refusing)
     with pytest.raises(PermanentFailure, match=r"553 5\.7\.1 sender rejected"):
-        send(build_message(COPY, mail_from=MAIL_FROM), SmtpSettings())
+        send(render(COPY, mail_from=MAIL_FROM), SmtpSettings())
     assert FakeSMTP.calls[-2:] == ["quit", "close"]
+
+
+def test_after_a_timeout_the_connection_is_dropped_without_waiting_for_quit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server that stopped answering will not answer QUIT either: waiting for it would hold
+    the task another SMTP_TIMEOUT (and, past the soft time limit, into the hard one)."""
+
+    class Stalling(FakeSMTP):
+        def sendmail(self, *args: Any) -> None:
+            raise TimeoutError("timed out")
+
+    monkeypatch.setattr(smtplib, "SMTP", Stalling)
+    with pytest.raises(TransientFailure, match="timed out"):
+        send(render(COPY, mail_from=MAIL_FROM), SmtpSettings())
+    assert FakeSMTP.calls[-1] == "close" and "quit" not in FakeSMTP.calls

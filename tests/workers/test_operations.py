@@ -374,6 +374,8 @@ def test_the_worker_counts_and_logs_each_delivery_with_the_request_id(
         worker.stop()
         celery.close()
     assert len(smtp_sink.messages) == 1
+    # One process: its tasks run in it (workers.solo), counted and served all the same.
+    assert ".> concurrency: 1 (solo)" in worker.stdout.read_text()
 
     lines = worker.json_lines()  # every line on stderr is JSON
     runs = [line for line in lines if line["event"] == "task" and line["task"] == "jobpost.deliver"]

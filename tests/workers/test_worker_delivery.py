@@ -9,6 +9,7 @@ The sweeper runs in the test process (`workers.tasks.run_sweep`) when a test nee
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import collections
 import dataclasses
@@ -20,6 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from celery import Celery
 from sqlalchemy import Engine, create_engine, select, text
@@ -39,6 +41,7 @@ from tests.services import require_postgres, scratch_postgres
 from tests.workers.processes import (
     RedisServer,
     SinkServer,
+    SlowSink,
     Worker,
     wait_for,
     worker_env,
@@ -132,7 +135,13 @@ class Stack:
     celery: Celery  # the test process's app, on the same broker
     workers: list[Worker] = dataclasses.field(default_factory=list)
 
-    def start_worker(self, smtp_port: int, *, concurrency: int = 1) -> Worker:
+    def start_worker(
+        self,
+        smtp_port: int,
+        *,
+        concurrency: int = 1,
+        time_limits: tuple[float, float] | None = None,
+    ) -> Worker:
         n = len(self.workers) + 1
         env = worker_env(
             database_url=self.database_url,
@@ -141,7 +150,8 @@ class Stack:
             workdir=self.workdir,
         )
         name = f"w{n}-{secrets.token_hex(3)}"
-        worker = Worker(env, self.workdir / f"worker-{n}.log", name=name, concurrency=concurrency)
+        log = self.workdir / f"worker-{n}.log"
+        worker = Worker(env, log, name=name, concurrency=concurrency, time_limits=time_limits)
         self.workers.append(worker)
         worker.wait_ready()
         return worker
@@ -235,6 +245,20 @@ def apply(s: Stack, job_id: int, count: int = 1, *, resume: bool = False) -> lis
                     "filename": "Élodie CV.pdf",
                     "content": base64.b64encode(PDF).decode(),
                 }
+            ids.append(applications.submit(session, job, applications.check(fields)).id)
+    return ids
+
+
+def apply_with_resumes(s: Stack, job_id: int, resumes: list[bytes | None]) -> list[int]:
+    """One application per item, each with that résumé (or none), committed."""
+    ids = []
+    with session_scope(s.sessions) as session:
+        job = applications.open_job(session, job_id)
+        for i, data in enumerate(resumes):
+            fields: dict[str, Any] = {"name": f"Applicant {i}", "email": f"a{i}@example.org"}
+            if data is not None:
+                content = base64.b64encode(data).decode()
+                fields["resume"] = {"filename": f"cv-{i}.pdf", "content": content}
             ids.append(applications.submit(session, job, applications.check(fields)).id)
     return ids
 
@@ -478,3 +502,127 @@ def test_the_job_deleted_right_after_an_application_still_gets_its_copy(
     assert message["To"] == "jobs@maple.test"
     body = message.get_body(("plain",))
     assert body is not None and "none (job deleted)" in body.get_content()
+
+
+@pytest.mark.parametrize("stack", MAIN_STACKS, indirect=True)
+def test_each_copy_carries_its_own_resume(stack: Stack, sink: SinkServer) -> None:
+    received = sink.start()
+    job_id = open_job(stack)
+    resumes: list[bytes | None] = [PDF + b"%% applicant %d\n" % i * (i + 1) for i in range(4)]
+    resumes.insert(2, None)
+    ids = apply_with_resumes(stack, job_id, resumes)
+    stack.start_worker(sink.port)
+    for app_id in reversed(ids):  # not in the order they were stored
+        stack.enqueue(app_id)
+
+    wait_for(lambda: all_in(stack, ids, "sent"), timeout=60, what="every copy sent")
+    by_id = {str(m["Message-ID"]): m for m in received.messages}
+    assert len(by_id) == len(received.messages) == len(ids)
+    for app_id, data in zip(ids, resumes, strict=True):
+        attached = [a.get_content() for a in by_id[message_id(app_id)].iter_attachments()]
+        assert attached == ([] if data is None else [data]), app_id
+
+
+class MidSend(SlowSink):
+    """A sink that, holding each message's DATA, looks at the database from outside."""
+
+    def __init__(self, host: str, port: int, look: Callable[[], object]) -> None:
+        super().__init__(host, port)
+        self.look = look
+        self.seen: list[object] = []
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        try:
+            self.seen.append(await asyncio.to_thread(self.look))
+        except Exception as e:  # a lock held by the sender, say: shown by the assertion
+            self.seen.append(repr(e))
+        return await super().handle_DATA(server, session, envelope)
+
+
+def database_mid_send(s: Stack, application_id: int) -> tuple[str, int]:
+    """The entry's status, and how many transactions are open meanwhile; waits for no lock:
+    a write lock (SQLite) or the entry's row lock (PostgreSQL) held elsewhere fails it."""
+    url = make_url(s.database_url)
+    if url.get_backend_name() == "sqlite":
+        db = sqlite3.connect(str(url.database), timeout=0, isolation_level=None)
+        try:
+            db.execute("BEGIN IMMEDIATE")  # "database is locked" if a writer holds it
+            query = "SELECT status FROM outbox WHERE application_id = ?"
+            [status] = db.execute(query, (application_id,)).fetchone()
+            db.execute("ROLLBACK")
+        finally:
+            db.close()
+        return status, 0
+    conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        [open_transactions] = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND state LIKE 'idle in transaction%%' AND pid <> pg_backend_pid()"
+        ).fetchone() or (None,)
+        with conn.transaction():
+            query = "SELECT status FROM outbox WHERE application_id = %s FOR UPDATE NOWAIT"
+            [status] = conn.execute(query, (application_id,)).fetchone() or (None,)
+    return status, open_transactions
+
+
+@pytest.mark.parametrize("stack", MAIN_STACKS, indirect=True)
+def test_no_transaction_is_open_while_the_copy_is_sent(stack: Stack) -> None:
+    """C8: the claim is committed before the send, and nothing is held during it (on SQLite
+    a transaction left open would block every other write for as long as the relay takes)."""
+    job_id = open_job(stack)
+    [app_id] = apply(stack, job_id, resume=True)
+    server = SinkServer()
+    server.sink = watching = MidSend(
+        "127.0.0.1", server.port, lambda: database_mid_send(stack, app_id)
+    )
+    server.start()
+    try:
+        stack.start_worker(server.port)
+        stack.enqueue(app_id)
+        wait_for(lambda: entry(stack, app_id).status == "sent", timeout=60, what="the copy sent")
+    finally:
+        server.stop()
+    assert watching.seen == [("sending", 0)]
+    assert entry(stack, app_id).attempts == 1
+
+
+class FirstDataStalls(SlowSink):
+    """A relay that holds the first message's DATA for `delay` seconds, then is quick."""
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        delay, self.delay = self.delay, 0.0
+        if delay:
+            await asyncio.sleep(delay)
+        return await super().handle_DATA(server, session, envelope)
+
+
+@pytest.mark.parametrize("stack", MAIN_STACKS, indirect=True)
+def test_a_send_past_the_soft_time_limit_is_cut_off_and_retried_by_the_same_worker(
+    stack: Stack,
+) -> None:
+    """A one-process worker runs its tasks itself (workers.solo) and keeps the time limits:
+    the stalled send is interrupted at the soft limit, well before the hard one that would
+    end the process, and the copy goes out again once its lease has run out (C8)."""
+    job_id = open_job(stack)
+    [app_id] = apply(stack, job_id)
+    server = SinkServer()
+    server.sink = stalling = FirstDataStalls("127.0.0.1", server.port, delay=8)
+    server.start()
+    try:
+        # OUTBOX_LEASE_SECONDS is 3 here (worker_env): above the hard limit, as C9 requires.
+        worker = stack.start_worker(server.port, time_limits=(1, 2.5))
+        stack.enqueue(app_id)
+        wait_for(
+            lambda: worker.proc.poll() is None and entry(stack, app_id).status == "sent",
+            timeout=60,
+            what="the copy sent on a second attempt",
+            every=stack.sweep,
+        )
+    finally:
+        server.stop()
+    assert worker.proc.poll() is None, "the hard time limit ended the worker"
+    assert "SoftTimeLimitExceeded" in worker.text()
+    assert entry(stack, app_id).attempts == 2
+    # The stalled DATA may still have been accepted once the client was gone: the one
+    # window C8 allows, with the same Message-ID.
+    assert set(stalling.message_ids()) == {message_id(app_id)}
