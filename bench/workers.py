@@ -21,15 +21,16 @@ being measured, and its cost is shown in a column of its own instead.
    The baseline is a plain loop in the bench process sending the same messages to the same
    sink with smtplib, one connection per message as `workers.mail.send` does (connect, EHLO,
    MAIL, RCPT, DATA, QUIT). The messages are built beforehand with
-   `workers.mail.build_message` from the same ApplicationCopy data the worker reads, so the
-   loop times sending alone (send_message still flattens each message, as the worker's
-   does); the build time is shown apart, with what the baseline would be had the loop built
-   them. The loop runs before and after the worker; their mean is the baseline. Target: the
-   worker at least 50% of it. A diagnostic row, no target: `workers.delivery.deliver` called
-   for the same N in the bench process (no Celery), so the table splits the worker's cost
-   into sending, the task body and Celery. CPU time of every process involved (sender, sink,
-   PostgreSQL backends, redis) is shown per message: unlike rates, it hardly moves when other
-   processes load the machine.
+   `workers.mail.build_message` (the readable reference of the copy) from the same
+   ApplicationCopy data the worker reads, so the loop times sending alone (send_message
+   flattens each message); the worker renders its bytes itself (`workers.mail.render`) and
+   that is in its time. The reference's build time is shown apart, with what the baseline
+   would be had the loop built them. The loop runs before and after the worker; their mean
+   is the baseline. Target: the worker at least 50% of it. A diagnostic row, no target:
+   `workers.delivery.deliver` called for the same N in the bench process (no Celery), so the
+   table splits the worker's cost into sending, the task body and Celery. CPU time of every
+   process involved (sender, sink, PostgreSQL backends, redis) is shown per message: unlike
+   rates, it hardly moves when other processes load the machine.
 """
 
 from __future__ import annotations
