@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from models import outbox
 from models.dates import utcnow
-from models.db import make_sessionmaker, session_scope
+from models.db import autocommit, make_sessionmaker, session_scope
 from models.entities import Application
 from models.settings import Settings
 from workers import mail
@@ -91,7 +91,7 @@ def _one_statement_each(factory: sessionmaker[Session]) -> sessionmaker[Session]
     to a connection (the tests' rolled-back transaction)."""
     bind = factory.kw.get("bind")
     if isinstance(bind, Engine) and bind.dialect.name == "postgresql":
-        return make_sessionmaker(bind.execution_options(isolation_level="AUTOCOMMIT"))
+        return make_sessionmaker(autocommit(bind))  # a pool of its own, as the API's reads
     return factory
 
 
