@@ -16,7 +16,7 @@ from api.openapi_resource import OpenApi
 from api.pages import Applied, ApplyForm, JobPage
 from models import logs
 from models.dates import today_in
-from models.db import autocommit, make_engine, make_sessionmaker
+from models.db import make_engine, make_sessionmaker
 from models.settings import Settings
 
 WsgiApp = falcon.App[falcon.Request, falcon.Response]
@@ -36,7 +36,6 @@ class Collaborators:
     limiter: ratelimit.Limiter | None = None
     ready_checks: dict[str, health.Check] = field(default_factory=dict)
     queue_depths: observability.QueueDepths | None = None  # for /metrics (C9)
-    reads: sessionmaker[Session] | None = None  # sessions for GET requests; default: `sessions`
 
 
 def create_app(
@@ -56,7 +55,7 @@ def create_app(
         RequestId(),
         MethodOverride(),
         Cors(),
-        SessionManager(sessions, parts.reads),
+        SessionManager(sessions),
     ]
     app = falcon.App(middleware=middleware)
     app.req_options.strip_url_path_trailing_slash = True
@@ -109,6 +108,5 @@ def get_app() -> WsgiApp:
             "broker": lambda: broker.ping(settings.broker_url, timeout),
         },
         queue_depths=lambda: broker.depths(settings.broker_url, timeout),
-        reads=make_sessionmaker(autocommit(engine)),
     )
     return create_app(settings, make_sessionmaker(engine), parts)

@@ -83,13 +83,11 @@ class Cors:
 
 class SessionManager:
     """One session per request, committed once on success, rolled back otherwise. GET and
-    HEAD, which only read, may be given sessions of their own (`models.db.autocommit`)."""
+    HEAD, which only read, get autocommit sessions (`models.db.autocommit_sessions`)."""
 
-    def __init__(
-        self, factory: sessionmaker[Session], reads: sessionmaker[Session] | None = None
-    ) -> None:
+    def __init__(self, factory: sessionmaker[Session]) -> None:
         self.factory = factory
-        self.reads = reads or factory
+        self.reads = db.autocommit_sessions(factory)
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         # Connects lazily: /healthz touches nothing. Runs after MethodOverride has decided.

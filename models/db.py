@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,17 @@ def autocommit(engine: Engine) -> Engine:
         return engine
     url = engine.url.render_as_string(hide_password=False)
     return make_engine(url, isolation_level="AUTOCOMMIT")
+
+
+@lru_cache(maxsize=8)
+def autocommit_sessions(factory: sessionmaker[Session]) -> sessionmaker[Session]:
+    """Sessions for work whose statements each stand alone (a GET's reads, the steps of a
+    delivery): on PostgreSQL from `autocommit(engine)`, once per factory. SQLite keeps its
+    transactions, and so do sessions bound to a connection (the tests' rolled-back one)."""
+    bind = factory.kw.get("bind")
+    if isinstance(bind, Engine) and bind.dialect.name == "postgresql":
+        return make_sessionmaker(autocommit(bind))
+    return factory
 
 
 def _tune_sqlite(engine: Engine) -> None:

@@ -5,15 +5,14 @@ server's 250 and before the commit) re-sends with the same Message-ID."""
 from __future__ import annotations
 
 import logging
-from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Engine, Row
+from sqlalchemy import Row
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import outbox
 from models.dates import utcnow
-from models.db import autocommit, make_sessionmaker, session_scope
+from models.db import autocommit_sessions, session_scope
 from models.entities import Application
 from models.settings import Settings
 from workers import mail
@@ -82,24 +81,13 @@ claim_copy = outbox.Claim(
 )
 
 
-@lru_cache(maxsize=8)
-def _one_statement_each(factory: sessionmaker[Session]) -> sessionmaker[Session]:
-    """The sessions of a delivery: on PostgreSQL, in autocommit. Each of its steps (the
-    claim, then sent, retry or failed) is one statement, atomic by itself, so BEGIN and COMMIT
-    around it would be two round trips that change nothing. SQLite keeps its transactions
-    (its connections issue BEGIN IMMEDIATE themselves: models.db), and so do sessions bound
-    to a connection (the tests' rolled-back transaction)."""
-    bind = factory.kw.get("bind")
-    if isinstance(bind, Engine) and bind.dialect.name == "postgresql":
-        return make_sessionmaker(autocommit(bind))  # a pool of its own, as the API's reads
-    return factory
-
-
 def deliver(sessions: sessionmaker[Session], settings: Settings, application_id: int) -> str:
     """One attempt. Returns "skipped" (not claimable: sent, failed, or another worker's),
     "sent", "retry" (transient failure, due again later) or "failed"."""
     t = timing(settings)
-    sessions = _one_statement_each(sessions)
+    # Each step (the claim, then sent, retry or failed) is one statement, atomic by itself:
+    # BEGIN and COMMIT around it would be two round trips that change nothing.
+    sessions = autocommit_sessions(sessions)
     with session_scope(sessions) as s:
         claimed = claim_copy(s, application_id, now=utcnow(), timing=t)
     if claimed is None:
