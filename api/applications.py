@@ -70,7 +70,7 @@ class Intake:
 
     def store(self, req: falcon.Request, job_id: str, fields: dict[str, Any]) -> Application | None:
         """404, 409, then 422: the application stored, its delivery enqueued after commit."""
-        session: Session = req.context.session
+        session: Session = req.context.db.session
         job = applications.open_job(session, path_id(job_id))
         if fields.get("website"):  # the honeypot: a bot is told it succeeded
             return None
@@ -106,7 +106,7 @@ class Submissions:
     @falcon.before(require_employer)
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         wanted = _list_query(req, by_job=False)  # C1: a 400 outranks the 404
-        job = jobs.get(req.context.session, employer_of(req), path_id(job_id))
+        job = jobs.get(req.context.db.session, employer_of(req), path_id(job_id))
         _send_page(req, resp, self.public_base_url, replace(wanted, job_id=job.id))
 
 
@@ -160,7 +160,7 @@ def _send_page(
     carry_job: bool = False,
 ) -> None:
     page = applications.listing(
-        req.context.session,
+        req.context.db.session,
         employer_of(req),
         job_id=wanted.job_id,
         status=wanted.status,
@@ -182,7 +182,7 @@ def _send_page(
 class Item:
     def on_get(self, req: falcon.Request, resp: falcon.Response, application_id: str) -> None:
         a = applications.get(
-            req.context.session, employer_of(req), path_id(application_id, "application")
+            req.context.db.session, employer_of(req), path_id(application_id, "application")
         )
         send_json(resp, represent(a))
 
@@ -190,7 +190,7 @@ class Item:
 @falcon.before(require_employer)
 class ResumeFile:
     def on_get(self, req: falcon.Request, resp: falcon.Response, application_id: str) -> None:
-        session = req.context.session
+        session = req.context.db.session
         a = applications.get(session, employer_of(req), path_id(application_id, "application"))
         resp.data = applications.resume_bytes(session, a)
         resp.content_type = a.resume_content_type or "application/octet-stream"

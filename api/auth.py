@@ -19,7 +19,7 @@ def require_employer(
     looked up in the same statement (`access_of(req).job_version`, None: no such job)."""
     raw = params.get("job_id")
     job_id = int32(raw) if isinstance(raw, str) else None  # a bad id is a 404, after the 401
-    access = employers.authenticate(req.context.session, req.get_header("API-Key"), job_id)
+    access = employers.authenticate(req.context.db.connection, req.get_header("API-Key"), job_id)
     if access is None:
         raise Problem(
             401,
@@ -39,6 +39,6 @@ def employer_of(req: falcon.Request) -> Employer:
     """The caller's employer as an ORM object of the request's session, made on first use."""
     employer: Employer | None = req.context.employer
     if employer is None:
-        employer = employers.attach(req.context.session, access_of(req))
+        employer = employers.attach(req.context.db.session, access_of(req))
         req.context.employer = employer
     return employer

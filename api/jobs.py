@@ -44,7 +44,7 @@ class JobCollection(_JobResource):
         if errors:
             raise query.invalid(errors)
         page = jobs.listing(
-            req.context.session,
+            req.context.db.session,
             employer_of(req),
             q=q,
             status=status,
@@ -63,20 +63,22 @@ class JobCollection(_JobResource):
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req)
-        job = jobs.create(req.context.session, employer_of(req), body, today=self.today())
+        job = jobs.create(req.context.db.session, employer_of(req), body, today=self.today())
         resp.location = self._location(req, job.id)
         send_json(resp, representations.job(job), 201)
 
     def on_put(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req)
-        job, created = jobs.upsert(req.context.session, employer_of(req), body, today=self.today())
+        job, created = jobs.upsert(
+            req.context.db.session, employer_of(req), body, today=self.today()
+        )
         if created:
             resp.location = self._location(req, job.id)
         send_json(resp, representations.job(job), 201 if created else 200)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req, optional=True)
-        jobs.delete_by_reference(req.context.session, employer_of(req), body)
+        jobs.delete_by_reference(req.context.db.session, employer_of(req), body)
         resp.status = 204
 
 
@@ -90,20 +92,20 @@ class JobItem(_JobResource):
             raise NotFound(f"No job has id {job_id}.")
         entry = self.kept.get(wanted, access.job_version, access.employer_name)
         if entry is None:
-            job = jobs.get(req.context.session, employer_of(req), wanted)
+            job = jobs.get(req.context.db.session, employer_of(req), wanted)
             body = orjson.dumps(representations.job(job))
             entry = self.kept.put(job.id, job.version, access.employer_name, body)
         send_validated(req, resp, entry.body, entry.etag, "private, no-cache")
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         body = read_json(req)  # 400 outranks 404 (C1)
-        session, employer = req.context.session, employer_of(req)
+        session, employer = req.context.db.session, employer_of(req)
         job = jobs.get(session, employer, path_id(job_id))
         job = jobs.update(session, employer, job, body, today=self.today())
         send_json(resp, representations.job(job))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         read_json(req, optional=True)  # a body is not needed, but must be JSON if sent (C1)
-        session = req.context.session
+        session = req.context.db.session
         jobs.delete(session, jobs.get(session, employer_of(req), path_id(job_id)))
         resp.status = 204

@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 import falcon
+from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.auth import require_employer
@@ -81,26 +82,75 @@ class Cors:
             resp.set_header("Access-Control-Max-Age", "86400")
 
 
+class Database:
+    """A request's way to the database, opened on first use: `connection` for plain
+    statements (authentication), `session` for the ORM, on the same connection. /healthz
+    opens neither; a job served from the kept copies opens no session.
+
+    GET and HEAD, which only read, use `models.db.autocommit_sessions`; the rest one
+    transaction, committed by SessionManager."""
+
+    def __init__(self, sessions: sessionmaker[Session], reads: Engine | None) -> None:
+        self._sessions = sessions
+        self._reads = reads  # the engine to check out a bare connection from, if any
+        self._connection: Connection | None = None
+        self.opened: Session | None = None
+
+    @property
+    def connection(self) -> Connection:
+        if self._connection is None:
+            if self._reads is not None and self.opened is None:
+                self._connection = self._reads.connect()
+            else:
+                self._connection = self.session.connection()
+        return self._connection
+
+    @property
+    def session(self) -> Session:
+        if self.opened is None:
+            if self._reads is not None:
+                self.opened = self._sessions(bind=self.connection)
+            else:
+                self.opened = self._sessions()
+        return self.opened
+
+    def close(self) -> None:
+        try:
+            if self.opened is not None:
+                self.opened.close()
+        finally:
+            if self._reads is not None and self._connection is not None:
+                self._connection.close()
+
+
 class SessionManager:
-    """One session per request, committed once on success, rolled back otherwise. GET and
-    HEAD, which only read, get autocommit sessions (`models.db.autocommit_sessions`)."""
+    """One database unit per request (`Database`), committed once on success, rolled back
+    otherwise; `req.context.db`, and `req.context.db.session` for short."""
 
     def __init__(self, factory: sessionmaker[Session]) -> None:
         self.factory = factory
         self.reads = db.autocommit_sessions(factory)
+        bind = self.reads.kw.get("bind")
+        # A bare connection for reads needs an engine to check it out from; sessions bound
+        # to a connection (the tests' rolled-back one) use theirs.
+        self.read_engine = bind if isinstance(bind, Engine) else None
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
-        # Connects lazily: /healthz touches nothing. Runs after MethodOverride has decided.
-        req.context.session = (self.reads if req.method in READS else self.factory)()
+        # Runs after MethodOverride has decided the method.
+        if req.method in READS:
+            req.context.db = Database(self.reads, self.read_engine)
+        else:
+            req.context.db = Database(self.factory, None)
 
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool
     ) -> None:
-        session: Session | None = getattr(req.context, "session", None)
-        if session is None:
+        database: Database | None = getattr(req.context, "db", None)
+        if database is None:
             return
+        session = database.opened
         try:
-            if req.method in READS:
+            if session is None or req.method in READS:
                 return  # nothing to commit: close() ends the read
             if req_succeeded and resp.status_code < 400:
                 db.commit(session)
@@ -110,4 +160,4 @@ class SessionManager:
                 session.expunge_all()
                 db.discard(session)
         finally:
-            session.close()
+            database.close()

@@ -74,7 +74,7 @@ class JobPage:
         self.timezone = timezone
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
-        job = public_job(req.context.session, job_id)
+        job = public_job(req.context.db.session, job_id)
         if job is None:
             send_not_found(resp)
             return
@@ -85,7 +85,7 @@ class ApplyRedirect:
     """GET /jobs/{id}/apply: 302 to applicationUrl (URL routing) or to the form (C8)."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
-        job = public_job(req.context.session, job_id)
+        job = public_job(req.context.db.session, job_id)
         if job is None:
             send_not_found(resp)
             return
@@ -114,7 +114,7 @@ class ApplyForm(ApplyRedirect):
             self._invalid(req, resp, job_id, fields, e.errors)
             return
         except ApplyViaUrl as e:
-            job = public_job(req.context.session, job_id)
+            job = public_job(req.context.db.session, job_id)
             if job is None:  # unreachable: Intake found the job
                 send_not_found(resp)
                 return
@@ -137,7 +137,7 @@ class ApplyForm(ApplyRedirect):
         fields: dict[str, Any],
         errors: list[FieldError],
     ) -> None:
-        job = public_job(req.context.session, job_id)
+        job = public_job(req.context.db.session, job_id)
         if job is None:  # unreachable: Intake found the job
             send_not_found(resp)
             return
@@ -187,4 +187,4 @@ class Applied:
         except NotFound:
             send_not_found(resp)
             return
-        send_html(resp, html_render.applied_page(public_job(req.context.session, job_id)))
+        send_html(resp, html_render.applied_page(public_job(req.context.db.session, job_id)))

@@ -14,13 +14,13 @@ from models.errors import FieldError, NotFound
 
 class PositionTypes:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        rows = req.context.session.scalars(select(PositionType).order_by(PositionType.id))
+        rows = req.context.db.session.scalars(select(PositionType).order_by(PositionType.id))
         send_cacheable(req, resp, {"data": [representations.named(r) for r in rows]})
 
 
 class Categories:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        rows = req.context.session.scalars(select(Category).order_by(Category.id))
+        rows = req.context.db.session.scalars(select(Category).order_by(Category.id))
         send_cacheable(req, resp, {"data": [representations.named(r) for r in rows]})
 
 
@@ -35,7 +35,7 @@ class Locations:
         if errors:
             raise query.invalid(errors)
         rows, total = places.search(
-            req.context.session, q, limit=paging.page_size, offset=paging.offset
+            req.context.db.session, q, limit=paging.page_size, offset=paging.offset
         )
         send_cacheable(
             req,
@@ -49,7 +49,7 @@ class Locations:
 
 class LocationItem:
     def on_get(self, req: falcon.Request, resp: falcon.Response, location_id: str) -> None:
-        loc = places.get_listed(req.context.session, path_id(location_id, "location"))
+        loc = places.get_listed(req.context.db.session, path_id(location_id, "location"))
         if loc is None:
             raise NotFound(f"No location has id {location_id}.")
         send_cacheable(req, resp, representations.location(loc))

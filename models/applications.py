@@ -205,7 +205,7 @@ def listing(
         query = query.where(Application.job_id == job_id)
     if status is not None:
         query = query.join(OutboxEntry).where(OutboxEntry.status == status)
-    with planned_for_values(session):
+    with planned_for_values(session.connection()):
         total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
         rows = session.scalars(
             query.order_by(Application.received_at.desc(), Application.id.desc())

@@ -7,12 +7,13 @@ import hmac
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import cast
 
-from sqlalchemy import and_, bindparam, select
+from sqlalchemy import Connection, and_, bindparam, select
 from sqlalchemy.orm import Session, make_transient_to_detached
 
 from models.dates import utcnow
+from models.db import Precompiled
 from models.entities import ApiKey, Employer, Job
 from models.errors import NotFound
 
@@ -108,11 +109,11 @@ _KEY_COLUMNS = (
 )
 _KEYS = ApiKey.__table__.join(Employer.__table__, _keys.employer_id == _employers.id)
 _LIVE = _keys.revoked_at.is_(None)
-_LIVE_KEY = (
+_LIVE_KEY = Precompiled(
     select(*_KEY_COLUMNS).select_from(_KEYS).where(_keys.prefix == bindparam("prefix"), _LIVE)
 )
 # GET one job is the call clients repeat most: the key and the job's version in one statement.
-_LIVE_KEY_AND_JOB = (
+_LIVE_KEY_AND_JOB = Precompiled(
     select(*_KEY_COLUMNS, _jobs.version)
     .select_from(
         _KEYS.outerjoin(
@@ -124,26 +125,26 @@ _LIVE_KEY_AND_JOB = (
 )
 
 
-def authenticate(session: Session, key: str | None, job_id: int | None = None) -> Access | None:
+def authenticate(
+    connection: Connection, key: str | None, job_id: int | None = None
+) -> Access | None:
     """Whom a presented key speaks for, or None if it is missing, unknown or revoked; with
     `job_id`, also the version of that job of the employer's.
 
-    Every API request asks, so it is one plain statement and no ORM object; `attach` makes
-    the employer's when a request needs it.
+    Every API request asks, so it is one precompiled statement and no ORM object (`attach`
+    makes the employer's when a request needs it), on a connection: a request that needs no
+    more (GET one job from the kept copies) opens no session.
     """
     if not key or len(key) < PREFIX_LEN or len(key) > 200 or not key.isprintable():
         return None
-    connection = session.connection()
-    row: Any
     if job_id is None:
-        row = connection.execute(_LIVE_KEY, {"prefix": key[:PREFIX_LEN]}).first()
+        row = _LIVE_KEY.first(connection, {"prefix": key[:PREFIX_LEN]})
     else:
-        params = {"prefix": key[:PREFIX_LEN], "job_id": job_id}
-        row = connection.execute(_LIVE_KEY_AND_JOB, params).first()
-    if row is None or not hmac.compare_digest(row.digest, _digest(key)):
+        row = _LIVE_KEY_AND_JOB.first(connection, {"prefix": key[:PREFIX_LEN], "job_id": job_id})
+    if row is None or not hmac.compare_digest(row[0], _digest(key)):
         return None
-    version = row.version if job_id is not None else None
-    return Access(row.id, row.name, row.plan, row.created_at, version)
+    _, employer_id, name, plan, created_at, *job = row
+    return Access(employer_id, name, plan, created_at, job[0] if job else None)
 
 
 def attach(session: Session, access: Access) -> Employer:

@@ -244,7 +244,7 @@ def listing(
         raiseload(Job.salary_period),
         raiseload(Job.job_categories),
     )
-    with planned_for_values(session):
+    with planned_for_values(session.connection()):
         total = session.scalar(select(func.count(Job.id)).where(*where)) or 0
         rows = session.scalars(headers.join(page_ids, Job.id == page_ids.c.id).order_by(*order))
         return Page(jobs=list(rows), total=total)

@@ -5,16 +5,19 @@ for its employer's own values."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import Engine, create_engine, select, text
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import Engine, bindparam, create_engine, insert, literal, select, text
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
 from models import employers, jobs
-from models.db import autocommit, make_engine
+from models.db import Precompiled, autocommit, make_engine
 from models.entities import Employer
 from tests.services import scratch_postgres
+
+NOW = datetime(2026, 11, 22, 9, 30, 15, 123456, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
@@ -100,3 +103,34 @@ def test_the_job_list_is_planned_for_its_employer_every_time(engine: Engine) -> 
         assert _prepared(session, "count(jobs.id)") == 0
         assert _prepared(session, "SELECT employers.name") == 1
         session.rollback()
+
+
+def test_a_precompiled_statement_answers_as_sqlalchemy_does(engine: Engine) -> None:
+    """Same values and types (UTC datetimes from SQLite's text included), either paramstyle."""
+    statement = (
+        select(Employer.id, Employer.name, Employer.created_at)
+        .where(Employer.name == bindparam("name"))
+        .order_by(Employer.id)
+    )
+    precompiled = Precompiled(statement)
+    with engine.connect() as conn:
+        conn.execute(insert(Employer).values(name="Précompilé", plan="standard", created_at=NOW))
+        expected = conn.execute(statement, {"name": "Précompilé"}).first()
+        row = precompiled.first(conn, {"name": "Précompilé"})
+        assert row == tuple(expected) and row is not None
+        assert row[2] == NOW and row[2].tzinfo is not None
+        assert precompiled.first(conn, {"name": "nobody"}) is None
+        conn.rollback()
+
+
+def test_a_connection_lost_under_a_precompiled_statement_is_replaced(postgres_url: str) -> None:
+    """As for any statement: the error is SQLAlchemy's, flagged a disconnect, and the pool
+    connects afresh instead of handing the dead connection out again."""
+    engine = make_engine(postgres_url, idle_ping_seconds=3600, pool_size=1)
+    first = _backend_pid(engine)
+    _terminate(postgres_url, first)
+    with pytest.raises(DBAPIError) as raised, engine.connect() as conn:
+        Precompiled(select(literal(1))).first(conn, {})
+    assert raised.value.connection_invalidated
+    assert _backend_pid(engine) != first
+    engine.dispose()

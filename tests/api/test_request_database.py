@@ -1,0 +1,126 @@
+"""How a request reaches the database, as the web process runs it (sessions on the engine,
+not the tests' rolled-back connection): one pooled connection per request, given back after
+it, and a job served from the kept copies (C4 GET one job) runs no statement but the key's."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, delete, event
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.app import create_app
+from models import db, employers
+from models.entities import Employer
+from models.settings import Settings
+from tests.conftest import Account, Api, Clock
+from tests.factories import JOBS, create_job
+
+
+@pytest.fixture
+def factory(engine: Engine) -> Iterator[sessionmaker[Session]]:
+    made = db.make_sessionmaker(engine)
+    yield made
+    reads = db.autocommit_sessions(made).kw["bind"]
+    if reads is not engine:  # PostgreSQL's pool of autocommit connections, made for this one
+        reads.dispose()
+
+
+@pytest.fixture
+def committed(factory: sessionmaker[Session]) -> Iterator[Account]:
+    """An employer committed for real (the app's connections cannot see the tests' rolled-back
+    transaction), deleted with its jobs and keys afterwards."""
+    with factory() as s:
+        employer = employers.create_employer(s, "Engine Bound Ltd")
+        issued = employers.issue_key(s, employer.id)
+        s.commit()
+        account = Account(employer.id, employer.name, issued.key)
+    yield account
+    with factory() as s:
+        s.execute(delete(Employer).where(Employer.id == account.id))
+        s.commit()
+
+
+class Watch:
+    """Pool checkouts, and statements sent through SQLAlchemy, on the engines a request uses."""
+
+    def __init__(self, engines: set[Engine]) -> None:
+        self.engines = engines
+        self.checkouts = 0
+        self.statements: list[str] = []
+        for e in engines:
+            event.listen(e, "checkout", self._checkout)
+            event.listen(e, "before_cursor_execute", self._statement)
+
+    def _checkout(self, *_: Any) -> None:
+        self.checkouts += 1
+
+    def _statement(self, _conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        self.statements.append(statement)
+
+    def reset(self) -> None:
+        self.checkouts, self.statements = 0, []
+
+    def checked_out(self) -> int:
+        return sum(e.pool.checkedout() for e in self.engines)  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        for e in self.engines:
+            event.remove(e, "checkout", self._checkout)
+            event.remove(e, "before_cursor_execute", self._statement)
+
+
+@pytest.fixture
+def watch(engine: Engine, factory: sessionmaker[Session]) -> Iterator[Watch]:
+    reads = db.autocommit_sessions(factory).kw["bind"]
+    watching = Watch({engine, reads})
+    yield watching
+    watching.close()
+
+
+@pytest.fixture
+def engine_api(settings: Settings, factory: sessionmaker[Session], clock: Clock) -> Api:
+    return Api(create_app(settings, factory, today=clock))
+
+
+def test_a_kept_job_costs_one_checkout_and_no_orm_statement(
+    engine_api: Api, committed: Account, watch: Watch
+) -> None:
+    job = create_job(engine_api, committed)
+    assert engine_api.get(f"{JOBS}/{job['id']}", key=committed.key).json == job  # now kept
+    watch.reset()
+    for _ in range(3):
+        again = engine_api.get(f"{JOBS}/{job['id']}", key=committed.key)
+        assert again.status_code == 200 and again.json == job
+    assert watch.checkouts == 3  # one connection a request
+    assert len(watch.statements) == 3  # and one statement: the key and the job's version
+    assert all("FROM api_keys" in s for s in watch.statements)
+    assert watch.checked_out() == 0  # every connection given back
+
+
+def test_every_request_uses_one_connection_and_gives_it_back(
+    engine_api: Api, committed: Account, watch: Watch
+) -> None:
+    """Reads that need the ORM (the list) run it on the connection that checked the key;
+    writes run the key's statement inside their transaction. Errors give theirs back too."""
+    job = create_job(engine_api, committed, referenceId="R-1")
+    calls = [
+        ("get", JOBS, {}),
+        ("get", f"{JOBS}/{job['id']}", {}),
+        ("put", JOBS, {"json": {**job, "referenceId": "R-1", "title": "Baker II"}}),
+        ("get", f"{JOBS}/999999999", {}),  # 404
+        ("post", JOBS, {"json": {"title": ""}}),  # 422, rolled back
+    ]
+    for method, path, kw in calls:
+        watch.reset()
+        result = getattr(engine_api, method)(path, key=committed.key, **kw)
+        assert result.status_code < 500, result.text
+        assert watch.checkouts == 1, (method, path)
+        assert watch.checked_out() == 0, (method, path)
+    watch.reset()
+    assert engine_api.get("/healthz").status_code == 200
+    assert watch.checkouts == 0  # /healthz opens nothing
+    assert engine_api.get(JOBS, key="jp_not-a-live-key-at-all").status_code == 401
+    assert watch.checked_out() == 0
