@@ -43,9 +43,10 @@ class JobCollection(_JobResource):
         q = query.term(req, "q", errors)
         if errors:
             raise query.invalid(errors)
+        access = access_of(req)
         page = jobs.listing(
-            req.context.db.session,
-            employer_of(req),
+            req.context.db.connection,
+            access.employer_id,
             q=q,
             status=status,
             page=paging.page,
@@ -54,7 +55,7 @@ class JobCollection(_JobResource):
         send_json(
             resp,
             {
-                "data": [representations.header(j) for j in page.jobs],
+                "data": [representations.header(j, access) for j in page.jobs],
                 "paging": query.paging_object(
                     req, self.public_base_url, paging, page.total, {"q": q, "status": status}
                 ),

@@ -5,7 +5,9 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from models.employers import Access
 from models.entities import Category, Job, Location, PositionType
+from models.jobs import Header
 from models.reference import ROUTING_TYPES
 
 
@@ -16,7 +18,8 @@ def number(value: Decimal | None) -> int | float | None:
     return int(value) if value == value.to_integral_value() else float(value)
 
 
-def location(loc: Location) -> dict[str, Any]:
+def location(loc: Location | Any) -> dict[str, Any]:
+    """A place: a Location, or a row of the same names (`models.jobs.Header`)."""
     return {
         "id": loc.id,
         "name": loc.name,
@@ -43,12 +46,12 @@ def salary(job: Job) -> dict[str, Any] | None:
     }
 
 
-def header(job: Job) -> dict[str, Any]:
+def header(job: Header, employer: Access) -> dict[str, Any]:
     """A list element: the job header of the interface."""
     return {
         "id": job.id,
         "referenceId": job.reference_id,
-        "employer": {"id": job.employer.id, "name": job.employer.name},
+        "employer": {"id": employer.employer_id, "name": employer.employer_name},
         "title": job.title,
         "publishDate": job.publish_date,
         "locations": [location(loc) for loc in job.locations],

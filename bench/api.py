@@ -250,7 +250,7 @@ def _explain(seeded: seed.Seed) -> dict[str, list[plans.Plan]]:
 
     def listing(q: str | None, page: int) -> Callable[[Session, Employer], object]:
         return lambda session, employer: jobs.listing(
-            session, employer, q=q, status=None, page=page, page_size=10
+            session.connection(), employer.id, q=q, status=None, page=page, page_size=10
         )
 
     word = seeded.word.lower()
@@ -395,9 +395,12 @@ def _plans_text(explained: dict[str, list[plans.Plan]]) -> str:
 
 
 def _describe(statement: str) -> str:
-    """A short name for a captured statement: the count, the page, or an eager load."""
+    """A short name for a captured statement: the count, the page (with the count, for a
+    search), or the page's locations."""
     if statement.lstrip().lower().startswith("select count("):
         return "count"
+    if "over ()" in statement.lower():
+        return "page and count"
     found = re.search(r"\bfrom (\w+)", statement.lower())
     table = found.group(1) if found else "?"
-    return "page" if table == "jobs" else f"load {table}"
+    return "page" if table == "jobs" else f"{table}"

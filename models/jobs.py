@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import date
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import func, select
+from sqlalchemy import BigInteger, Connection, Integer, String, Text, bindparam, func, select
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, joinedload, lazyload, load_only, raiseload
+from sqlalchemy.orm import Session, joinedload
 
 from models import checks, job_rules
 from models.dates import default_close, utcnow
-from models.db import planned_for_values
-from models.entities import Employer, Job, JobCategory, JobLocation
+from models.db import Precompiled, planned_for_values
+from models.entities import Employer, Job, JobCategory, JobLocation, Location
 from models.errors import DuplicateReferenceId, FieldError, NotFound, ValidationFailed
-
-
-@dataclass(frozen=True)
-class Page:
-    jobs: list[Job]
-    total: int
 
 
 def get(session: Session, employer: Employer, job_id: int) -> Job:
@@ -208,43 +204,149 @@ def delete_by_reference(session: Session, employer: Employer, body: dict[str, An
     delete(session, job)
 
 
+GRAM = 3  # characters in a search gram (migration 0003)
+
+
+def search_grams(employer_id: Any, content: Any) -> Any:
+    """The grams the search index keeps of a job's (employer_id, search_text), or asks of a
+    search's (employer id, q): PostgreSQL's `jobpost_search_grams` (migration 0003)."""
+    return func.jobpost_search_grams(employer_id, content, type_=postgresql.ARRAY(Text))
+
+
+class Place(NamedTuple):
+    """A job's location as the list shows it."""
+
+    id: int
+    name: str
+    description: str
+    type: str
+    latitude: float | None
+    longitude: float | None
+
+
+@dataclass(frozen=True)
+class Header:
+    """A job as the list shows it (C6): plain values, read without the ORM."""
+
+    id: int
+    reference_id: str | None
+    title: str
+    publish_date: date
+    confidential: bool
+    status: str
+    locations: list[Place]
+
+
+@dataclass(frozen=True)
+class Page:
+    jobs: list[Header]
+    total: int
+
+
 def listing(
-    session: Session,
-    employer: Employer,
+    connection: Connection,
+    employer_id: int,
     *,
     q: str | None,
     status: str | None,
     page: int,
     page_size: int,
 ) -> Page:
-    """The employer's jobs, newest publishDate first, then id (stable across pages, C6)."""
-    where = [Job.employer_id == employer.id]
-    if q:
-        where.append(Job.search_text.contains(q.casefold(), autoescape=True))
+    """The employer's jobs, newest publishDate first, then id (stable across pages, C6).
+
+    `q` is a case-insensitive substring of title or referenceId, its `%` and `_` literal.
+    On PostgreSQL a q of a gram or more also asks the gram index (migration 0003) for the
+    rows holding every gram of it; LIKE decides among them."""
+    folded = q.casefold() if q else ""
+    grams = len(folded) >= GRAM and connection.dialect.name == "postgresql"
+    statements = _list_statements(bool(folded), grams, bool(status))
+    params = {
+        "employer_id": employer_id,
+        "q": folded,
+        "pattern": folded.replace("/", "//").replace("%", "/%").replace("_", "/_"),
+        "status": status,
+        "limit": page_size,
+        "offset": (page - 1) * page_size,
+    }
+    with planned_for_values(connection):
+        rows = statements.page.all(connection, params)
+        if folded and rows:  # a search's page carries the total
+            total = rows[0][6]
+        elif folded and page == 1:
+            total = 0
+        else:  # no search, or no row to carry it: on a page past the last
+            total = _count(statements, connection, params)
+    return Page(jobs=_headers(rows, place_at=7 if folded else 6), total=total)
+
+
+@dataclass(frozen=True)
+class _ListStatements:
+    page: Precompiled
+    count: Precompiled
+
+
+def _count(statements: _ListStatements, connection: Connection, params: dict[str, Any]) -> int:
+    row = statements.count.first(connection, params)
+    return int(row[0]) if row else 0
+
+
+@functools.cache
+def _list_statements(search: bool, grams: bool, status: bool) -> _ListStatements:
+    """The page and count statements of one kind of list, built and compiled once: a list
+    is read far more often than written, and building statements and ORM objects for each
+    cost more than the database's answer.
+
+    The page is one statement: its jobs' ids first, from the index alone (deep pages stay
+    cheap), then their header columns and locations. A search reads every match to count
+    them, so its page comes with the total, from that same reading; without q the count is
+    an index-only scan, run apart."""
+    employer = bindparam("employer_id", type_=Integer)
+    where = [Job.employer_id == employer]
+    if search:
+        where.append(Job.search_text.contains(bindparam("pattern", type_=Text), escape="/"))
+    if grams:
+        wanted = search_grams(employer, bindparam("q", type_=Text))
+        where.append(search_grams(Job.employer_id, Job.search_text).contains(wanted))
     if status:
-        where.append(Job.status == status)
+        where.append(Job.status == bindparam("status", type_=String))
     order = (Job.publish_date.desc(), Job.id.desc())
-    # Ids first, from the index alone; whole rows only for the page (deep pages stay cheap).
-    ids = select(Job.id).where(*where).order_by(*order).limit(page_size)
-    page_ids = ids.offset((page - 1) * page_size).subquery()
-    headers = select(Job).options(
-        # What a header shows (C6), and no more: a description may be long. Anything else
-        # raises rather than costing a query per job.
-        load_only(
-            Job.reference_id,
-            Job.title,
-            Job.publish_date,
-            Job.confidential,
-            Job.status,
-            Job.employer_id,
-            raiseload=True,
-        ),
-        lazyload(Job.employer),  # the caller's own, already in the session: no query
-        raiseload(Job.position_type),
-        raiseload(Job.salary_period),
-        raiseload(Job.job_categories),
+    ids = select(Job.id).where(*where).order_by(*order)
+    ids = ids.limit(bindparam("limit", type_=Integer))
+    ids = ids.offset(bindparam("offset", type_=BigInteger))  # pages run to 2**31 - 1 (C6)
+    if search:
+        ids = ids.add_columns(func.count().over().label("total"))
+    chosen = ids.subquery()
+    columns = [Job.id, *_HEADER, *([chosen.c.total] if search else []), *_PLACE]
+    page = (
+        select(*columns)
+        .select_from(chosen)
+        .join(Job, Job.id == chosen.c.id)
+        .outerjoin(JobLocation, JobLocation.job_id == Job.id)
+        .outerjoin(Location, Location.id == JobLocation.location_id)
+        .order_by(*order, JobLocation.position)
     )
-    with planned_for_values(session.connection()):
-        total = session.scalar(select(func.count(Job.id)).where(*where)) or 0
-        rows = session.scalars(headers.join(page_ids, Job.id == page_ids.c.id).order_by(*order))
-        return Page(jobs=list(rows), total=total)
+    count = select(func.count(Job.id)).where(*where)
+    return _ListStatements(Precompiled(page), Precompiled(count))
+
+
+_HEADER = (Job.reference_id, Job.title, Job.publish_date, Job.confidential, Job.status)
+_PLACE = (
+    Location.id.label("place_id"),
+    Location.name,
+    Location.description,
+    Location.type,
+    Location.latitude,
+    Location.longitude,
+)
+
+
+def _headers(rows: list[tuple[Any, ...]], *, place_at: int) -> list[Header]:
+    """Rows of (job columns, place columns), a row per location, in order: the headers."""
+    headers: list[Header] = []
+    for row in rows:
+        if not headers or headers[-1].id != row[0]:
+            job_id, reference_id, title, published, confidential, status = row[:6]
+            headers.append(Header(job_id, reference_id, title, published, confidential, status, []))
+        if row[place_at] is not None:  # a job without locations has one row, of NULLs
+            headers[-1].locations.append(Place(*row[place_at : place_at + 6]))
+    return headers

@@ -279,3 +279,23 @@ def test_public_base_url_is_used_in_links_and_location(
     assert body["paging"]["next"] == f"https://jobs.example.test{JOBS}?q=baker&pageSize=1&page=3"
     upserted = api.put(JOBS, json={**job_body(), "referenceId": "P-1"}, key=account.key)
     assert upserted.headers["location"].startswith("https://jobs.example.test/")
+
+
+@pytest.mark.parametrize("q", [None, "multi"])
+def test_headers_carry_every_location_in_order_and_pages_count_jobs(
+    api: Any, employer: Any, q: str | None
+) -> None:
+    """C6: a page holds pageSize jobs however many locations each has, each header its job's
+    locations in the order they were given (with and without a search)."""
+    places = ["Vancouver, BC", "Halifax, NS", "Montreal, QC", "Toronto, ON"]
+    made = []
+    for i in range(5):
+        chosen = [{"description": d} for d in (places[i % 4 :] + places[: i % 4])[: 1 + i % 3]]
+        made.append(create_job(api, employer, title=f"Multi {i}", locations=chosen))
+    params = {"q": q} if q else {}
+    pages = [listing(api, employer, pageSize=2, page=p, **params) for p in (1, 2, 3)]
+    assert [len(p["data"]) for p in pages] == [2, 2, 1]
+    assert all(p["paging"]["total"] == 5 for p in pages)
+    listed = {h["id"]: h["locations"] for p in pages for h in p["data"]}
+    assert listed == {j["id"]: j["locations"] for j in made}
+    assert [len(j["locations"]) for j in made] == [1, 2, 3, 1, 2]  # at most 3 (C4)

@@ -98,7 +98,9 @@ def test_the_job_list_is_planned_for_its_employer_every_time(engine: Engine) -> 
     with Session(engine) as session:
         employer = employers.create_employer(session, "Maple Corp")
         for _ in range(8):  # psycopg prepares a statement on its 5th run
-            jobs.listing(session, employer, q="baker", status=None, page=1, page_size=10)
+            jobs.listing(
+                session.connection(), employer.id, q="baker", status=None, page=1, page_size=10
+            )
             session.execute(select(Employer.name).where(Employer.id == employer.id)).scalar_one()
         assert _prepared(session, "count(jobs.id)") == 0
         assert _prepared(session, "SELECT employers.name") == 1
