@@ -523,6 +523,27 @@ def test_each_copy_carries_its_own_resume(stack: Stack, sink: SinkServer) -> Non
         assert attached == ([] if data is None else [data]), app_id
 
 
+@pytest.mark.parametrize("concurrency", [1, 2])
+@pytest.mark.parametrize("stack", [REDIS_POSTGRES], indirect=True)
+def test_a_worker_sends_its_copies_over_one_connection_and_quits_it_when_stopped(
+    stack: Stack, sink: SinkServer, concurrency: int
+) -> None:
+    """workers.mail.Relay: one SMTP connection per worker process, not one per copy; a
+    stopped worker ends it with QUIT (at exit, or as its pool child ends)."""
+    received = sink.start()
+    job_id = open_job(stack)
+    ids = apply(stack, job_id, 6)
+    worker = stack.start_worker(sink.port, concurrency=concurrency)
+    for app_id in ids:
+        stack.enqueue(app_id)
+    wait_for(lambda: all_in(stack, ids, "sent"), timeout=60, what="every copy sent")
+    assert sorted(received.message_ids()) == sorted(message_id(i) for i in ids)
+    assert 1 <= received.ehlo_count <= concurrency
+    assert received.quit_count == 0  # kept open: well within mail.IDLE_SECONDS
+    worker.stop()
+    assert received.quit_count == received.ehlo_count
+
+
 class MidSend(SlowSink):
     """A sink that, holding each message's DATA, looks at the database from outside."""
 
