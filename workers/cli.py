@@ -125,6 +125,9 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+CELERY_TASK_LOGGERS = ("celery.worker.strategy", "celery.app.trace")  # a line per task each
+
+
 def worker(args: argparse.Namespace, settings: Settings) -> int:
     from api.server import prepare_metrics_dir
 
@@ -137,6 +140,11 @@ def worker(args: argparse.Namespace, settings: Settings) -> int:
     concurrency = args.concurrency or os.cpu_count() or 1
     # Celery takes a pool given by module path from its configuration, not its command line.
     celery_app.conf.worker_pool = worker_pool(concurrency)
+    # A task run logs one JSON line of ours (workers.observability, C9); Celery's "received"
+    # and "succeeded" lines at INFO would add two per task saying the same, and cost about as
+    # much to write. Its warnings and errors still pass.
+    for name in CELERY_TASK_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
     queues = f"{EMAIL_QUEUE},{MAINTENANCE_QUEUE}"
     argv = ["worker", "-Q", queues, "--loglevel", "INFO", "--concurrency", str(concurrency)]
     celery_app.worker_main(argv)

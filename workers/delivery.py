@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from models import outbox
 from models.dates import utcnow
-from models.db import autocommit_sessions, session_scope
+from models.db import autocommit_sessions, commit, session_scope
 from models.entities import Application
 from models.settings import Settings
 from workers import mail
@@ -86,35 +86,43 @@ def deliver(sessions: sessionmaker[Session], settings: Settings, application_id:
     "sent", "retry" (transient failure, due again later) or "failed"."""
     t = timing(settings)
     # Each step (the claim, then sent, retry or failed) is one statement, atomic by itself:
-    # BEGIN and COMMIT around it would be two round trips that change nothing.
-    sessions = autocommit_sessions(sessions)
-    with session_scope(sessions) as s:
+    # BEGIN and COMMIT around it would be two round trips that change nothing. On PostgreSQL
+    # the statements commit by themselves, so one session and its pooled connection serve
+    # every step, holding no transaction during the send (C8). Where sessions keep their
+    # transactions (SQLite, a test's connection), the claim is committed before the send.
+    steps = autocommit_sessions(sessions)
+    each_commits = steps is not sessions
+    with session_scope(steps) as s:
         claimed = claim_copy(s, application_id, now=utcnow(), timing=t)
-    if claimed is None:
-        return "skipped"
-    attempts = claimed.attempts
+        if claimed is None:
+            return "skipped"
+        if not each_commits:
+            commit(s)
+        return _send(s, settings, t, claimed)
+
+
+def _send(s: Session, settings: Settings, t: outbox.Timing, claimed: Row[Any]) -> str:
+    """Send the claimed copy and record how it went, in the claiming session."""
+    application_id, attempts = claimed.id, claimed.attempts
     copy = copy_of(claimed, claimed.resume if claimed.resume_filename else None)
     message = mail.render(copy, mail_from=settings.mail_from)
     try:
         mail.send(message, smtp_settings(settings))
     except mail.PermanentFailure as e:
-        with session_scope(sessions) as s:
-            outbox.mark_failed(s, application_id, str(e))
+        outbox.mark_failed(s, application_id, str(e))
         log.warning("application %s: permanent failure: %s", application_id, e)
         return "failed"
     except mail.TransientFailure as e:
-        with session_scope(sessions) as s:
-            state = outbox.mark_retry(
-                s,
-                application_id,
-                str(e),
-                now=utcnow(),
-                received_at=copy.received_at,
-                attempts=attempts,
-                timing=t,
-            )
+        state = outbox.mark_retry(
+            s,
+            application_id,
+            str(e),
+            now=utcnow(),
+            received_at=copy.received_at,
+            attempts=attempts,
+            timing=t,
+        )
         log.info("application %s: transient failure (%s): %s", application_id, state, e)
         return "retry" if state == "pending" else "failed"
-    with session_scope(sessions) as s:
-        outbox.mark_sent(s, application_id, now=utcnow())
+    outbox.mark_sent(s, application_id, now=utcnow())
     return "sent"

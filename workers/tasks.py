@@ -7,14 +7,14 @@ import logging
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_process_init
+from celery.signals import worker_process_init, worker_process_shutdown
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import applications, outbox, upkeep
 from models.dates import today_in, utcnow
 from models.db import session_scope, sessionmaker_for
 from models.settings import Settings
-from workers import delivery, enqueue, observability  # noqa: F401  (task signals, C9)
+from workers import delivery, enqueue, mail, observability  # noqa: F401  (task signals, C9)
 from workers.app import celery_app
 
 log = logging.getLogger("jobpost.tasks")
@@ -34,6 +34,13 @@ def sessions() -> sessionmaker[Session]:
 @worker_process_init.connect
 def _forget_parent_engine(**_: Any) -> None:
     sessions.cache_clear()
+
+
+@worker_process_shutdown.connect
+def _quit_smtp(**_: Any) -> None:
+    """A prefork child ends with os._exit, which runs no atexit hook: QUIT its connection
+    here (workers.mail.RELAY; a one-process worker QUITs it at exit)."""
+    mail.RELAY.close()
 
 
 @celery_app.task(name="jobpost.deliver")

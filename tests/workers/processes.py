@@ -253,12 +253,26 @@ def worker_env(
 
 
 class SlowSink(SmtpSink):
-    """The sink of conftest, counting RCPTs and taking `delay` seconds to answer DATA."""
+    """The sink of conftest, counting RCPTs, connections (EHLO) and QUITs, and taking
+    `delay` seconds to answer DATA."""
 
     def __init__(self, host: str, port: int, delay: float = 0.0) -> None:
         super().__init__(host=host, port=port)
         self.delay = delay
         self.rcpt_count = 0  # RCPT commands seen, refused ones included: the attempts
+        self.ehlo_count = 0  # one per connection: smtplib greets once
+        self.quit_count = 0
+
+    async def handle_EHLO(
+        self, server: Any, session: Any, envelope: Any, hostname: str, responses: list[str]
+    ) -> list[str]:
+        self.ehlo_count += 1
+        session.host_name = hostname  # what aiosmtpd does itself when there is no hook
+        return responses
+
+    async def handle_QUIT(self, server: Any, session: Any, envelope: Any) -> str:
+        self.quit_count += 1
+        return "221 Bye"
 
     async def handle_RCPT(
         self, server: Any, session: Any, envelope: Any, address: str, rcpt_options: list[str]

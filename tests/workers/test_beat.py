@@ -42,7 +42,8 @@ from tests.workers.processes import wait_for
 from workers.app import MAINTENANCE_QUEUE, celery_app, make_celery, schedule_from_env
 
 JOBPOST = Path(sys.executable).with_name("jobpost")
-EXPIRE_SUCCEEDED = re.compile(r"Task jobpost\.expire\[[0-9a-f-]+\] succeeded")
+# The worker's JSON line for the run (C9; `jobpost worker` leaves out Celery's own).
+EXPIRE_SUCCEEDED = re.compile(r'"event":"task".*"task":"jobpost\.expire".*"outcome":"succeeded"')
 TORONTO = ZoneInfo("America/Toronto")
 C9_TIMES = {  # task → (minutes, hours) of its crontab, in JOBPOST_TIMEZONE
     "jobpost.expire": ({5}, set(range(24))),

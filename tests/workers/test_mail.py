@@ -7,6 +7,7 @@ import io
 import re
 import smtplib
 import socket
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from email import message_from_bytes, policy
@@ -15,10 +16,14 @@ from email.message import EmailMessage, Message
 from typing import Any
 
 import pytest
+from aiosmtpd.controller import Controller
 
+from tests.conftest import SmtpSink, free_port
+from workers import mail
 from workers.mail import (
     ApplicationCopy,
     PermanentFailure,
+    Relay,
     SmtpSettings,
     TransientFailure,
     build_message,
@@ -45,6 +50,14 @@ COPY = ApplicationCopy(
     resume=RESUME,
 )
 MAIL_FROM = "Jobpost <jobpost@jobs.example>"
+
+
+@pytest.fixture(autouse=True)
+def _no_connection_kept_between_tests() -> Iterator[None]:
+    """`send` keeps its connection (workers.mail.RELAY): each test starts and ends without."""
+    mail.RELAY.close()
+    yield
+    mail.RELAY.close()
 
 
 def parsed(copy: ApplicationCopy = COPY, mail_from: str = MAIL_FROM) -> EmailMessage:
@@ -283,18 +296,32 @@ class FakeSMTP:
     calls: list[str]
 
     def __init__(self, host: str, port: int, local_hostname: str, timeout: float) -> None:
-        FakeSMTP.calls = [f"connect {host}:{port} {timeout}"]
+        FakeSMTP.calls.append(f"connect {host}:{port} {timeout}")
+
+    def rset(self) -> tuple[int, bytes]:
+        FakeSMTP.calls.append("rset")
+        return 250, b"OK"
 
     def __getattr__(self, name: str) -> Any:
         return lambda *args, **kwargs: FakeSMTP.calls.append(name)
 
 
-def test_starttls_then_ehlo_then_login(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture(autouse=True)
+def _fresh_conversation() -> None:
+    FakeSMTP.calls = []
+
+
+def test_starttls_then_ehlo_then_login_once_per_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(smtplib, "SMTP", FakeSMTP)
     settings = SmtpSettings(host="relay", port=587, user="u", password="p", starttls=True)
     send(render(COPY, mail_from=MAIL_FROM), settings)
-    steps = ["starttls", "ehlo", "login", "sendmail", "quit", "close"]
-    assert FakeSMTP.calls == ["connect relay:587 30.0", *steps]
+    send(render(COPY, mail_from=MAIL_FROM), settings)
+    mail.RELAY.close()
+    first = ["starttls", "ehlo", "login", "sendmail"]
+    again = ["rset", "sendmail"]  # the kept connection: already secured and logged in
+    assert FakeSMTP.calls == ["connect relay:587 30.0", *first, *again, "quit", "close"]
 
 
 def test_connection_is_closed_after_a_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -306,6 +333,9 @@ def test_connection_is_closed_after_a_refusal(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(PermanentFailure, match=r"553 5\.7\.1 sender rejected"):
         send(render(COPY, mail_from=MAIL_FROM), SmtpSettings())
     assert FakeSMTP.calls[-2:] == ["quit", "close"]
+    with pytest.raises(PermanentFailure):  # not kept: the next send opens a new connection
+        send(render(COPY, mail_from=MAIL_FROM), SmtpSettings())
+    assert FakeSMTP.calls.count("connect 127.0.0.1:1025 30.0") == 2
 
 
 def test_after_a_timeout_the_connection_is_dropped_without_waiting_for_quit(
@@ -322,3 +352,119 @@ def test_after_a_timeout_the_connection_is_dropped_without_waiting_for_quit(
     with pytest.raises(TransientFailure, match="timed out"):
         send(render(COPY, mail_from=MAIL_FROM), SmtpSettings())
     assert FakeSMTP.calls[-1] == "close" and "quit" not in FakeSMTP.calls
+    mail.RELAY.close()
+    assert FakeSMTP.calls[-1] == "close" and "quit" not in FakeSMTP.calls  # nothing was kept
+
+
+# --- one connection for consecutive sends (workers.mail.Relay) ------------------------------
+
+
+class Conversations(SmtpSink):
+    """The conftest sink, also noting the commands that open, reset and end a session."""
+
+    def __init__(self, host: str, port: int) -> None:
+        super().__init__(host=host, port=port)
+        self.commands: list[str] = []
+        self.rset_reply = "250 OK"
+
+    async def handle_EHLO(
+        self, server: Any, session: Any, envelope: Any, hostname: str, responses: list[str]
+    ) -> list[str]:
+        self.commands.append("EHLO")
+        session.host_name = hostname  # what aiosmtpd does itself when there is no hook
+        return responses
+
+    async def handle_RSET(self, server: Any, session: Any, envelope: Any) -> str:
+        self.commands.append("RSET")
+        return self.rset_reply
+
+    async def handle_QUIT(self, server: Any, session: Any, envelope: Any) -> str:
+        self.commands.append("QUIT")
+        return "221 Bye"
+
+
+@pytest.fixture
+def conversations() -> Iterator[Conversations]:
+    sink = Conversations("127.0.0.1", free_port())
+    controller = Controller(sink, hostname=sink.host, port=sink.port, ready_timeout=5.0)
+    controller.start()
+    try:
+        yield sink
+    finally:
+        controller.stop()
+
+
+def relay_settings(sink: SmtpSink) -> SmtpSettings:
+    return SmtpSettings(host=sink.host, port=sink.port, timeout=5)
+
+
+def copy_number(i: int) -> mail.Outgoing:
+    return render(dataclasses.replace(COPY, application_id=i), mail_from=MAIL_FROM)
+
+
+def test_consecutive_sends_share_one_connection_reset_before_each_reuse(
+    conversations: Conversations,
+) -> None:
+    relay = Relay()
+    for i in range(3):
+        relay.send(copy_number(i), relay_settings(conversations))
+    relay.close()
+    assert [str(m["Message-ID"]) for m in conversations.messages] == [
+        message_id(i, "jobs.example") for i in range(3)
+    ]
+    assert conversations.commands == ["EHLO", "RSET", "RSET", "QUIT"]
+
+
+def test_a_connection_the_relay_dropped_is_replaced_and_the_copy_sent_once() -> None:
+    """The relay closes clients idle for 0.3 s (aiosmtpd's session timeout): the RSET on the
+    kept connection finds it gone, and the copy goes out on a new one."""
+    sink = Conversations("127.0.0.1", free_port())
+    controller = Controller(
+        sink, hostname=sink.host, port=sink.port, ready_timeout=5.0, timeout=0.3
+    )
+    controller.start()
+    try:
+        relay = Relay()
+        relay.send(copy_number(1), relay_settings(sink))
+        time.sleep(0.8)
+        relay.send(copy_number(2), relay_settings(sink))
+        relay.close()
+    finally:
+        controller.stop()
+    ids = [message_id(i, "jobs.example") for i in (1, 2)]
+    assert [str(m["Message-ID"]) for m in sink.messages] == ids
+    assert sink.commands == ["EHLO", "EHLO", "QUIT"]
+
+
+def test_a_relay_refusing_the_reset_gets_a_new_connection(conversations: Conversations) -> None:
+    relay = Relay()
+    relay.send(copy_number(1), relay_settings(conversations))
+    conversations.rset_reply = "421 4.3.2 closing"
+    relay.send(copy_number(2), relay_settings(conversations))
+    relay.close()
+    assert len(conversations.messages) == 2
+    assert conversations.commands == ["EHLO", "RSET", "EHLO", "QUIT"]
+
+
+def test_an_idle_connection_is_closed_with_quit(conversations: Conversations) -> None:
+    relay = Relay(idle_seconds=0.2)
+    relay.send(copy_number(1), relay_settings(conversations))
+    deadline = time.monotonic() + 5
+    while "QUIT" not in conversations.commands and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert conversations.commands == ["EHLO", "QUIT"]
+    relay.send(copy_number(2), relay_settings(conversations))  # and a new one opens
+    relay.close()
+    assert conversations.commands == ["EHLO", "QUIT", "EHLO", "QUIT"]
+    assert len(conversations.messages) == 2
+
+
+def test_other_settings_get_a_connection_of_their_own(
+    conversations: Conversations, smtp_sink: SmtpSink
+) -> None:
+    relay = Relay()
+    relay.send(copy_number(1), relay_settings(conversations))
+    relay.send(copy_number(2), relay_settings(smtp_sink))
+    relay.close()
+    assert conversations.commands == ["EHLO", "QUIT"]
+    assert [len(conversations.messages), len(smtp_sink.messages)] == [1, 1]

@@ -24,14 +24,14 @@ from typing import Any
 import psycopg
 import pytest
 from celery import Celery
-from sqlalchemy import Engine, create_engine, select, text
+from sqlalchemy import Engine, create_engine, event, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import Collaborators, create_app
 from models import applications, employers, jobs
 from models.dates import today_in
-from models.db import make_engine, make_sessionmaker, session_scope
+from models.db import autocommit_sessions, make_engine, make_sessionmaker, session_scope
 from models.entities import Application, Job, OutboxEntry
 from models.migrate import upgrade
 from models.settings import Settings
@@ -46,7 +46,7 @@ from tests.workers.processes import (
     wait_for,
     worker_env,
 )
-from workers import enqueue, mail
+from workers import delivery, enqueue, mail
 from workers.app import make_celery
 from workers.tasks import run_sweep
 
@@ -521,6 +521,48 @@ def test_each_copy_carries_its_own_resume(stack: Stack, sink: SinkServer) -> Non
     for app_id, data in zip(ids, resumes, strict=True):
         attached = [a.get_content() for a in by_id[message_id(app_id)].iter_attachments()]
         assert attached == ([] if data is None else [data]), app_id
+
+
+@pytest.mark.parametrize("concurrency", [1, 2])
+@pytest.mark.parametrize("stack", [REDIS_POSTGRES], indirect=True)
+def test_a_worker_sends_its_copies_over_one_connection_and_quits_it_when_stopped(
+    stack: Stack, sink: SinkServer, concurrency: int
+) -> None:
+    """workers.mail.Relay: one SMTP connection per worker process, not one per copy; a
+    stopped worker ends it with QUIT (at exit, or as its pool child ends)."""
+    received = sink.start()
+    job_id = open_job(stack)
+    ids = apply(stack, job_id, 6)
+    worker = stack.start_worker(sink.port, concurrency=concurrency)
+    for app_id in ids:
+        stack.enqueue(app_id)
+    wait_for(lambda: all_in(stack, ids, "sent"), timeout=60, what="every copy sent")
+    assert sorted(received.message_ids()) == sorted(message_id(i) for i in ids)
+    assert 1 <= received.ehlo_count <= concurrency
+    assert received.quit_count == 0  # kept open: well within mail.IDLE_SECONDS
+    worker.stop()
+    assert received.quit_count == received.ehlo_count
+
+
+@pytest.mark.parametrize("stack", [REDIS_POSTGRES], indirect=True)
+def test_on_postgresql_a_delivery_takes_one_pooled_connection_for_all_its_steps(
+    stack: Stack, sink: SinkServer
+) -> None:
+    """The claim and the mark each commit by themselves (autocommit): the delivery keeps one
+    connection from claim to mark instead of checking one out of the pool for each."""
+    received = sink.start()
+    ids = apply(stack, open_job(stack), 3)
+    steps = autocommit_sessions(stack.sessions).kw["bind"]
+    checkouts: list[object] = []
+    event.listen(steps, "checkout", lambda *args: checkouts.append(args))
+    settings = dataclasses.replace(stack.settings, smtp_port=sink.port)
+    try:
+        assert [delivery.deliver(stack.sessions, settings, i) for i in ids] == ["sent"] * 3
+        assert delivery.deliver(stack.sessions, settings, ids[0]) == "skipped"
+    finally:
+        mail.RELAY.close()
+    assert len(checkouts) == 4
+    assert received.message_ids() == [message_id(i) for i in ids]
 
 
 class MidSend(SlowSink):
