@@ -1,8 +1,9 @@
 """Job representations kept per web process, served only while the job is unchanged.
 
 GET one job is the call employers' systems repeat most. Building its JSON takes the ORM a
-few queries' worth of work; checking that a kept copy is still right takes one small
-statement (`models.jobs.version_of`), because every write raises the job's version. A copy
+few queries' worth of work; checking that a kept copy is still right costs nothing more than
+the key's own statement, which also reads the job's version (`models.employers.authenticate`),
+because every write raises that version. A copy
 is kept under the version it was made from and the employer name it shows, and is served
 only while both still hold, so a change made through any process is seen at once.
 """

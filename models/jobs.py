@@ -271,12 +271,12 @@ def listing(
     with planned_for_values(connection):
         rows = statements.page.all(connection, params)
         if folded and rows:  # a search's page carries the total
-            total = rows[0][6]
+            total = rows[0][_TOTAL_AT]
         elif folded and page == 1:
             total = 0
         else:  # no search, or no row to carry it: on a page past the last
             total = _count(statements, connection, params)
-    return Page(jobs=_headers(rows, place_at=7 if folded else 6), total=total)
+    return Page(jobs=_headers(rows, place_at=_TOTAL_AT + bool(folded)), total=total)
 
 
 @dataclass(frozen=True)
@@ -330,6 +330,7 @@ def _list_statements(search: bool, grams: bool, status: bool) -> _ListStatements
 
 
 _HEADER = (Job.reference_id, Job.title, Job.publish_date, Job.confidential, Job.status)
+_TOTAL_AT = 1 + len(_HEADER)  # a page row: id, the header, a search's total, the place
 _PLACE = (
     Location.id.label("place_id"),
     Location.name,
@@ -345,8 +346,8 @@ def _headers(rows: list[tuple[Any, ...]], *, place_at: int) -> list[Header]:
     headers: list[Header] = []
     for row in rows:
         if not headers or headers[-1].id != row[0]:
-            job_id, reference_id, title, published, confidential, status = row[:6]
+            job_id, reference_id, title, published, confidential, status = row[:_TOTAL_AT]
             headers.append(Header(job_id, reference_id, title, published, confidential, status, []))
         if row[place_at] is not None:  # a job without locations has one row, of NULLs
-            headers[-1].locations.append(Place(*row[place_at : place_at + 6]))
+            headers[-1].locations.append(Place(*row[place_at : place_at + len(_PLACE)]))
     return headers

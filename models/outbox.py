@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import ColumnElement, Row, Table, and_, bindparam, func, or_, select, update
+from sqlalchemy import ColumnElement, Row, Table, Update, and_, bindparam, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from models.entities import Application, OutboxEntry, Resume
@@ -76,26 +76,29 @@ class Claim:
         return connection.execute(self.read, params).one()
 
 
-_SENT = (
-    update(OUTBOX)
-    .where(OUTBOX.c.application_id == bindparam("entry"), OUTBOX.c.status == "sending")
-    .values(status="sent", sent_at=bindparam("now"), last_error=None, lease_until=None)
-)
+def _finishing(**values: object) -> Update:
+    """sending → another state, for the entry bound as `entry`; the lease ends."""
+    c = OUTBOX.c
+    return (
+        update(OUTBOX)
+        .where(c.application_id == bindparam("entry"), c.status == "sending")
+        .values(lease_until=None, **values)
+    )
+
+
+_SENT = _finishing(status="sent", sent_at=bindparam("now"), last_error=None)  # built once
 
 
 def _finish(session: Session, application_id: int, **values: object) -> bool:
-    c = OUTBOX.c
-    result = session.connection().execute(
-        update(OUTBOX)
-        .where(c.application_id == application_id, c.status == "sending")
-        .values(lease_until=None, **values)
-    )
-    return int(result.rowcount) == 1
+    return _run(session, _finishing(**values), {"entry": application_id})
+
+
+def _run(session: Session, statement: Update, params: dict[str, Any]) -> bool:
+    return int(session.connection().execute(statement, params).rowcount) == 1
 
 
 def mark_sent(session: Session, application_id: int, *, now: datetime) -> bool:
-    params = {"entry": application_id, "now": now}
-    return int(session.connection().execute(_SENT, params).rowcount) == 1
+    return _run(session, _SENT, {"entry": application_id, "now": now})
 
 
 def mark_failed(session: Session, application_id: int, error: str) -> bool:

@@ -26,6 +26,8 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email import policy as policies
@@ -313,14 +315,8 @@ class Relay:
         try:
             with self._lock:
                 conn = self._take(smtp) or _open(smtp)
-                try:
+                with _ended_on_failure(conn):
                     _deliver(conn, message)
-                except _ANSWERED:
-                    _close(conn)
-                    raise
-                except BaseException:  # a timeout, a lost connection, the task's time limit:
-                    conn.close()  # no reply to QUIT is coming either, so none is awaited
-                    raise
                 self._keep(conn, smtp)
         except smtplib.SMTPRecipientsRefused as exc:
             code, text = next(iter(exc.recipients.values()))
@@ -414,19 +410,28 @@ def _open(smtp: SmtpSettings) -> smtplib.SMTP:
     conn = smtplib.SMTP(
         smtp.host, smtp.port, local_hostname=_local_hostname(), timeout=smtp.timeout
     )
-    try:
+    with _ended_on_failure(conn):
         if smtp.starttls:
             conn.starttls(context=ssl.create_default_context())
             conn.ehlo()
         if smtp.user is not None:
             conn.login(smtp.user, smtp.password or "")
+    return conn
+
+
+@contextmanager
+def _ended_on_failure(conn: smtplib.SMTP) -> Iterator[None]:
+    """Whatever fails on `conn` ends it: with QUIT after a refusal (the server is there and
+    answering), without after a timeout, a lost connection or the task's time limit (no
+    reply to QUIT is coming either, so none is awaited)."""
+    try:
+        yield
     except _ANSWERED:
         _close(conn)
         raise
     except BaseException:
         conn.close()
         raise
-    return conn
 
 
 def _deliver(conn: smtplib.SMTP, message: Outgoing) -> None:
