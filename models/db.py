@@ -74,7 +74,10 @@ def autocommit(engine: Engine) -> Engine:
     if engine.dialect.name == "sqlite":
         return engine
     url = engine.url.render_as_string(hide_password=False)
-    return make_engine(url, isolation_level="AUTOCOMMIT")
+    reads = make_engine(url, isolation_level="AUTOCOMMIT")
+    # Its pool goes with the engine it was made from: disposing that closes both.
+    event.listen(engine, "engine_disposed", lambda _engine: reads.dispose())
+    return reads
 
 
 @lru_cache(maxsize=8)

@@ -84,6 +84,17 @@ def test_reads_run_without_a_transaction_on_postgresql_only(engine: Engine) -> N
             reads.dispose()
 
 
+def test_disposing_an_engine_closes_its_autocommit_pool_too(postgres_url: str) -> None:
+    """Reads' connections are closed with the engine's, not left to the garbage collector."""
+    engine = make_engine(postgres_url)
+    reads = autocommit(engine)
+    with reads.connect() as conn:
+        conn.execute(text("SELECT 1"))
+    assert reads.pool.checkedin() == 1  # type: ignore[attr-defined]
+    engine.dispose()
+    assert reads.pool.checkedin() == 0  # type: ignore[attr-defined]
+
+
 def _prepared(session: Session, fragment: str) -> int:
     query = text("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE :f")
     return int(session.execute(query, {"f": f"%{fragment}%"}).scalar_one())
