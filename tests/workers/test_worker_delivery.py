@@ -189,7 +189,7 @@ def stack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stack]:
             database_url=database_url, broker_url=broker_url, smtp_port=1, workdir=tmp_path
         )
         settings = Settings.from_env(env)
-        engine = make_engine(settings.database_url)
+        engine = make_engine(_as_tests(settings.database_url))
         cleanups.append(engine.dispose)
         celery = make_celery(settings)
         cleanups.append(celery.close)
@@ -581,6 +581,19 @@ class MidSend(SlowSink):
         return await super().handle_DATA(server, session, envelope)
 
 
+TESTS_APPLICATION = "jobpost-tests"  # PostgreSQL's application_name of this process's pool
+
+
+def _as_tests(database_url: str) -> str:
+    """The URL for this process's own connections: on PostgreSQL they name themselves, so a
+    look at the server's open transactions can leave out this process's own polling."""
+    url = make_url(database_url)
+    if url.get_backend_name() != "postgresql":
+        return database_url
+    tagged = url.update_query_dict({"application_name": TESTS_APPLICATION})
+    return tagged.render_as_string(hide_password=False)
+
+
 def database_mid_send(s: Stack, application_id: int) -> tuple[str, int]:
     """The entry's status, and how many transactions are open meanwhile; waits for no lock:
     a write lock (SQLite) or the entry's row lock (PostgreSQL) held elsewhere fails it."""
@@ -599,7 +612,9 @@ def database_mid_send(s: Stack, application_id: int) -> tuple[str, int]:
     with psycopg.connect(conninfo, autocommit=True) as conn:
         [open_transactions] = conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND state LIKE 'idle in transaction%%' AND pid <> pg_backend_pid()"
+            "AND state LIKE 'idle in transaction%%' AND pid <> pg_backend_pid() "
+            "AND application_name <> %s",
+            (TESTS_APPLICATION,),
         ).fetchone() or (None,)
         with conn.transaction():
             query = "SELECT status FROM outbox WHERE application_id = %s FOR UPDATE NOWAIT"
