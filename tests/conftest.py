@@ -19,7 +19,7 @@ from aiosmtpd.controller import Controller
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.app import create_app
+from api.app import WsgiApp, create_app
 from models import employers
 from models.db import make_engine
 from models.migrate import upgrade
@@ -95,7 +95,7 @@ def settings(tmp_path: Path) -> Settings:
 class Api:
     """falcon's test client, checking each response against openapi.json."""
 
-    def __init__(self, app: falcon.App) -> None:
+    def __init__(self, app: WsgiApp) -> None:
         self.client = falcon.testing.TestClient(app)
 
     def request(
@@ -135,12 +135,12 @@ def _effective(method: str, headers: dict[str, str]) -> str:
 
 
 @pytest.fixture
-def app(settings: Settings, sessions: sessionmaker[Session], clock: Clock) -> falcon.App:
+def app(settings: Settings, sessions: sessionmaker[Session], clock: Clock) -> WsgiApp:
     return create_app(settings, sessions, today=clock)
 
 
 @pytest.fixture
-def api(app: falcon.App) -> Api:
+def api(app: WsgiApp) -> Api:
     return Api(app)
 
 

@@ -30,6 +30,15 @@ METHOD_NOT_ALLOWED = "/components/responses/MethodNotAllowed"
 
 
 @cache
+def loaded(result: Any) -> Any:
+    """The operation schemathesis loaded, or the error it met loading it, raised."""
+    from schemathesis.core.result import Err
+
+    if isinstance(result, Err):
+        raise result.err()
+    return result.ok()
+
+
 def document() -> dict[str, Any]:
     loaded: dict[str, Any] = json.loads(DOC_PATH.read_text(encoding="utf-8"))
     return loaded

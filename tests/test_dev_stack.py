@@ -277,6 +277,7 @@ def test_an_application_reaches_var_mail_through_the_worker(stack: Stack) -> Non
         message = wait_for(copy, timeout=60, what="the copy under var/mail/")
     except AssertionError as e:
         raise AssertionError(f"{e}\n{stack.log_text()[-5000:]}") from None
+    assert isinstance(message, EmailMessage)
     assert message["To"] == "chef@devstack.test"
     assert message["Subject"] == f"New application: {title}"
     assert message["Reply-To"].addresses[0].addr_spec == "grace@example.org"

@@ -16,14 +16,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-import falcon
 import pytest
 from celery import Celery
 from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
 from api import ratelimit
-from api.app import Collaborators, create_app
+from api.app import Collaborators, WsgiApp, create_app
 from models.entities import OutboxEntry
 from models.settings import Settings
 from tests.conftest import Api, SmtpSink
@@ -95,7 +94,7 @@ def enqueued() -> Enqueued:
 @pytest.fixture
 def app(
     settings: Settings, sessions: sessionmaker[Session], clock: Any, enqueued: Enqueued
-) -> falcon.App:
+) -> WsgiApp:
     """No rate limit here (tests/api/test_rate_limit.py has it); enqueues are recorded."""
     parts = Collaborators(
         enqueue=lambda app_id, rid: enqueued.append((app_id, rid)), limiter=ratelimit.Unlimited()
@@ -763,7 +762,8 @@ def test_a_subject_without_reference_id_has_no_brackets(
     [message] = smtp_sink.messages
     assert message["Subject"] == "New application: Senior Baker"
     assert list(message.iter_attachments()) == []
-    assert f"Job ID: {job['id']}" in message.get_body(("plain",)).get_content()
+    plain = message.get_body(("plain",))
+    assert plain is not None and f"Job ID: {job['id']}" in plain.get_content()
 
 
 def test_a_permanent_refusal_fails_for_good(

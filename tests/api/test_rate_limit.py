@@ -123,7 +123,7 @@ def test_redis_limiter_on_fakeredis(
 
 
 @pytest.fixture
-def redis_client() -> Iterator[redis.Redis]:
+def redis_client() -> Iterator[redis.Redis[bytes]]:
     """The test Redis (db 15); the test's own keys are deleted after it, nothing else."""
     client = redis.Redis.from_url(require_redis())
     yield client
@@ -131,7 +131,7 @@ def redis_client() -> Iterator[redis.Redis]:
 
 
 @pytest.fixture
-def unique_addr(redis_client: redis.Redis) -> Iterator[str]:
+def unique_addr(redis_client: redis.Redis[bytes]) -> Iterator[str]:
     """A client address no other test uses, so its counters are this test's alone."""
     addr = f"2001:db8:{secrets.token_hex(2)}::{secrets.token_hex(2)}"
     yield addr
@@ -176,7 +176,7 @@ def test_built_from_settings_with_redis_url(
     sessions: sessionmaker[Session],
     clock: Any,
     job_id: int,
-    redis_client: redis.Redis,
+    redis_client: redis.Redis[bytes],
     unique_addr: str,
 ) -> None:
     # create_app builds the limiter from APPLY_RATE_LIMIT and REDIS_URL when none is given.

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any, cast
 
 import pytest
-from sqlalchemy import Engine, bindparam, create_engine, insert, literal, select, text
+from sqlalchemy import Engine, Select, bindparam, create_engine, insert, literal, select, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
@@ -125,12 +126,12 @@ def test_a_precompiled_statement_answers_as_sqlalchemy_does(engine: Engine) -> N
         .where(Employer.name == bindparam("name"))
         .order_by(Employer.id)
     )
-    precompiled = Precompiled(statement)
+    precompiled = Precompiled(cast("Select[Any]", statement))
     with engine.connect() as conn:
         conn.execute(insert(Employer).values(name="Précompilé", plan="standard", created_at=NOW))
         expected = conn.execute(statement, {"name": "Précompilé"}).first()
         row = precompiled.first(conn, {"name": "Précompilé"})
-        assert row == tuple(expected) and row is not None
+        assert expected is not None and row == tuple(expected)
         assert row[2] == NOW and row[2].tzinfo is not None
         assert precompiled.first(conn, {"name": "nobody"}) is None
         conn.rollback()

@@ -452,7 +452,11 @@ def test_each_task_logs_what_it_changed(
         task: workers.tasks.RUNNERS[task](sessions, toronto, TODAY)
         for task in ("expire", "refresh", "purge", "sweep")
     }
-    logged = {r.periodic_task: r.changed for r in caplog.records if hasattr(r, "periodic_task")}
+    logged = {
+        r.periodic_task: r.changed
+        for r in caplog.records
+        if hasattr(r, "periodic_task") and hasattr(r, "changed")
+    }
     assert logged == counts == {"expire": 6, "refresh": 4, "purge": 2, "sweep": 1}
     assert "expire: 6 active jobs closed before 2026-03-10 archived" in caplog.messages
 

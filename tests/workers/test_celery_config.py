@@ -63,7 +63,8 @@ def test_a_task_is_acknowledged_after_it_ran_and_one_at_a_time(redis_app: Celery
 
 def test_the_tasks_keep_the_app_settings() -> None:
     """No task overrides acks-late, reject-on-worker-lost, the time limit or retries."""
-    from workers.tasks import celery_app
+    import workers.tasks  # noqa: F401  (defines the tasks on the app)
+    from workers.app import celery_app
 
     for name in ("jobpost.deliver", "jobpost.sweep", "jobpost.expire", "jobpost.refresh"):
         task = celery_app.tasks[name]

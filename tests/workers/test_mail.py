@@ -13,7 +13,8 @@ from datetime import UTC, datetime
 from email import message_from_bytes, policy
 from email.generator import BytesGenerator
 from email.message import EmailMessage, Message
-from typing import Any
+from email.policy import EmailPolicy
+from typing import Any, cast
 
 import pytest
 from aiosmtpd.controller import Controller
@@ -179,7 +180,7 @@ def sent_as_send_message_sends(message: EmailMessage) -> bytes:
     out = io.BytesIO()
     international = not str(message["To"]).isascii()
     generator = BytesGenerator(
-        out, policy=message.policy.clone(utf8=True) if international else None
+        out, policy=cast(EmailPolicy, message.policy).clone(utf8=True) if international else None
     )
     generator.flatten(message, linesep="\r\n")
     return out.getvalue()

@@ -73,7 +73,7 @@ class Service:
     def alive(self) -> bool:
         if self.proc.poll() is not None:
             raise AssertionError(
-                f"{self.proc.args} exited ({self.proc.returncode}):\n{self.stderr.read_text()}"
+                f"{self.proc.args!r} exited ({self.proc.returncode}):\n{self.stderr.read_text()}"
             )
         return True
 
