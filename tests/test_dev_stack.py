@@ -322,6 +322,21 @@ def test_the_readme_tour_runs_as_written(stack: Stack) -> None:
 # --- Ctrl-C ------------------------------------------------------------------------------------
 
 
+def test_a_second_dev_on_the_same_ports_says_which_is_taken_and_starts_nothing(
+    stack: Stack,
+) -> None:
+    """`make run` twice: the second names the taken ports and exits 1 at once, without a
+    traceback, and the first stack goes on answering."""
+    second = stack.jobpost("dev", "--port", str(stack.port))
+    assert second.returncode == 1, second.stdout + second.stderr
+    assert "Traceback" not in second.stderr
+    smtp_port = stack.env["SMTP_PORT"]
+    assert f"the API cannot listen on 127.0.0.1:{stack.port}" in second.stderr
+    assert f"the mail sink cannot listen on 127.0.0.1:{smtp_port}" in second.stderr
+    assert "another `make run`" in second.stderr
+    assert stack.call("GET", "/healthz", key=False) is not None
+
+
 def test_sigint_stops_web_worker_beat_and_sink_and_exits_0(stack: Stack) -> None:
     """Last in the module: it stops the stack. Every child is in the dev process's group."""
     group = stack.proc.pid

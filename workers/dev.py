@@ -10,6 +10,7 @@ import itertools
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -42,8 +43,33 @@ def start_sink(host: str, port: int, folder: Path) -> Controller:
     return controller
 
 
+def cannot_listen(host: str, port: int) -> str | None:
+    """Why a server could not listen on host:port (taken, say), or None if it could."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind
+        try:
+            sock.bind((host, port))
+        except OSError as e:
+            return e.strerror or str(e)
+    return None
+
+
 def run(host: str, port: int, smtp_host: str, smtp_port: int, var: Path) -> int:
-    """Start the sink, then web, worker and beat as child processes; stop them together."""
+    """Start the sink, then web, worker and beat as child processes; stop them together.
+    Nothing starts if the API's or the sink's port is taken (another `make run`, most often):
+    a line says which, and the exit status is 1."""
+    taken = [
+        f"jobpost dev: {what} cannot listen on {h}:{p} ({reason}); is another `make run` "
+        f"going? Stop it, or choose another port ({choose})."
+        for what, h, p, choose in (
+            ("the API", host, port, "--port"),
+            ("the mail sink", smtp_host, smtp_port, "SMTP_PORT"),
+        )
+        if (reason := cannot_listen(h, p))
+    ]
+    if taken:
+        print("\n".join(taken), file=sys.stderr, flush=True)
+        return 1
     sink = start_sink(smtp_host, smtp_port, var / "mail")
     jobpost = [sys.executable, "-m", "workers.cli"]
     children = [
