@@ -7,8 +7,9 @@ every official and alternate name of each place, so no gazetteer is needed at re
 from __future__ import annotations
 
 import difflib
+from typing import Any
 
-from sqlalchemy import case, func, select
+from sqlalchemy import Select, case, func, select
 from sqlalchemy.orm import Session
 
 from models.entities import Location, LocationName
@@ -105,13 +106,17 @@ def _resolve_id(session: Session, location_id: int, field: str) -> Location | Fi
 def _resolve_both(
     session: Session, description: str, location_id: object, field: str
 ) -> Location | FieldError:
-    """By description; an id given too must name the same place (C3)."""
+    """By description; an id given too must name the same place (C3). Where places share a
+    description (two Vanier, ON), an id naming one of them says which: the pair a GET returns
+    for the less populous one must write back as that place (the symmetry rule, C4)."""
     location = find(session, description)
     if location is None:
         return _unknown(session, description, f"{field}.description")
     if location_id is None or location_id == location.id:
         return location
     other = get_listed(session, location_id) if isinstance(location_id, int) else None
+    if other is not None and names(session, description, other.id):
+        return other
     named = f"names {other.description}" if other else "is not in the locations list"
     message = (
         f"The description names {location.description} (id {location.id}), "
@@ -125,32 +130,52 @@ def find(session: Session, description: str) -> Location | None:
     """The place or province a description names: `City, PC`, `City, Province`, `City`,
     or a province alone; among several places the official name wins, then the most
     populous, then the lowest id, so the answer is deterministic (C3)."""
+    parsed = _parse(description)
+    if parsed is None:
+        return None
+    key, code = parsed
+    stmt = _named_by(key, code)
+    if code is None:  # a lone name: a province first ("Quebec" is the province)
+        stmt = stmt.order_by(case((Location.type == CITY, 1), else_=0))
+    stmt = stmt.order_by(
+        case((Location.name_key == key, 0), else_=1), Location.population.desc(), Location.id
+    )
+    found: Location | None = session.scalars(stmt.limit(1)).first()
+    return found
+
+
+def names(session: Session, description: str, location_id: int) -> bool:
+    """Whether `description` names that place, as the one `find` picks or as another of the
+    places it may name."""
+    parsed = _parse(description)
+    if parsed is None:
+        return False
+    stmt = _named_by(*parsed).where(Location.id == location_id)
+    return session.scalars(stmt.limit(1)).first() is not None
+
+
+def _parse(description: str) -> tuple[str, str | None] | None:
+    """The folded name and the province code (None for a lone name), or None if the
+    description cannot name anything."""
     city, comma, province = description.rpartition(",")
     if not comma:
-        return _best(session, fold(description), None)
+        key = fold(description)
+        return (key, None) if key else None
     code = _PROVINCE_CODES.get(fold(province))
     key = fold(city)
-    if code is None or not key:
-        return None
-    return _best(session, key, code)
+    return (key, code) if code is not None and key else None
 
 
-def _best(session: Session, key: str, code: str | None) -> Location | None:
-    if not key:
-        return None
+def _named_by(key: str, code: str | None) -> Select[Any]:
+    """The places and provinces a folded name (and province code) may name."""
     stmt = (
         select(Location)
         .join(LocationName, LocationName.location_id == Location.id)
         .where(LocationName.key == key)
     )
-    if code is None:  # a lone name: a province first ("Quebec" is the province)
-        stmt = stmt.order_by(case((Location.type == CITY, 1), else_=0))
-    else:
+    if code is not None:
         stmt = stmt.where(Location.type == CITY, Location.province_code == code)
-    stmt = stmt.order_by(
-        case((Location.name_key == key, 0), else_=1), Location.population.desc(), Location.id
-    )
-    return session.scalars(stmt.limit(1)).first()
+    return stmt
 
 
 def _unknown(session: Session, description: str, field: str) -> FieldError:

@@ -87,6 +87,10 @@ def test_the_response_is_the_complete_job_with_names_and_units(api: Any, employe
             ),
             id="email-route-hourly",
         ),
+        pytest.param(
+            job_body(locations=[{"id": 13580764}]),  # the smaller of two Vanier, ON (C3)
+            id="a-place-sharing-its-description",
+        ),
     ],
 )
 def test_symmetry_a_get_result_without_id_and_reference_id_posts_an_equal_job(

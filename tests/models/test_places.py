@@ -22,6 +22,7 @@ MONTREAL = 6077243
 VANCOUVER = 6173331
 VANDERHOOF = 6173361  # 4,346 people: in the gazetteer, not in the initial locations list
 ONTARIO = 9
+VANIER, VANIER_SMALLER = 6173404, 13580764  # both Vanier, ON
 
 
 @pytest.fixture(scope="module")
@@ -274,6 +275,29 @@ def test_id_and_description_must_agree(session: Session) -> None:
     error = _error(resolve(session, {"id": ONTARIO, "description": "Toronto, ON"}, "locations[0]"))
     assert (error.field, error.code) == ("locations[0]", "unknown_location")
     assert error.suggestions == ["Toronto, ON", "Ontario"]
+
+
+def test_an_id_says_which_of_the_places_sharing_a_description(session: Session) -> None:
+    """C3 and the symmetry rule (C4): the id and description a GET returns for a place whose
+    canonical description another listed place shares (two Vanier, ON) name that place."""
+    shared = (
+        select(Location.description)
+        .where(Location.listed.is_(True))
+        .group_by(Location.description)
+        .having(func.count() > 1)
+    )
+    places = session.scalars(
+        select(Location).where(Location.listed.is_(True), Location.description.in_(shared))
+    ).all()
+    assert {p.description for p in places} == {"Vanier, ON", "Sainte-Catherine, QC"}
+    assert {VANIER, VANIER_SMALLER} <= {p.id for p in places}
+    for place in places:
+        entry = {"id": place.id, "description": place.description}
+        assert _place(resolve(session, entry, "locations[0]")).id == place.id
+    # The description alone still names the most populous; an id it does not name still fails.
+    assert _place(resolve(session, {"description": "Vanier, ON"}, "l")).id == VANIER
+    error = _error(resolve(session, {"id": TORONTO, "description": "Vanier, ON"}, "l"))
+    assert error.code == "unknown_location"
 
 
 def test_read_only_members_are_ignored(session: Session) -> None:
