@@ -16,6 +16,7 @@ from api.errors import Problem
 from models import db
 
 REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+OVERRIDABLE = ("post", "put", "delete")  # POST, and what an override may name (C7)
 READS = frozenset({"GET", "HEAD"})  # methods that never write: their sessions only read
 CORS_HEADERS = "API-Key, Content-Type, X-HTTP-Method-Override, X-Request-ID, If-None-Match"
 
@@ -51,13 +52,16 @@ class MethodOverride:
             )
             return
         req.method = method
+        req.context.overridden = True  # its body rules are the method's, C1's 415 row aside
 
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
     ) -> None:
-        """An invalid override is a 400, after the 401, 413 and 415 that outrank it (C1)."""
+        """An invalid override is a 400, after the 401, 413 and 415 that outrank it (C1); on
+        a resource that takes neither POST nor a method it could name, the 405 that outranks
+        them all answers."""
         problem: Problem | None = getattr(req.context, "invalid_override", None)
-        if problem is None:
+        if problem is None or not any(hasattr(resource, f"on_{m}") for m in OVERRIDABLE):
             return
         if getattr(resource, "requires_employer", False):
             require_employer(req, resp, resource, params)

@@ -75,6 +75,26 @@ def test_any_other_override_is_400(api: Any, employer: Any, value: str, path: st
     problem(result, 400, "invalid_method_override")
 
 
+@pytest.mark.parametrize(
+    "path", ["/api/v1.1/positiontypes", "/api/v1.1/locations/9", "/healthz", "/jobs/1/applied"]
+)
+def test_an_invalid_override_where_post_is_not_allowed_is_405(api: Any, path: str) -> None:
+    """C1: 405 outranks 400, on resources that take neither POST nor PUT nor DELETE."""
+    result = post_unchecked(api, path, json={}, headers=override("PATCH"))
+    problem(result, 405, "method_not_allowed")
+    assert "POST" not in result.headers["allow"] and "GET" in result.headers["allow"]
+
+
+@pytest.mark.parametrize("path", [JOBS, f"{JOBS}/1"])
+def test_a_post_overridden_to_put_without_a_body_is_malformed_not_415(
+    api: Any, employer: Any, path: str
+) -> None:
+    """C1: an overridden POST without a body needs no Content-Type; a PUT needs a body."""
+    create_job(api, employer)
+    result = api.post(path, key=employer.key, headers=override("PUT"))
+    problem(result, 400, "malformed_json")
+
+
 def test_an_invalid_override_changes_nothing(api: Any, employer: Any) -> None:
     job = create_job(api, employer)
     post_unchecked(
