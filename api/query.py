@@ -12,6 +12,7 @@ from api.errors import Problem
 from models.errors import FieldError
 
 DIGITS = re.compile(r"[0-9]{1,10}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # C0 controls and DEL
 INT32_MAX = 2**31 - 1  # page and pageSize are Int32 (interface)
 
 
@@ -32,10 +33,13 @@ def param(req: falcon.Request, name: str) -> str | None:
 
 
 def term(req: falcon.Request, name: str, errors: list[FieldError]) -> str | None:
-    """A search term; a NUL character is malformed (no database text can hold it, C4)."""
+    """A search term. A control character is malformed: NUL, which no database text can hold
+    (C4), and the others, which no one types into a search; the job list's search text also
+    joins title and referenceId with one (U+001F), which a term holding it could match across."""
     value = param(req, name)
-    if value is not None and "\x00" in value:
-        errors.append(FieldError(name, "invalid_format", f"{name} must not contain NUL."))
+    if value is not None and _CONTROL.search(value):
+        message = f"{name} must not contain control characters (such as NUL)."
+        errors.append(FieldError(name, "invalid_format", message))
         return None
     return value
 

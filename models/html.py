@@ -66,6 +66,12 @@ class _Checker(HTMLParser):
             message = "Attribute href on <a> must be an http, https or mailto URL."
             self._add("html_href_scheme", message)
 
+    def handle_endtag(self, tag: str) -> None:
+        """A closing tag of a disallowed element breaks the rule too, opened or not
+        (`</span>` alone): nh3 would drop it silently, and the rule is to say so (C4)."""
+        if tag not in ALLOWED_TAGS:
+            self._add("html_tag_not_allowed", f"Tag <{tag}> is not allowed.")
+
     def handle_decl(self, decl: str) -> None:
         self._add("html_tag_not_allowed", "A doctype declaration is not allowed.")
 

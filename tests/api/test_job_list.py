@@ -217,6 +217,9 @@ def test_percent_and_underscore_in_q_are_literal(api: Any, employer: Any) -> Non
         ({"status": "open"}, "status", "out_of_range"),
         ({"status": "ACTIVE"}, "status", "out_of_range"),
         ({"q": "a\x00b"}, "q", "invalid_format"),
+        ({"q": "cook\x1fup"}, "q", "invalid_format"),  # the title/referenceId joint
+        ({"q": "a\tb"}, "q", "invalid_format"),
+        ({"q": "a\x7f"}, "q", "invalid_format"),
     ],
 )
 def test_a_malformed_or_out_of_range_parameter_is_400_naming_it(

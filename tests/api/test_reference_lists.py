@@ -158,7 +158,8 @@ def test_locations_are_paged_like_jobs(api: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    "params", [{"pageSize": "0"}, {"pageSize": "101"}, {"page": "abc"}, {"q": "\x00"}]
+    "params",
+    [{"pageSize": "0"}, {"pageSize": "101"}, {"page": "abc"}, {"q": "\x00"}, {"q": "a\x1fb"}],
 )
 def test_locations_reject_a_bad_query_parameter(api: Any, params: dict[str, str]) -> None:
     result = api.get(f"{V}/locations", params=params)

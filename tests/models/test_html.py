@@ -39,6 +39,17 @@ def test_disallowed_tag_is_rejected_and_named(tag: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("html", "tag"), [("<p>x</p></span>", "span"), ("x</script>", "script"), ("</FONT>x", "font")]
+)
+def test_a_closing_tag_alone_of_a_disallowed_element_is_rejected(html: str, tag: str) -> None:
+    """C4: a stray `</span>` breaks the rule as `<span>` does (nh3 would drop it unsaid)."""
+    assert check_description(html) == [
+        FieldError("description", "html_tag_not_allowed", f"Tag <{tag}> is not allowed.")
+    ]
+    assert check_description("<p>a<br></br></p>") == []  # allowed tags may close as they like
+
+
+@pytest.mark.parametrize(
     ("html", "tag", "attribute"),
     [
         ('<p style="color:red">x</p>', "p", "style"),
