@@ -52,6 +52,8 @@ def _close_date(ctx: _Context, value: Any) -> None:
         ctx.out["close_date"] = None  # reset to the default by the caller (C4)
         return
     close = checks.iso_date(value, "closeDate")
+    if ctx.job is not None and close == ctx.job.close_date:
+        return  # sent back as stored (a GET result PUT back, a repeated upsert): not a write (C4)
     if close < ctx.today:
         raise Invalid("closeDate", "in_the_past", "closeDate must not be before today.")
     if ctx.job is not None and close < ctx.job.publish_date:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.factories import JOBS, create_job, job_body
+from tests.factories import JOBS, create_job, entries, job_body
 
 FULL_URL_JOB = {
     "referenceId": "BAKE-001",
@@ -262,6 +262,32 @@ def test_an_expired_stored_close_date_does_not_fail_a_put_that_does_not_write_it
     clock.today = clock.today.replace(month=4)
     result = api.put(f"{JOBS}/{job['id']}", json={"title": "Still here"}, key=employer.key)
     assert result.status_code == 200 and result.json["closeDate"] == "2026-03-12"
+
+
+def test_an_expired_job_put_back_as_read_is_unchanged_and_republishes_as_c5_says(
+    api: Any, employer: Any, clock: Any
+) -> None:
+    """C4: a closeDate sent back as stored is not written: an ATS that PUTs its whole copy
+    of an expired job (or repeats an upsert once the date has passed) is not refused; a new
+    past date still is. Re-publishing such a PUT moves the date as if it were left out (C5)."""
+    job = create_job(api, employer, referenceId="ECHO-1", status="active", closeDate="2026-03-12")
+    clock.today = clock.today.replace(month=4)
+    fetched = api.get(f"{JOBS}/{job['id']}", key=employer.key).json
+    again = api.put(f"{JOBS}/{job['id']}", json=fetched, key=employer.key)
+    assert again.status_code == 200 and again.json == fetched
+    upsert = api.put(JOBS, json={**fetched, "title": "Renamed"}, key=employer.key)
+    assert upsert.status_code == 200 and upsert.json["closeDate"] == "2026-03-12"
+    moved = api.put(f"{JOBS}/{job['id']}", json={"closeDate": "2026-03-13"}, key=employer.key)
+    assert entries(moved) == [("closeDate", "in_the_past")]
+    archived = api.put(f"{JOBS}/{job['id']}", json={"status": "archived"}, key=employer.key)
+    republished = api.put(
+        f"{JOBS}/{job['id']}", json={**archived.json, "status": "active"}, key=employer.key
+    )
+    assert republished.status_code == 200
+    assert (republished.json["publishDate"], republished.json["closeDate"]) == (
+        "2026-04-10",
+        "2026-06-09",
+    )
 
 
 # --- partial PUT --------------------------------------------------------------------------
