@@ -1,35 +1,52 @@
-"""Asking the broker: is it there, and how deep are the queues (C9)."""
+"""Asking the broker: is it there, and how deep are the queues (C9). The same questions reach
+Redis and the embedded broker (kombu's SQLAlchemy transport on a SQLite file)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from kombu.connection import Connection
+from kombu.exceptions import ChannelError
 
 from workers.app import EMAIL_QUEUE, MAINTENANCE_QUEUE
 
 QUEUES = (EMAIL_QUEUE, MAINTENANCE_QUEUE)
+REDIS_SCHEMES = ("redis://", "rediss://")
 
 
-def _options(timeout: float) -> dict[str, float]:
-    """One try, bounded by `timeout`: a broker that is down is reported, not waited for."""
-    return {"socket_timeout": timeout, "socket_connect_timeout": timeout, "max_retries": 0}
+def _options(url: str, timeout: float) -> dict[str, Any]:
+    """One try, bounded by `timeout`: a broker that is down is reported, not waited for. The
+    embedded transport takes none: it hands every option to create_engine, which refuses
+    socket timeouts (and a SQLite file answers or fails at once)."""
+    if url.startswith(REDIS_SCHEMES):
+        return {"socket_timeout": timeout, "socket_connect_timeout": timeout, "max_retries": 0}
+    return {}
+
+
+def _connect(url: str, timeout: float) -> Connection:
+    return Connection(url, connect_timeout=timeout, transport_options=_options(url, timeout))
 
 
 def ping(url: str, timeout: float) -> None:
-    """Raise unless the broker answers within about `timeout` seconds."""
-    with Connection(url, connect_timeout=timeout, transport_options=_options(timeout)) as conn:
+    """Raise unless the broker answers within about `timeout` seconds: Redis to PING, the
+    embedded broker by opening its database and reading a queue."""
+    with _connect(url, timeout) as conn:
         conn.ensure_connection(max_retries=1, interval_start=0, timeout=timeout)
-        if url.startswith(("redis://", "rediss://")):
+        if url.startswith(REDIS_SCHEMES):
             conn.default_channel.client.ping()
+        else:
+            _depth(conn, EMAIL_QUEUE)
 
 
 def depths(url: str, timeout: float = 2.0) -> dict[str, int]:
-    """Messages waiting in each queue (not those a worker holds unacknowledged)."""
-    out: dict[str, int] = {}
-    with Connection(url, connect_timeout=timeout, transport_options=_options(timeout)) as conn:
-        channel = conn.default_channel
-        for name in QUEUES:
-            try:
-                out[name] = int(channel.queue_declare(name, passive=True).message_count)
-            except Exception:
-                out[name] = 0
-    return out
+    """Messages waiting in each queue (not those a worker holds unacknowledged). A broker that
+    does not answer raises: a depth of 0 would say the queues are empty."""
+    with _connect(url, timeout) as conn:
+        return {name: _depth(conn, name) for name in QUEUES}
+
+
+def _depth(conn: Connection, queue: str) -> int:
+    try:
+        return int(conn.default_channel.queue_declare(queue, passive=True).message_count)
+    except ChannelError:  # never declared (Redis: no list until a message comes): empty
+        return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from datetime import date
 from typing import Any
 
@@ -88,7 +89,11 @@ def queues(args: argparse.Namespace, settings: Settings, out: Any) -> int:
     from workers import broker
     from workers.app import celery_app
 
-    depths = broker.depths(settings.broker_url)
+    try:
+        depths = broker.depths(settings.broker_url)
+    except Exception as e:  # kombu's, redis-py's and SQLAlchemy's errors alike
+        print(f"jobpost queues: the broker does not answer: {e}", file=sys.stderr)
+        return 1
     workers: list[str] | None = None
     if settings.broker_url.startswith(("redis://", "rediss://")):
         replies = celery_app.control.inspect(timeout=1.0).ping() or {}

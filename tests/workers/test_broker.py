@@ -1,0 +1,90 @@
+"""Asking the broker (C9), on the embedded broker (kombu's SQLAlchemy transport on a SQLite
+file, the default) and on a Redis that is not there: `/readyz`'s broker check, the queue depths
+of `jobpost queues` and `/metrics`. A broker that does not answer is reported as such, never
+as empty queues."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from celery import Celery
+
+from models.settings import Settings
+from tests.conftest import free_port
+from workers import broker, enqueue
+from workers.app import make_celery
+
+UNOPENABLE = "sqla+sqlite:////nonexistent/jobpost/broker.sqlite"
+
+
+def embedded(tmp_path: Path) -> str:
+    return f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}"
+
+
+def celery_on(url: str) -> Celery:
+    return make_celery(Settings.from_env({"CELERY_BROKER_URL": url}), publisher=True)
+
+
+def test_the_embedded_broker_answers_and_counts_what_waits(tmp_path: Path) -> None:
+    url = embedded(tmp_path)
+    broker.ping(url, 2)
+    assert broker.depths(url) == {"email": 0, "maintenance": 0}
+    celery = celery_on(url)
+    assert enqueue.deliver(celery, 1) and enqueue.deliver(celery, 2)
+    celery.send_task("jobpost.expire")
+    assert broker.depths(url) == {"email": 2, "maintenance": 1}
+
+
+def test_an_embedded_broker_that_cannot_open_its_database_fails_the_checks() -> None:
+    with pytest.raises(Exception, match="unable to open database file"):
+        broker.ping(UNOPENABLE, 2)
+    with pytest.raises(Exception, match="unable to open database file"):
+        broker.depths(UNOPENABLE)
+
+
+def test_a_redis_broker_that_is_not_there_fails_the_checks_within_the_timeout() -> None:
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    started = time.monotonic()
+    with pytest.raises(Exception, match="onnect"):
+        broker.ping(url, 1)
+    with pytest.raises(Exception, match="onnect"):
+        broker.depths(url, 1)
+    assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("url", [UNOPENABLE, "redis://127.0.0.1:9/0"])
+def test_jobpost_queues_says_the_broker_does_not_answer_and_exits_1(url: str) -> None:
+    env = {"CELERY_BROKER_URL": url, "PATH": "/usr/bin:/bin", "JOBPOST_VAR_DIR": "/tmp"}
+    for argv in (["queues"], ["queues", "--json"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "workers.cli", *argv],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert done.stderr.startswith("jobpost queues: the broker does not answer:")
+        assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def test_jobpost_queues_on_the_embedded_broker(tmp_path: Path) -> None:
+    url = embedded(tmp_path)
+    enqueue.deliver(celery_on(url), 7)
+    env = {"CELERY_BROKER_URL": url, "PATH": "/usr/bin:/bin", "JOBPOST_VAR_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "workers.cli", "queues", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["queues"] == {"email": 1, "maintenance": 0}
