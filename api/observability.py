@@ -105,7 +105,9 @@ class Observe:
         )
 
 
-_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="metrics")
+# One pool a source, so that reads stuck on a silent database never hold up the broker's.
+_database_reads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="metrics-database")
+_broker_reads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="metrics-broker")
 
 
 class StateCollector(Collector):
@@ -129,11 +131,9 @@ class StateCollector(Collector):
 
     def _outbox(self, up: GaugeMetricFamily) -> Iterator[Metric]:
         try:
-            with self.sessions() as session:
-                counts = outbox.counts(session)
-                age = outbox.oldest_pending_age(session, now=utcnow())
-        except Exception as e:
-            log.warning("metrics: database did not answer: %s", e)
+            counts, age = _database_reads.submit(self._read_outbox).result(timeout=self.timeout)
+        except Exception as e:  # a timeout included: the scrape still answers
+            log.warning("metrics: database did not answer: %s", str(e) or type(e).__name__)
             up.add_metric(["database"], 0)
             return
         up.add_metric(["database"], 1)
@@ -151,10 +151,14 @@ class StateCollector(Collector):
             value=age,
         )
 
+    def _read_outbox(self) -> tuple[dict[str, int], float]:
+        with self.sessions() as session:
+            return outbox.counts(session), outbox.oldest_pending_age(session, now=utcnow())
+
     def _queues(self, up: GaugeMetricFamily) -> Iterator[Metric]:
         assert self.queue_depths is not None
         try:
-            depths = _pool.submit(self.queue_depths).result(timeout=self.timeout)
+            depths = _broker_reads.submit(self.queue_depths).result(timeout=self.timeout)
         except Exception as e:  # a timeout included: the scrape still answers
             log.warning("metrics: broker did not answer: %s", type(e).__name__)
             up.add_metric(["broker"], 0)

@@ -25,12 +25,18 @@ log = logging.getLogger(__name__)
 AFTER_COMMIT = "jobpost.after_commit"
 IDLE_SINCE = "jobpost.idle_since"
 IDLE_PING_SECONDS = 5.0
+CONNECT_TIMEOUT = 10  # seconds, for PostgreSQL connections
 
 
 def make_engine(url: str, *, idle_ping_seconds: float = IDLE_PING_SECONDS, **kwargs: Any) -> Engine:
     """Create an engine; SQLite gets WAL, a busy timeout and write-ahead `BEGIN IMMEDIATE`."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
+        if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
+            # A server that takes the connection and never answers would hold a request (or
+            # a task) until the OS gives up, minutes later; the URL may set its own.
+            connect_args = {"connect_timeout": CONNECT_TIMEOUT, **kwargs.pop("connect_args", {})}
+            kwargs["connect_args"] = connect_args
         engine = create_engine(url, **kwargs)
         _ping_when_idle(engine, idle_ping_seconds)
         return engine

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import socket
+import threading
 from collections.abc import Iterator
 from datetime import date
 from email import message_from_bytes, policy
@@ -209,6 +210,27 @@ class SmtpSink:
         self.messages.append(parsed)
         self.envelopes.append((envelope.mail_from, list(envelope.rcpt_tos)))
         return "250 Message accepted for delivery"
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port whose server takes every connection and never says a word (a hung server, a
+    black-holed network): only a timeout of the client's ends the wait."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def hold() -> None:
+        while True:
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=hold, daemon=True).start()
+    yield listener.getsockname()[1]
+    listener.close()
+    for conn in held:  # a client still waiting gets its end of file
+        conn.close()
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import logging
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -347,6 +347,29 @@ def test_a_broker_that_fails_leaves_the_rest_of_the_scrape(
     assert value(text, "jobpost_metrics_source_up", source="broker") == 0
     assert value(text, "jobpost_metrics_source_up", source="database") == 1
     assert samples(text, "jobpost_outbox_entries")
+    assert "http_requests_total" in text
+
+
+@pytest.fixture
+def silent_database(silent_port: int) -> Iterator[sessionmaker[Session]]:
+    engine = create_engine(f"postgresql+psycopg://nobody@127.0.0.1:{silent_port}/none")
+    yield sessionmaker(engine)
+    engine.dispose()
+
+
+def test_a_database_that_does_not_answer_costs_the_scrape_its_timeout_only(
+    settings: Settings, clock: Any, silent_database: sessionmaker[Session]
+) -> None:
+    """C9 (README: READY_TIMEOUT_SECONDS bounds each source of a scrape): the scrape answers
+    in about the timeout, the database marked down, the broker's figures and the rest kept."""
+    quick = dataclasses.replace(settings, ready_timeout_seconds=0.5)
+    api = build(quick, silent_database, clock, queue_depths=lambda: {"email": 2})
+    started = time.monotonic()
+    text = scrape(api)
+    assert time.monotonic() - started < 2.5
+    assert value(text, "jobpost_metrics_source_up", source="database") == 0
+    assert samples(text, "jobpost_outbox_entries") == {}
+    assert value(text, "jobpost_queue_length", queue="email") == 2
     assert "http_requests_total" in text
 
 

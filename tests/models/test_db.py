@@ -4,6 +4,7 @@ for its employer's own values."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -13,7 +14,7 @@ from sqlalchemy import Engine, Select, bindparam, create_engine, insert, literal
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
-from models import employers, jobs
+from models import db, employers, jobs
 from models.db import Precompiled, autocommit, make_engine
 from models.entities import Employer
 from tests.services import scratch_postgres
@@ -148,3 +149,20 @@ def test_a_connection_lost_under_a_precompiled_statement_is_replaced(postgres_ur
     assert raised.value.connection_invalidated
     assert _backend_pid(engine) != first
     engine.dispose()
+
+
+def test_a_postgresql_server_that_never_answers_fails_the_connection_in_time(
+    silent_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hung server or a black-holed network costs a request CONNECT_TIMEOUT, not the OS's
+    minutes; a URL's own connect_timeout is kept."""
+    monkeypatch.setattr(db, "CONNECT_TIMEOUT", 1)
+    engine = make_engine(f"postgresql+psycopg://nobody@127.0.0.1:{silent_port}/none")
+    started = time.monotonic()
+    with pytest.raises(OperationalError, match="timeout"):
+        engine.connect()
+    assert time.monotonic() - started < 5
+    engine.dispose()
+    own = make_engine(f"postgresql+psycopg://nobody@127.0.0.1:{silent_port}/none?connect_timeout=2")
+    assert own.dialect.create_connect_args(own.url)[1]["connect_timeout"] == "2"
+    own.dispose()
