@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from datetime import date
@@ -167,8 +168,11 @@ def dev(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def iso_date(text: str) -> str:
-    """--today: a malformed date is a usage error (exit 2), caught before anything runs."""
+    """--today: anything but a real date written YYYY-MM-DD is a usage error (exit 2), caught
+    before anything runs. date.fromisoformat alone also takes 20261201 and 2026-W49-2."""
     try:
+        if not re.fullmatch("[0-9]{4}-[0-9]{2}-[0-9]{2}", text):
+            raise ValueError(text)
         date.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None

@@ -585,9 +585,27 @@ def test_cli_tasks_run_prints_the_count_for_people_too(cli: Any, capsys: Any) ->
 
 
 @ON_A_COPY
-def test_cli_tasks_run_refuses_a_malformed_date_as_a_usage_error(cli: Any, capsys: Any) -> None:
-    """C9: exit status 2 on a usage error, and nothing runs."""
+@pytest.mark.parametrize(
+    "day",
+    [
+        "10/03/2026",
+        "20260310",  # ISO 8601's basic format: date.fromisoformat takes it since Python 3.11
+        "2026-W11-2",  # an ISO week date, taken as well
+        "2026-03-32",
+        "2026-3-10",
+        "2026-03-10T00:00",
+        " 2026-03-10",
+        "２０２６-03-10",  # digits, but not ASCII ones
+    ],
+)
+def test_cli_tasks_run_refuses_a_malformed_date_as_a_usage_error(
+    cli: Any, capsys: Any, day: str
+) -> None:
+    """C9: `--today YYYY-MM-DD`; anything else is exit status 2, and nothing runs."""
+    factory, _run = cli
+    job = add_job(factory, employer_id(factory, "standard"), close=date(2026, 3, 9))
     with pytest.raises(SystemExit) as exit_info:
-        main(["tasks", "run", "expire", "--today", "10/03/2026"])
+        main(["tasks", "run", "expire", "--today", day])
     assert exit_info.value.code == 2
     assert "--today" in capsys.readouterr().err
+    assert jobs_now(factory)[job][0] == "active"  # past its close date, but nothing ran
