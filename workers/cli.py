@@ -188,6 +188,15 @@ def _ops(name: str) -> Handler:
     return handler
 
 
+def json_flag(c: argparse.ArgumentParser) -> None:
+    """--json, before or after a subcommand (`outbox --json retry`, `outbox retry --json`):
+    argparse writes a subcommand's defaults over what its parent parsed, so the flag has no
+    default and sets `json` only when given; `out` takes it as absent otherwise."""
+    c.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print one JSON object"
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="jobpost", description="jobpost operations (C9).")
     sub = p.add_subparsers(dest="command", required=True)
@@ -195,7 +204,7 @@ def parser() -> argparse.ArgumentParser:
     def cmd(parent: Any, name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
         c: argparse.ArgumentParser = parent.add_parser(name, help=help_text)
         c.set_defaults(handler=handler)
-        c.add_argument("--json", action="store_true", help="print one JSON object")
+        json_flag(c)
         return c
 
     db = sub.add_parser("db", help="the database").add_subparsers(dest="db", required=True)
@@ -248,7 +257,7 @@ def parser() -> argparse.ArgumentParser:
     which = retry.add_mutually_exclusive_group(required=True)  # neither, or both: exit 2
     which.add_argument("application_id", nargs="?", type=int)
     which.add_argument("--all-failed", action="store_true")
-    retry.add_argument("--json", action="store_true")
+    json_flag(retry)
 
     cmd(sub, "queues", _ops("queues"), "depth of each Celery queue and the workers seen")
     return p
