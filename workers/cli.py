@@ -248,7 +248,12 @@ def parser() -> argparse.ArgumentParser:
     tasks = sub.add_parser("tasks", help="periodic tasks").add_subparsers(dest="sub", required=True)
     c = cmd(tasks, "run", _ops("tasks_run"), "run one periodic task now, in this process")
     c.add_argument("task", choices=("expire", "refresh", "sweep", "purge"))
-    c.add_argument("--today", type=iso_date, help="the service date, YYYY-MM-DD (ignored by sweep)")
+    c.add_argument(
+        "--today",
+        type=iso_date,
+        help="the service date, YYYY-MM-DD (ignored by sweep; purge runs as at this time of day"
+        " on that date)",
+    )
 
     c = cmd(sub, "outbox", _ops("outbox_list"), "deliveries not yet sent (or of one status)")
     c.add_argument("--status", choices=("pending", "sending", "sent", "failed"))

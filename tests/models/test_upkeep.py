@@ -218,6 +218,21 @@ def test_the_service_date_is_the_calendar_date_in_toronto(
     assert models.dates.today_in(TORONTO, now=instant) == service_date
 
 
+@pytest.mark.parametrize(
+    ("day", "instant"),
+    [
+        (date(2026, 3, 10), JUST_AFTER_MIDNIGHT_UTC),  # the service date itself: unchanged
+        (date(2026, 7, 1), datetime(2026, 7, 2, 3, 30, tzinfo=UTC)),  # EDT: 23:30 on 1 July
+        (date(2026, 1, 5), datetime(2026, 1, 6, 4, 30, tzinfo=UTC)),  # EST: 23:30 on 5 January
+    ],
+)
+def test_on_day_keeps_the_time_of_day_in_toronto(day: date, instant: datetime) -> None:
+    """`--today` for purge (C9): 23:30 in Toronto on 10 March, moved to `day`, is 23:30 there."""
+    moved = models.dates.on_day(TORONTO, day, JUST_AFTER_MIDNIGHT_UTC)
+    assert moved == instant
+    assert models.dates.today_in(TORONTO, now=moved) == day
+
+
 def test_just_after_midnight_utc_a_job_closing_the_toronto_day_stays_active(
     sessions: sessionmaker[Session], settings: Settings, at_instant: Callable[[datetime], None]
 ) -> None:
@@ -365,6 +380,36 @@ def test_purge_deletes_only_old_finished_applications_with_their_resumes_and_out
         assert not set(gone) & set(s.scalars(select(Application.id)))
 
 
+def test_purge_today_counts_the_retention_back_from_that_service_date(
+    sessions: sessionmaker[Session], toronto: Settings
+) -> None:
+    """`jobpost tasks run purge --today` (C9) purges as the task would at this time of day on
+    that date: nothing more for a date in the past, what will be old by then for a later one."""
+    retention = dataclasses.replace(toronto, application_retention_days=180)
+    job = add_job(sessions, employer_id(sessions, "standard"))
+    old = add_application(sessions, job, age=timedelta(days=200), delivery="sent")
+    month_old = [
+        add_application(sessions, job, age=timedelta(days=30), delivery="sent"),
+        add_application(sessions, job, age=timedelta(days=30), delivery="failed"),
+    ]
+    ten_days_old = add_application(sessions, job, age=timedelta(days=10), delivery="sent")
+    pending = add_application(sessions, job, age=timedelta(days=30), delivery="pending")
+    today = models.dates.today_in(TORONTO)
+
+    def left() -> list[int]:
+        with sessions() as s:
+            return sorted(s.scalars(select(Application.id)))
+
+    assert run_purge(sessions, retention, today - 365 * DAY) == 0  # a year ago: 200 is -165
+    assert left() == sorted([old, *month_old, ten_days_old, pending])
+    assert run_purge(sessions, retention, today) == 1
+    assert left() == sorted([*month_old, ten_days_old, pending])
+    assert run_purge(sessions, retention, today + 160 * DAY) == 2  # 190 days old by then
+    assert left() == [ten_days_old, pending]  # 170 days old then; pending is never purged
+    assert run_purge(sessions, retention, today + 175 * DAY) == 1
+    assert left() == [pending]
+
+
 # --- the sweeper (C8) --------------------------------------------------------------------------
 
 
@@ -396,8 +441,10 @@ def seed_everything(sessions: sessionmaker[Session]) -> None:
         for publish in (TODAY - 8 * DAY, TODAY - 7 * DAY, TODAY - 6 * DAY):
             add_job(sessions, unlimited, publish=publish, close=close, auto_refresh=True)
     job = add_job(sessions, unlimited)
+    # 400 days old on TODAY, the service date the tasks are run for (purge counts from it).
+    age = timedelta(days=400) + (models.dates.today_in(TORONTO) - TODAY)
     for delivery in ("sent", "failed", "pending"):
-        add_application(sessions, job, age=timedelta(days=400), delivery=delivery)
+        add_application(sessions, job, age=age, delivery=delivery)
     with sessions() as s:
         for entry in s.scalars(select(OutboxEntry).where(OutboxEntry.status == "pending")):
             entry.enqueued_at = None
@@ -574,6 +621,21 @@ def test_cli_tasks_run_refresh_expires_first_and_counts_the_refreshed(cli: Any) 
 def test_cli_tasks_run_sweep_and_purge_print_their_counts(cli: Any, task: str) -> None:
     _factory, run = cli
     assert run(task, "--today", "2026-03-10") == (0, {"task": task, "changed": 0})
+
+
+@ON_A_COPY
+def test_cli_tasks_run_purge_today_sets_the_service_date(cli: Any) -> None:
+    """C9: `--today` sets the service date; 150 days on, a month-old finished application is
+    past the 180 days of retention."""
+    factory, run = cli
+    job = add_job(factory, employer_id(factory, "standard"))
+    add_application(factory, job, age=timedelta(days=40), delivery="sent")
+    today = models.dates.today_in(TORONTO)
+
+    later = (today + 150 * DAY).isoformat()
+    assert run("purge", "--today", today.isoformat()) == (0, {"task": "purge", "changed": 0})
+    assert run("purge", "--today", later) == (0, {"task": "purge", "changed": 1})
+    assert table_counts(factory) == {"applications": 0, "resumes": 0, "outbox": 0}
 
 
 @ON_A_COPY
