@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 import models.dates
 import workers.enqueue
 import workers.tasks
-from models import applications, employers, resumes, upkeep
+from models import applications, employers, outbox, resumes, upkeep
 from models.db import make_engine, make_sessionmaker
 from models.entities import Application, Employer, Job, OutboxEntry, Resume
 from models.settings import Settings
@@ -35,6 +35,8 @@ from workers.tasks import run_expire, run_purge, run_refresh, run_sweep
 
 TODAY = date(2026, 3, 10)
 DAY = timedelta(days=1)
+SECOND = timedelta(seconds=1)
+CLAIM = outbox.Claim()
 TORONTO = ZoneInfo("America/Toronto")
 # 23:30 on 10 March in Toronto (EDT, UTC-4 since 8 March): still the 10th there.
 JUST_AFTER_MIDNIGHT_UTC = datetime(2026, 3, 11, 3, 30, tzinfo=UTC)
@@ -429,6 +431,78 @@ def test_sweep_enqueues_due_entries_once_within_the_grace(
     assert enqueued == [due]
     assert run_sweep(sessions, settings) == 0
     assert enqueued == [due]
+
+
+def set_entry(sessions: sessionmaker[Session], application_id: int, **values: Any) -> None:
+    with sessions() as s:
+        entry = s.get(OutboxEntry, application_id)
+        assert entry is not None
+        for name, value in values.items():
+            setattr(entry, name, value)
+        s.commit()
+
+
+def test_sweep_enqueues_an_entry_whose_lease_ran_out_without_waiting_for_the_grace(
+    sessions: sessionmaker[Session], settings: Settings, enqueued: list[int]
+) -> None:
+    """C8: the grace is for pending entries; one left `sending` by a dead worker goes back as
+    soon as its lease runs out, even when the grace is longer than the lease."""
+    long_grace = dataclasses.replace(
+        settings, outbox_lease_seconds=300, outbox_sweep_grace_seconds=600
+    )
+    job = add_job(sessions, employer_id(sessions, "standard"))
+    dead = add_application(sessions, job, age=timedelta(minutes=10), delivery="sending")
+    live = add_application(sessions, job, age=timedelta(minutes=10), delivery="sending")
+    now = models.dates.utcnow()
+    # Enqueued 400 s ago and claimed at once; one worker died, the other is still sending.
+    set_entry(sessions, dead, enqueued_at=now - timedelta(seconds=400), lease_until=now - SECOND)
+    set_entry(sessions, live, enqueued_at=now - timedelta(seconds=400), lease_until=now + SECOND)
+
+    assert run_sweep(sessions, long_grace) == 1
+    assert enqueued == [dead]
+
+
+def test_a_lease_run_out_is_enqueued_once_per_lease_and_never_after_the_copy_is_sent(
+    sessions: sessionmaker[Session], settings: Settings
+) -> None:
+    """Enqueued as its lease runs out, the entry is left alone by the next sweeps while that
+    message waits for a worker (a re-delivered message may be on its way too: the first claim
+    wins, the other finds the lease live and skips); the grace replaces a message lost. A new
+    claim whose lease runs out goes back at once; a copy sent is never enqueued again (C8)."""
+    timing = outbox.Timing(lease_seconds=300, sweep_grace_seconds=600)
+    job = add_job(sessions, employer_id(sessions, "standard"))
+    app_id = add_application(sessions, job, age=timedelta(minutes=10), delivery="sending")
+    t0 = models.dates.utcnow()
+    set_entry(sessions, app_id, enqueued_at=t0 - timedelta(seconds=400), lease_until=t0 - SECOND)
+
+    def sweep(after: float) -> list[int]:
+        with sessions() as s:
+            ids = outbox.sweep(s, now=t0 + timedelta(seconds=after), timing=timing)
+            s.commit()
+            return ids
+
+    def claim(after: float) -> bool:
+        with sessions() as s:
+            won = CLAIM(s, app_id, now=t0 + timedelta(seconds=after), timing=timing) is not None
+            s.commit()
+            return won
+
+    assert sweep(0) == [app_id]  # the lease ran out: at once
+    assert sweep(60) == sweep(599) == []  # enqueued since: not on every sweep
+    assert sweep(601) == [app_id]  # the grace is over: that message may be lost
+    assert claim(610) is True
+    assert claim(611) is False  # the other message: the lease is live
+    assert sweep(900) == []
+    assert sweep(911) == [app_id]  # that worker died too: its lease ran out, at once
+    assert claim(920) is True
+    with sessions() as s:
+        assert outbox.mark_sent(s, app_id, now=t0 + timedelta(seconds=921))
+        s.commit()
+    assert claim(5000) is False
+    assert sweep(5000) == []
+    with sessions() as s:
+        entry = s.get(OutboxEntry, app_id)
+        assert entry is not None and (entry.status, entry.attempts) == ("sent", 2)
 
 
 # --- every task twice --------------------------------------------------------------------------
