@@ -18,5 +18,11 @@ def today_in(tz: ZoneInfo, now: datetime | None = None) -> date:
     return (now or utcnow()).astimezone(tz).date()
 
 
+def on_day(tz: ZoneInfo, day: date, now: datetime) -> datetime:
+    """The instant at `now`'s time of day in `tz` on `day`: what the clock would read if the
+    service date were `day` (`jobpost tasks run purge --today`, C9)."""
+    return datetime.combine(day, now.astimezone(tz).timetz()).astimezone(UTC)
+
+
 def default_close(publish: date) -> date:
     return publish + timedelta(days=DEFAULT_CLOSE_DAYS)

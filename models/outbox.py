@@ -140,15 +140,20 @@ def mark_retry(
 
 def sweep(session: Session, *, now: datetime, timing: Timing, limit: int = 1000) -> list[int]:
     """Entries to enqueue now: pending and due and not enqueued within the grace, or left
-    `sending` past their lease (a worker died mid-send). Marks them enqueued (C8)."""
+    `sending` past their lease (a worker died mid-send). Marks them enqueued (C8).
+
+    A lease that has run out is enqueued at once, without the grace: once per lease, since
+    marking it enqueued after its lease ran out keeps the next sweeps off it. If that message
+    is lost too, the grace brings it round again, as for a pending entry."""
     grace = now - timedelta(seconds=timing.sweep_grace_seconds)
     stale = or_(OutboxEntry.enqueued_at.is_(None), OutboxEntry.enqueued_at < grace)
+    unswept = or_(stale, OutboxEntry.enqueued_at < OutboxEntry.lease_until)  # since it ran out
     due = or_(
         and_(OutboxEntry.status == "pending", OutboxEntry.next_attempt_at <= now, stale),
-        and_(OutboxEntry.status == "sending", OutboxEntry.lease_until < now, stale),
+        and_(OutboxEntry.status == "sending", OutboxEntry.lease_until < now, unswept),
     )
     # One statement: a sweep overlapping another waits on its row locks, then finds those
-    # rows no longer due (enqueued within the grace) and leaves them alone.
+    # rows no longer due (just enqueued) and leaves them alone.
     batch = (
         select(OutboxEntry.application_id)
         .where(due)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from datetime import date
@@ -167,8 +168,11 @@ def dev(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def iso_date(text: str) -> str:
-    """--today: a malformed date is a usage error (exit 2), caught before anything runs."""
+    """--today: anything but a real date written YYYY-MM-DD is a usage error (exit 2), caught
+    before anything runs. date.fromisoformat alone also takes 20261201 and 2026-W49-2."""
     try:
+        if not re.fullmatch("[0-9]{4}-[0-9]{2}-[0-9]{2}", text):
+            raise ValueError(text)
         date.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
@@ -184,6 +188,15 @@ def _ops(name: str) -> Handler:
     return handler
 
 
+def json_flag(c: argparse.ArgumentParser) -> None:
+    """--json, before or after a subcommand (`outbox --json retry`, `outbox retry --json`):
+    argparse writes a subcommand's defaults over what its parent parsed, so the flag has no
+    default and sets `json` only when given; `out` takes it as absent otherwise."""
+    c.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print one JSON object"
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="jobpost", description="jobpost operations (C9).")
     sub = p.add_subparsers(dest="command", required=True)
@@ -191,7 +204,7 @@ def parser() -> argparse.ArgumentParser:
     def cmd(parent: Any, name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
         c: argparse.ArgumentParser = parent.add_parser(name, help=help_text)
         c.set_defaults(handler=handler)
-        c.add_argument("--json", action="store_true", help="print one JSON object")
+        json_flag(c)
         return c
 
     db = sub.add_parser("db", help="the database").add_subparsers(dest="db", required=True)
@@ -235,7 +248,12 @@ def parser() -> argparse.ArgumentParser:
     tasks = sub.add_parser("tasks", help="periodic tasks").add_subparsers(dest="sub", required=True)
     c = cmd(tasks, "run", _ops("tasks_run"), "run one periodic task now, in this process")
     c.add_argument("task", choices=("expire", "refresh", "sweep", "purge"))
-    c.add_argument("--today", type=iso_date, help="the service date, YYYY-MM-DD (ignored by sweep)")
+    c.add_argument(
+        "--today",
+        type=iso_date,
+        help="the service date, YYYY-MM-DD (ignored by sweep; purge runs as at this time of day"
+        " on that date)",
+    )
 
     c = cmd(sub, "outbox", _ops("outbox_list"), "deliveries not yet sent (or of one status)")
     c.add_argument("--status", choices=("pending", "sending", "sent", "failed"))
@@ -244,7 +262,7 @@ def parser() -> argparse.ArgumentParser:
     which = retry.add_mutually_exclusive_group(required=True)  # neither, or both: exit 2
     which.add_argument("application_id", nargs="?", type=int)
     which.add_argument("--all-failed", action="store_true")
-    retry.add_argument("--json", action="store_true")
+    json_flag(retry)
 
     cmd(sub, "queues", _ops("queues"), "depth of each Celery queue and the workers seen")
     return p

@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 import models.dates
 import workers.enqueue
 import workers.tasks
-from models import applications, employers, resumes, upkeep
+from models import applications, employers, outbox, resumes, upkeep
 from models.db import make_engine, make_sessionmaker
 from models.entities import Application, Employer, Job, OutboxEntry, Resume
 from models.settings import Settings
@@ -35,6 +35,8 @@ from workers.tasks import run_expire, run_purge, run_refresh, run_sweep
 
 TODAY = date(2026, 3, 10)
 DAY = timedelta(days=1)
+SECOND = timedelta(seconds=1)
+CLAIM = outbox.Claim()
 TORONTO = ZoneInfo("America/Toronto")
 # 23:30 on 10 March in Toronto (EDT, UTC-4 since 8 March): still the 10th there.
 JUST_AFTER_MIDNIGHT_UTC = datetime(2026, 3, 11, 3, 30, tzinfo=UTC)
@@ -218,6 +220,21 @@ def test_the_service_date_is_the_calendar_date_in_toronto(
     assert models.dates.today_in(TORONTO, now=instant) == service_date
 
 
+@pytest.mark.parametrize(
+    ("day", "instant"),
+    [
+        (date(2026, 3, 10), JUST_AFTER_MIDNIGHT_UTC),  # the service date itself: unchanged
+        (date(2026, 7, 1), datetime(2026, 7, 2, 3, 30, tzinfo=UTC)),  # EDT: 23:30 on 1 July
+        (date(2026, 1, 5), datetime(2026, 1, 6, 4, 30, tzinfo=UTC)),  # EST: 23:30 on 5 January
+    ],
+)
+def test_on_day_keeps_the_time_of_day_in_toronto(day: date, instant: datetime) -> None:
+    """`--today` for purge (C9): 23:30 in Toronto on 10 March, moved to `day`, is 23:30 there."""
+    moved = models.dates.on_day(TORONTO, day, JUST_AFTER_MIDNIGHT_UTC)
+    assert moved == instant
+    assert models.dates.today_in(TORONTO, now=moved) == day
+
+
 def test_just_after_midnight_utc_a_job_closing_the_toronto_day_stays_active(
     sessions: sessionmaker[Session], settings: Settings, at_instant: Callable[[datetime], None]
 ) -> None:
@@ -365,6 +382,36 @@ def test_purge_deletes_only_old_finished_applications_with_their_resumes_and_out
         assert not set(gone) & set(s.scalars(select(Application.id)))
 
 
+def test_purge_today_counts_the_retention_back_from_that_service_date(
+    sessions: sessionmaker[Session], toronto: Settings
+) -> None:
+    """`jobpost tasks run purge --today` (C9) purges as the task would at this time of day on
+    that date: nothing more for a date in the past, what will be old by then for a later one."""
+    retention = dataclasses.replace(toronto, application_retention_days=180)
+    job = add_job(sessions, employer_id(sessions, "standard"))
+    old = add_application(sessions, job, age=timedelta(days=200), delivery="sent")
+    month_old = [
+        add_application(sessions, job, age=timedelta(days=30), delivery="sent"),
+        add_application(sessions, job, age=timedelta(days=30), delivery="failed"),
+    ]
+    ten_days_old = add_application(sessions, job, age=timedelta(days=10), delivery="sent")
+    pending = add_application(sessions, job, age=timedelta(days=30), delivery="pending")
+    today = models.dates.today_in(TORONTO)
+
+    def left() -> list[int]:
+        with sessions() as s:
+            return sorted(s.scalars(select(Application.id)))
+
+    assert run_purge(sessions, retention, today - 365 * DAY) == 0  # a year ago: 200 is -165
+    assert left() == sorted([old, *month_old, ten_days_old, pending])
+    assert run_purge(sessions, retention, today) == 1
+    assert left() == sorted([*month_old, ten_days_old, pending])
+    assert run_purge(sessions, retention, today + 160 * DAY) == 2  # 190 days old by then
+    assert left() == [ten_days_old, pending]  # 170 days old then; pending is never purged
+    assert run_purge(sessions, retention, today + 175 * DAY) == 1
+    assert left() == [pending]
+
+
 # --- the sweeper (C8) --------------------------------------------------------------------------
 
 
@@ -386,6 +433,78 @@ def test_sweep_enqueues_due_entries_once_within_the_grace(
     assert enqueued == [due]
 
 
+def set_entry(sessions: sessionmaker[Session], application_id: int, **values: Any) -> None:
+    with sessions() as s:
+        entry = s.get(OutboxEntry, application_id)
+        assert entry is not None
+        for name, value in values.items():
+            setattr(entry, name, value)
+        s.commit()
+
+
+def test_sweep_enqueues_an_entry_whose_lease_ran_out_without_waiting_for_the_grace(
+    sessions: sessionmaker[Session], settings: Settings, enqueued: list[int]
+) -> None:
+    """C8: the grace is for pending entries; one left `sending` by a dead worker goes back as
+    soon as its lease runs out, even when the grace is longer than the lease."""
+    long_grace = dataclasses.replace(
+        settings, outbox_lease_seconds=300, outbox_sweep_grace_seconds=600
+    )
+    job = add_job(sessions, employer_id(sessions, "standard"))
+    dead = add_application(sessions, job, age=timedelta(minutes=10), delivery="sending")
+    live = add_application(sessions, job, age=timedelta(minutes=10), delivery="sending")
+    now = models.dates.utcnow()
+    # Enqueued 400 s ago and claimed at once; one worker died, the other is still sending.
+    set_entry(sessions, dead, enqueued_at=now - timedelta(seconds=400), lease_until=now - SECOND)
+    set_entry(sessions, live, enqueued_at=now - timedelta(seconds=400), lease_until=now + SECOND)
+
+    assert run_sweep(sessions, long_grace) == 1
+    assert enqueued == [dead]
+
+
+def test_a_lease_run_out_is_enqueued_once_per_lease_and_never_after_the_copy_is_sent(
+    sessions: sessionmaker[Session], settings: Settings
+) -> None:
+    """Enqueued as its lease runs out, the entry is left alone by the next sweeps while that
+    message waits for a worker (a re-delivered message may be on its way too: the first claim
+    wins, the other finds the lease live and skips); the grace replaces a message lost. A new
+    claim whose lease runs out goes back at once; a copy sent is never enqueued again (C8)."""
+    timing = outbox.Timing(lease_seconds=300, sweep_grace_seconds=600)
+    job = add_job(sessions, employer_id(sessions, "standard"))
+    app_id = add_application(sessions, job, age=timedelta(minutes=10), delivery="sending")
+    t0 = models.dates.utcnow()
+    set_entry(sessions, app_id, enqueued_at=t0 - timedelta(seconds=400), lease_until=t0 - SECOND)
+
+    def sweep(after: float) -> list[int]:
+        with sessions() as s:
+            ids = outbox.sweep(s, now=t0 + timedelta(seconds=after), timing=timing)
+            s.commit()
+            return ids
+
+    def claim(after: float) -> bool:
+        with sessions() as s:
+            won = CLAIM(s, app_id, now=t0 + timedelta(seconds=after), timing=timing) is not None
+            s.commit()
+            return won
+
+    assert sweep(0) == [app_id]  # the lease ran out: at once
+    assert sweep(60) == sweep(599) == []  # enqueued since: not on every sweep
+    assert sweep(601) == [app_id]  # the grace is over: that message may be lost
+    assert claim(610) is True
+    assert claim(611) is False  # the other message: the lease is live
+    assert sweep(900) == []
+    assert sweep(911) == [app_id]  # that worker died too: its lease ran out, at once
+    assert claim(920) is True
+    with sessions() as s:
+        assert outbox.mark_sent(s, app_id, now=t0 + timedelta(seconds=921))
+        s.commit()
+    assert claim(5000) is False
+    assert sweep(5000) == []
+    with sessions() as s:
+        entry = s.get(OutboxEntry, app_id)
+        assert entry is not None and (entry.status, entry.attempts) == ("sent", 2)
+
+
 # --- every task twice --------------------------------------------------------------------------
 
 
@@ -396,8 +515,10 @@ def seed_everything(sessions: sessionmaker[Session]) -> None:
         for publish in (TODAY - 8 * DAY, TODAY - 7 * DAY, TODAY - 6 * DAY):
             add_job(sessions, unlimited, publish=publish, close=close, auto_refresh=True)
     job = add_job(sessions, unlimited)
+    # 400 days old on TODAY, the service date the tasks are run for (purge counts from it).
+    age = timedelta(days=400) + (models.dates.today_in(TORONTO) - TODAY)
     for delivery in ("sent", "failed", "pending"):
-        add_application(sessions, job, age=timedelta(days=400), delivery=delivery)
+        add_application(sessions, job, age=age, delivery=delivery)
     with sessions() as s:
         for entry in s.scalars(select(OutboxEntry).where(OutboxEntry.status == "pending")):
             entry.enqueued_at = None
@@ -577,6 +698,21 @@ def test_cli_tasks_run_sweep_and_purge_print_their_counts(cli: Any, task: str) -
 
 
 @ON_A_COPY
+def test_cli_tasks_run_purge_today_sets_the_service_date(cli: Any) -> None:
+    """C9: `--today` sets the service date; 150 days on, a month-old finished application is
+    past the 180 days of retention."""
+    factory, run = cli
+    job = add_job(factory, employer_id(factory, "standard"))
+    add_application(factory, job, age=timedelta(days=40), delivery="sent")
+    today = models.dates.today_in(TORONTO)
+
+    later = (today + 150 * DAY).isoformat()
+    assert run("purge", "--today", today.isoformat()) == (0, {"task": "purge", "changed": 0})
+    assert run("purge", "--today", later) == (0, {"task": "purge", "changed": 1})
+    assert table_counts(factory) == {"applications": 0, "resumes": 0, "outbox": 0}
+
+
+@ON_A_COPY
 def test_cli_tasks_run_prints_the_count_for_people_too(cli: Any, capsys: Any) -> None:
     factory, _run = cli
     add_job(factory, employer_id(factory, "standard"), close=date(2026, 3, 9))
@@ -585,9 +721,27 @@ def test_cli_tasks_run_prints_the_count_for_people_too(cli: Any, capsys: Any) ->
 
 
 @ON_A_COPY
-def test_cli_tasks_run_refuses_a_malformed_date_as_a_usage_error(cli: Any, capsys: Any) -> None:
-    """C9: exit status 2 on a usage error, and nothing runs."""
+@pytest.mark.parametrize(
+    "day",
+    [
+        "10/03/2026",
+        "20260310",  # ISO 8601's basic format: date.fromisoformat takes it since Python 3.11
+        "2026-W11-2",  # an ISO week date, taken as well
+        "2026-03-32",
+        "2026-3-10",
+        "2026-03-10T00:00",
+        " 2026-03-10",
+        "２０２６-03-10",  # digits, but not ASCII ones
+    ],
+)
+def test_cli_tasks_run_refuses_a_malformed_date_as_a_usage_error(
+    cli: Any, capsys: Any, day: str
+) -> None:
+    """C9: `--today YYYY-MM-DD`; anything else is exit status 2, and nothing runs."""
+    factory, _run = cli
+    job = add_job(factory, employer_id(factory, "standard"), close=date(2026, 3, 9))
     with pytest.raises(SystemExit) as exit_info:
-        main(["tasks", "run", "expire", "--today", "10/03/2026"])
+        main(["tasks", "run", "expire", "--today", day])
     assert exit_info.value.code == 2
     assert "--today" in capsys.readouterr().err
+    assert jobs_now(factory)[job][0] == "active"  # past its close date, but nothing ran

@@ -16,7 +16,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, delete, func, insert, select
+from sqlalchemy import Engine, delete, func, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import outbox, upkeep
@@ -306,3 +306,26 @@ def test_sweep_overlapping_a_run_in_progress_enqueues_nothing_more(
     now = utcnow()
     a, b, _ = overlapped(factory, lambda s: len(outbox.sweep(s, now=now, timing=timing(SETTINGS))))
     assert (a, b) == (10, 0)
+
+
+def test_sweep_overlapping_a_run_in_progress_enqueues_a_lease_run_out_once(
+    factory: sessionmaker[Session],
+) -> None:
+    """Entries left `sending` by a dead worker go back without the grace (C8), and a sweep
+    waiting on another's row locks then finds them enqueued since their lease ran out."""
+    seed_applications(factory, 30, age=timedelta(minutes=10))
+    now = utcnow()
+    with session_scope(factory) as s:
+        s.execute(
+            update(OutboxEntry)
+            .where(OutboxEntry.status == "pending")
+            .values(
+                status="sending",
+                enqueued_at=now - timedelta(minutes=6),
+                lease_until=now - timedelta(minutes=1),
+            )
+        )
+    long_grace = outbox.Timing(lease_seconds=300, sweep_grace_seconds=600)
+    a, b, waited = overlapped(factory, lambda s: len(outbox.sweep(s, now=now, timing=long_grace)))
+    assert (a, b) == (10, 0)
+    assert waited >= 0.5

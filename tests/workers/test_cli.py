@@ -1,0 +1,116 @@
+"""The `jobpost` command line (C9), in-process: `main(argv)` on a committed copy of the suite's
+migrated SQLite database (a file of the test's own, named by DATABASE_URL), the broker
+replaced by a list of what was enqueued."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+import workers.enqueue
+from models import employers
+from models.db import make_engine, make_sessionmaker
+from models.entities import Application, OutboxEntry
+from workers.cli import main
+
+pytestmark = pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
+
+
+@pytest.fixture
+def copy(
+    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[sessionmaker[Session]]:
+    """Sessions on a copy of the migrated database, which `jobpost` opens by DATABASE_URL."""
+    path = tmp_path / "jobpost.db"
+    source, target = sqlite3.connect(str(engine.url.database)), sqlite3.connect(path)
+    try:
+        source.backup(target)
+    finally:
+        source.close()
+        target.close()
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{path}")
+    monkeypatch.setenv("JOBPOST_VAR_DIR", str(tmp_path))
+    copy_engine = make_engine(f"sqlite:///{path}")
+    yield make_sessionmaker(copy_engine)
+    copy_engine.dispose()
+
+
+@pytest.fixture
+def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    sent: list[int] = []
+
+    def deliver(_app: Any, application_id: int, request_id: str | None = None) -> bool:
+        sent.append(application_id)
+        return True
+
+    monkeypatch.setattr(workers.enqueue, "deliver", deliver)
+    return sent
+
+
+def failed_delivery(sessions: sessionmaker[Session]) -> int:
+    """An application whose copy was refused for good (its job since deleted)."""
+    with sessions() as s:
+        employer = employers.create_employer(s, "Outbox Ltd", "standard")
+        at = datetime(2026, 3, 10, 12, tzinfo=UTC)
+        application = Application(
+            job_id=None,
+            employer_id=employer.id,
+            name="Ada",
+            email="ada@example.org",
+            received_at=at,
+            job_title="Baker",
+            application_email="jobs@outbox.test",
+            employer_name=employer.name,
+        )
+        application.outbox = OutboxEntry(
+            status="failed", attempts=1, next_attempt_at=at, last_error="550 no such mailbox"
+        )
+        s.add(application)
+        s.commit()
+        return application.id
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["outbox", "--json", "retry", "--all-failed"],  # given to `outbox`, before `retry`
+        ["outbox", "retry", "--all-failed", "--json"],  # given to `retry`
+        ["outbox", "retry", "--json", "--all-failed"],
+    ],
+)
+def test_outbox_retry_prints_json_wherever_json_is_given(
+    copy: sessionmaker[Session], enqueued: list[int], capsys: Any, argv: list[str]
+) -> None:
+    """C9: `--json` makes a command print one JSON object on one line and nothing else."""
+    failed = failed_delivery(copy)
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert len(printed.splitlines()) == 1
+    assert orjson.loads(printed) == {"retried": [failed], "enqueued": 1}
+    assert enqueued == [failed]
+
+
+def test_outbox_retry_without_json_prints_text(
+    copy: sessionmaker[Session], enqueued: list[int], capsys: Any
+) -> None:
+    failed_delivery(copy)
+    assert main(["outbox", "retry", "--all-failed"]) == 0
+    assert capsys.readouterr().out == "1 failed deliveries back to pending; 1 enqueued\n"
+
+
+@pytest.mark.parametrize("argv", [["outbox", "--json"], ["outbox", "--json", "--status", "sent"]])
+def test_outbox_listing_prints_json(
+    copy: sessionmaker[Session], capsys: Any, argv: list[str]
+) -> None:
+    failed = failed_delivery(copy)
+    assert main(argv) == 0
+    entries = orjson.loads(capsys.readouterr().out)["entries"]
+    assert [e["application"] for e in entries] == ([] if "sent" in argv else [failed])
