@@ -2,56 +2,60 @@
 
 from __future__ import annotations
 
-import io
-import zipfile
+import random
+import struct
+import time
 
 import pytest
 
 from models.resumes import DOC, DOCX, ODT, PDF, RTF, TXT, ResumeKind, detect, safe_filename
+from tests.resume_files import (
+    DOC_BYTES,
+    DOCUMENT_XML,
+    DOCX_BYTES,
+    DOCX_MAIN,
+    ENDOFCHAIN,
+    MSG_BYTES,
+    NOSTREAM,
+    ODT_BYTES,
+    OLE2,
+    PPT_BYTES,
+    ROOT,
+    STORAGE,
+    STREAM,
+    WORD_ENTRIES,
+    XLS_BYTES,
+    compound_file,
+    content_types,
+    fat_entry,
+    make_zip,
+    ole2,
+)
 
 MINIMAL_PDF = (
     b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n"
     b"2 0 obj<</Type/Pages/Kids[]/Count 0>>endobj\n"
     b"trailer<</Root 1 0 R>>\n%%EOF\n"
 )
-OLE2_HEADER = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 504
+DOCX_TYPES = content_types(DOCX_MAIN)
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + b"\x00" * 32
-
-
-def make_zip(members: dict[str, bytes]) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, content in members.items():
-            archive.writestr(name, content)
-    return buffer.getvalue()
-
-
-DOCX_BYTES = make_zip(
-    {
-        "[Content_Types].xml": b"<Types/>",
-        "word/document.xml": b"<w:document><w:body><w:p>CV</w:p></w:body></w:document>",
-    }
-)
-ODT_BYTES = make_zip(
-    {
-        "mimetype": b"application/vnd.oasis.opendocument.text",
-        "content.xml": b"<office:document-content/>",
-    }
-)
 
 
 @pytest.mark.parametrize(
     ("data", "kind"),
     [
         (MINIMAL_PDF, PDF),
-        (OLE2_HEADER, DOC),
+        (DOC_BYTES, DOC),
+        (compound_file(WORD_ENTRIES, shift=12), DOC),  # version 4, 4096-byte sectors
+        (ole2(["WordDocument"]), DOC),
         (DOCX_BYTES, DOCX),
+        (make_zip({"[Content_Types].xml": DOCX_TYPES, "word/document.xml": DOCUMENT_XML}), DOCX),
         (ODT_BYTES, ODT),
         (b"{\\rtf1\\ansi {\\b Curriculum} vitae}", RTF),
         ("Élodie Côté\nDéveloppeuse\tMontréal\r\n".encode(), TXT),
         ("\ufeffRésumé with a BOM\f".encode(), TXT),
     ],
-    ids=["pdf", "doc", "docx", "odt", "rtf", "txt", "txt-bom"],
+    ids=["pdf", "doc", "doc-v4", "doc-bare", "docx", "docx-bare", "odt", "rtf", "txt", "txt-bom"],
 )
 def test_allowed_types_are_detected(data: bytes, kind: ResumeKind) -> None:
     assert detect(data) == kind
@@ -75,6 +79,97 @@ def test_allowed_types_are_detected(data: bytes, kind: ResumeKind) -> None:
 )
 def test_other_content_is_refused(data: bytes) -> None:
     assert detect(data) is None
+
+
+# An Excel file with an embedded Word object: the WordDocument stream is in a sub-storage.
+EMBEDDED_WORD = compound_file(
+    [
+        ("Root Entry", ROOT, NOSTREAM, NOSTREAM, 1),
+        ("Workbook", STREAM, NOSTREAM, 2, NOSTREAM),
+        ("MBD0012A3F4", STORAGE, NOSTREAM, NOSTREAM, 3),
+        ("WordDocument", STREAM, NOSTREAM, NOSTREAM, NOSTREAM),
+    ]
+)
+# A WordDocument entry in the directory that the root storage's tree does not reach.
+UNLINKED_WORD = compound_file(
+    [
+        ("Root Entry", ROOT, NOSTREAM, NOSTREAM, 1),
+        ("Workbook", STREAM, NOSTREAM, NOSTREAM, NOSTREAM),
+        ("WordDocument", STREAM, NOSTREAM, NOSTREAM, NOSTREAM),
+    ]
+)
+WORD_STORAGE = compound_file(
+    [
+        ("Root Entry", ROOT, NOSTREAM, NOSTREAM, 1),
+        ("WordDocument", STORAGE, NOSTREAM, NOSTREAM, NOSTREAM),
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        OLE2 + b"\x00" * 504,
+        XLS_BYTES,
+        PPT_BYTES,
+        MSG_BYTES,
+        EMBEDDED_WORD,
+        UNLINKED_WORD,
+        WORD_STORAGE,
+        DOC_BYTES[:1536],  # cut before the directory sector holding WordDocument
+        fat_entry(DOC_BYTES, 1, ENDOFCHAIN),  # the directory chain ends before it
+    ],
+    ids=["header", "xls", "ppt", "msg", "embedded", "unlinked", "storage", "cut", "short-chain"],
+)
+def test_a_compound_file_without_a_word_document_stream_is_not_doc(data: bytes) -> None:
+    # C8: DOC is a Word 97-2003 document, not any OLE2 file (Excel, PowerPoint, Outlook…).
+    assert detect(data) is None
+
+
+# --- Hostile compound files: broken or cyclic, never an exception, always bounded work ----
+
+
+def test_every_truncation_and_many_corruptions_answer_without_raising() -> None:
+    for data in (DOC_BYTES, compound_file(WORD_ENTRIES, shift=12), DOCX_BYTES, ODT_BYTES):
+        for end in range(len(data)):
+            detect(data[:end])
+    rng = random.Random(8)
+    for _ in range(3000):
+        corrupt = bytearray(DOC_BYTES)
+        for _ in range(rng.randint(1, 8)):
+            corrupt[rng.randrange(len(corrupt))] = rng.choice(
+                [0, 1, 0xFE, 0xFF, rng.randrange(256)]
+            )
+        assert detect(bytes(corrupt)) in (DOC, None)
+
+
+def test_cycles_in_chains_and_trees_end() -> None:
+    looped_chain = fat_entry(DOC_BYTES, 2, 1)  # the directory's last sector points to its first
+    assert detect(looped_chain) == DOC
+    looped_tree = compound_file(
+        [
+            ("Root Entry", ROOT, NOSTREAM, NOSTREAM, 1),
+            ("Workbook", STREAM, 1, 2, 0),
+            ("Book", STREAM, 2, 1, 1),
+        ]
+    )
+    assert detect(looped_tree) is None
+    assert detect(fat_entry(looped_tree, 1, 1)) is None
+
+
+def test_a_huge_directory_is_walked_in_bounded_time() -> None:
+    # About 5 MiB of directory (40,000 entries, 80 FAT sectors): siblings in one long chain whose
+    # end points back to its start, and the directory chain looping back to its first sector.
+    count = 40_000
+    entries = [("Root Entry", ROOT, NOSTREAM, NOSTREAM, 1)]
+    entries += [("Workbook", STREAM, NOSTREAM, i % (count - 1) + 1, i) for i in range(1, count)]
+    data = compound_file(entries)
+    fats = struct.unpack_from("<I", data, 44)[0]
+    data = fat_entry(data, fats + count // 4 - 1, fats)
+    assert len(data) <= 5 * 1024 * 1024
+    started = time.monotonic()
+    assert detect(data) is None
+    assert time.monotonic() - started < 2
 
 
 @pytest.mark.parametrize(
