@@ -3,7 +3,10 @@
 - PDF: starts with `%PDF-`. RTF: starts with `{\\rtf`.
 - DOC: a Word 97-2003 document, an OLE2 compound file ([MS-CFB]) whose root storage holds a
   `WordDocument` stream; other compound files (Excel, PowerPoint, Outlook messages…) are refused.
-- DOCX: a zip with `word/document.xml`. ODT: a zip whose `mimetype` is the ODF text type.
+- DOCX: a zip with `word/document.xml`, whose `[Content_Types].xml` declares the WordprocessingML
+  document type and nothing macro-enabled, and with no `vbaProject.bin` (so no DOCM or DOTM).
+- ODT: a zip whose `mimetype` is exactly the ODF text type (not a template, sheet or other ODF
+  type), without macros (no `Basic/` or `Scripts/` folder).
 - TXT: anything else that is UTF-8 text (see `_is_text`).
 
 Hostile input costs bounded work and answers None, never an exception.
@@ -26,6 +29,8 @@ _WORD_STREAM = "WordDocument\x00".encode("utf-16-le")  # a directory entry's nam
 _CFB_STREAM, _CFB_ROOT = 2, 5  # directory entry object types
 _ZIP = b"PK\x03\x04"
 _ODT_MIMETYPE = b"application/vnd.oasis.opendocument.text"
+_DOCX_MAIN = b"application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"
+_MAX_CONTENT_TYPES = 1024 * 1024
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")  # all Cc but \t \n \f \r
 _MAX_CONTROL_RATIO = 0.02
 _MAX_NAME = 100
@@ -129,13 +134,37 @@ def _zip_kind(data: bytes) -> ResumeKind | None:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             names = set(archive.namelist())
+            lowered = [name.lower() for name in names]
             if "word/document.xml" in names:
-                return DOCX
-            if "mimetype" in names and archive.getinfo("mimetype").file_size < 100:
-                return ODT if archive.read("mimetype").strip() == _ODT_MIMETYPE else None
+                types = _member(archive, "[Content_Types].xml", _MAX_CONTENT_TYPES)
+                plain = (
+                    _DOCX_MAIN in types
+                    and b"macroenabled" not in types.lower()
+                    and not any(name.rsplit("/", 1)[-1] == "vbaproject.bin" for name in lowered)
+                )
+                return DOCX if plain else None
+            if "mimetype" in names:
+                macros = any(name.startswith(("basic/", "scripts/")) for name in lowered)
+                mimetype = _member(archive, "mimetype", 100).strip()
+                return ODT if mimetype == _ODT_MIMETYPE and not macros else None
     except _ZIP_ERRORS:
         return None
     return None
+
+
+def _member(archive: zipfile.ZipFile, name: str, limit: int) -> bytes:
+    """The member's content, or b"" when it is missing, inflates past `limit` bytes, or is
+    neither stored nor deflated (OOXML and ODF use nothing else; zipfile would inflate a bzip2
+    or LZMA member whole, however large, before the limit applies)."""
+    try:
+        info = archive.getinfo(name)
+    except KeyError:
+        return b""
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        return b""
+    with archive.open(info) as member:
+        content = member.read(limit + 1)
+    return content if len(content) <= limit else b""
 
 
 def _is_text(data: bytes) -> bool:

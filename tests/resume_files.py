@@ -102,9 +102,9 @@ PPT_BYTES = ole2(["Current User", "PowerPoint Document"])
 MSG_BYTES = ole2(["__nameid_version1.0", "__properties_version1.0", "__substg1.0_0037001F"])
 
 
-def make_zip(members: dict[str, bytes]) -> bytes:
+def make_zip(members: dict[str, bytes], method: int = zipfile.ZIP_DEFLATED) -> bytes:
     buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+    with zipfile.ZipFile(buffer, "w", method) as archive:
         for name, content in members.items():
             archive.writestr(name, content)
     return buffer.getvalue()
@@ -122,6 +122,7 @@ def content_types(main: str, *defaults: tuple[str, str]) -> bytes:
 
 
 DOCX_MAIN = "application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"
+DOCM_MAIN = "application/vnd.ms-word.document.macroEnabled.main+xml"
 DOCUMENT_XML = b"<w:document><w:body><w:p>CV</w:p></w:body></w:document>"
 RELS = (
     b'<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
@@ -133,6 +134,16 @@ DOCX_BYTES = make_zip(
         "[Content_Types].xml": content_types(DOCX_MAIN),
         "_rels/.rels": RELS,
         "word/document.xml": DOCUMENT_XML,
+    }
+)
+DOCM_BYTES = make_zip(
+    {
+        "[Content_Types].xml": content_types(
+            DOCM_MAIN, ("bin", "application/vnd.ms-office.vbaProject")
+        ),
+        "_rels/.rels": RELS,
+        "word/document.xml": DOCUMENT_XML,
+        "word/vbaProject.bin": OLE2 + b"\x00" * 504,
     }
 )
 ODT_BYTES = make_zip(

@@ -26,7 +26,7 @@ from models.entities import OutboxEntry
 from models.settings import Settings
 from tests.conftest import Api, SmtpSink
 from tests.factories import create_job, entries, problem
-from tests.resume_files import DOC_BYTES, DOCX_BYTES, XLS_BYTES
+from tests.resume_files import DOC_BYTES, DOCM_BYTES, DOCX_BYTES, XLS_BYTES
 from workers import delivery, enqueue
 from workers.app import make_celery
 
@@ -425,6 +425,10 @@ MULTIPART_FILES = {
     "over 5 MiB": (("cv.txt", "text/plain", b"a" * (5 * MiB + 1)), "file_too_large"),
     "Excel workbook named cv.doc": (
         ("cv.doc", "application/msword", XLS_BYTES),
+        "file_type_not_allowed",
+    ),
+    "DOCM named cv.docx": (
+        ("cv.docx", "application/octet-stream", DOCM_BYTES),
         "file_type_not_allowed",
     ),
 }

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import io
 import random
 import struct
 import time
+import zipfile
 
 import pytest
 
 from models.resumes import DOC, DOCX, ODT, PDF, RTF, TXT, ResumeKind, detect, safe_filename
 from tests.resume_files import (
     DOC_BYTES,
+    DOCM_BYTES,
     DOCUMENT_XML,
     DOCX_BYTES,
     DOCX_MAIN,
@@ -20,6 +23,7 @@ from tests.resume_files import (
     ODT_BYTES,
     OLE2,
     PPT_BYTES,
+    RELS,
     ROOT,
     STORAGE,
     STREAM,
@@ -124,6 +128,71 @@ WORD_STORAGE = compound_file(
 def test_a_compound_file_without_a_word_document_stream_is_not_doc(data: bytes) -> None:
     # C8: DOC is a Word 97-2003 document, not any OLE2 file (Excel, PowerPoint, Outlook…).
     assert detect(data) is None
+
+
+TEMPLATE_MACROS = "application/vnd.ms-word.template.macroEnabledTemplate.main+xml"
+
+
+@pytest.mark.parametrize(
+    "members",
+    [
+        {"word/document.xml": DOCUMENT_XML},  # no [Content_Types].xml
+        {"[Content_Types].xml": b"<Types/>", "word/document.xml": DOCUMENT_XML},
+        {"[Content_Types].xml": content_types(TEMPLATE_MACROS), "word/document.xml": DOCUMENT_XML},
+        {  # declared a plain DOCX, but carrying a VBA project
+            "[Content_Types].xml": content_types(DOCX_MAIN),
+            "_rels/.rels": RELS,
+            "word/document.xml": DOCUMENT_XML,
+            "word/vbaProject.bin": OLE2,
+        },
+    ],
+    ids=["no-content-types", "undeclared", "dotm", "vba-project"],
+)
+def test_macro_enabled_or_undeclared_word_zips_are_not_docx(members: dict[str, bytes]) -> None:
+    assert detect(make_zip(members)) is None
+
+
+def test_docm_is_not_docx() -> None:
+    # C8: a macro-enabled Word document (DOCM) renamed cv.docx is refused.
+    assert detect(DOCM_BYTES) is None
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"Basic/script-lc.xml": b"<library:libraries/>", "Basic/Standard/Module1.xml": b"x"},
+        {"Scripts/python/cv.py": b"import os"},
+    ],
+    ids=["basic", "scripts"],
+)
+def test_an_odt_carrying_macros_is_refused(extra: dict[str, bytes]) -> None:
+    mimetype = {"mimetype": b"application/vnd.oasis.opendocument.text"}
+    assert detect(make_zip(mimetype | {"content.xml": b"<x/>"})) == ODT
+    assert detect(make_zip(mimetype | {"content.xml": b"<x/>"} | extra)) is None
+
+
+@pytest.mark.parametrize(
+    "mimetype", [b"application/vnd.oasis.opendocument.text-template", b"application/zip"]
+)
+def test_other_odf_types_are_not_odt(mimetype: bytes) -> None:
+    assert detect(make_zip({"mimetype": mimetype, "content.xml": b"<x/>"})) is None
+
+
+def test_zip_bombs_are_refused_without_inflating_them() -> None:
+    bomb = b"\x00" * (64 * 1024 * 1024)  # a few dozen KiB deflated
+    started = time.monotonic()
+    assert detect(make_zip({"mimetype": bomb})) is None
+    assert detect(make_zip({"[Content_Types].xml": bomb, "word/document.xml": b"<x/>"})) is None
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("method", [zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA], ids=["bzip2", "lzma"])
+def test_members_compressed_other_than_by_deflate_are_not_read(method: int) -> None:
+    # zipfile would inflate such a member whole before any read limit applies.
+    for data in (DOCX_BYTES, ODT_BYTES):
+        with zipfile.ZipFile(io.BytesIO(data)) as source:
+            members = {name: source.read(name) for name in source.namelist()}
+        assert detect(make_zip(members, method)) is None
 
 
 # --- Hostile compound files: broken or cyclic, never an exception, always bounded work ----
