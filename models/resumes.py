@@ -7,7 +7,7 @@
   document type and nothing macro-enabled, and with no `vbaProject.bin` (so no DOCM or DOTM).
 - ODT: a zip whose `mimetype` is exactly the ODF text type (not a template, sheet or other ODF
   type), without macros (no `Basic/` or `Scripts/` folder).
-- TXT: anything else that is UTF-8 text (see `_is_text`).
+- TXT: anything else that is UTF-8 text (see `_is_text`); other encodings are refused.
 
 Hostile input costs bounded work and answers None, never an exception.
 """
@@ -168,7 +168,12 @@ def _member(archive: zipfile.ZipFile, name: str, limit: int) -> bytes:
 
 
 def _is_text(data: bytes) -> bool:
-    """UTF-8 (BOM allowed), no NUL, not blank, and almost no control characters."""
+    """UTF-8 (BOM allowed), no NUL, not blank, and almost no control characters.
+
+    Only UTF-8: any bytes decode as Latin-1 or Windows-1252, so such text cannot be told from
+    binary, and UTF-16 (even with a BOM) is refused to keep one rule. Any text is accepted,
+    markup or script included: it is only ever served as a text/plain attachment.
+    """
     if b"\x00" in data:
         return False
     try:

@@ -58,8 +58,21 @@ PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + b"\x00" * 32
         (b"{\\rtf1\\ansi {\\b Curriculum} vitae}", RTF),
         ("Élodie Côté\nDéveloppeuse\tMontréal\r\n".encode(), TXT),
         ("\ufeffRésumé with a BOM\f".encode(), TXT),
+        (b"<html><script>alert(1)</script></html>", TXT),  # served as a text/plain attachment
     ],
-    ids=["pdf", "doc", "doc-v4", "doc-bare", "docx", "docx-bare", "odt", "rtf", "txt", "txt-bom"],
+    ids=[
+        "pdf",
+        "doc",
+        "doc-v4",
+        "doc-bare",
+        "docx",
+        "docx-bare",
+        "odt",
+        "rtf",
+        "txt",
+        "txt-bom",
+        "html",
+    ],
 )
 def test_allowed_types_are_detected(data: bytes, kind: ResumeKind) -> None:
     assert detect(data) == kind
@@ -77,9 +90,24 @@ def test_allowed_types_are_detected(data: bytes, kind: ResumeKind) -> None:
         b"   \n\t ",
         b"text with a NUL\x00 byte",
         b"\xc3\x28 invalid utf-8",
+        "Élodie Côté, Montréal".encode("latin-1"),  # only UTF-8 is text
+        "Élodie Côté, Montréal".encode("utf-16"),  # with its BOM
         b"mostly\x01\x02\x03\x04\x05 control\x06\x07\x08\x0e\x0f",
     ],
-    ids=["png", "exe", "zip", "ods", "bad-zip", "empty", "blank", "nul", "not-utf8", "controls"],
+    ids=[
+        "png",
+        "exe",
+        "zip",
+        "ods",
+        "bad-zip",
+        "empty",
+        "blank",
+        "nul",
+        "not-utf8",
+        "latin-1",
+        "utf-16",
+        "controls",
+    ],
 )
 def test_other_content_is_refused(data: bytes) -> None:
     assert detect(data) is None
