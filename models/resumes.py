@@ -1,9 +1,22 @@
-"""Résumé rules of C8: the type is judged by the content, never by the filename."""
+"""Résumé rules of C8: the type is judged by the content, never by the filename.
+
+- PDF: starts with `%PDF-`. RTF: starts with `{\\rtf`.
+- DOC: a Word 97-2003 document, an OLE2 compound file ([MS-CFB]) whose root storage holds a
+  `WordDocument` stream; other compound files (Excel, PowerPoint, Outlook messages…) are refused.
+- DOCX: a zip with `word/document.xml`, whose `[Content_Types].xml` declares the WordprocessingML
+  document type and nothing macro-enabled, and with no `vbaProject.bin` (so no DOCM or DOTM).
+- ODT: a zip whose `mimetype` is exactly the ODF text type (not a template, sheet or other ODF
+  type), without macros (no `Basic/` or `Scripts/` folder).
+- TXT: anything else that is UTF-8 text (see `_is_text`); other encodings are refused.
+
+Hostile input costs bounded work and answers None, never an exception.
+"""
 
 from __future__ import annotations
 
 import io
 import re
+import struct
 import unicodedata
 import zipfile
 import zlib
@@ -12,8 +25,12 @@ from dataclasses import dataclass
 MAX_RESUME_BYTES = 5 * 1024 * 1024
 
 _OLE2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+_WORD_STREAM = "WordDocument\x00".encode("utf-16-le")  # a directory entry's name, with its NUL
+_CFB_STREAM, _CFB_ROOT = 2, 5  # directory entry object types
 _ZIP = b"PK\x03\x04"
 _ODT_MIMETYPE = b"application/vnd.oasis.opendocument.text"
+_DOCX_MAIN = b"application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"
+_MAX_CONTENT_TYPES = 1024 * 1024
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")  # all Cc but \t \n \f \r
 _MAX_CONTROL_RATIO = 0.02
 _MAX_NAME = 100
@@ -41,7 +58,7 @@ def detect(data: bytes) -> ResumeKind | None:
     if data.startswith(b"%PDF-"):
         return PDF
     if data.startswith(_OLE2):
-        return DOC
+        return DOC if _is_word_document(data) else None
     if data.startswith(b"{\\rtf"):
         return RTF
     if data.startswith(_ZIP):
@@ -49,22 +66,114 @@ def detect(data: bytes) -> ResumeKind | None:
     return TXT if _is_text(data) else None
 
 
+def _is_word_document(data: bytes) -> bool:
+    """A compound file whose root storage has a `WordDocument` stream among its children.
+
+    Reads the header, follows the directory's sector chain through the FAT, then walks the root
+    storage's tree of children (left and right siblings). Each sector and entry is visited at most
+    once and every number is checked against the file, so a broken or cyclic file costs work
+    bounded by its size and answers False. Only the header's 109 FAT sectors are used: they map
+    at least 7 MiB, more than a résumé may weigh.
+    """
+    if len(data) < 512:
+        return False
+    major, byte_order, shift = struct.unpack_from("<3H", data, 26)
+    if byte_order != 0xFFFE or (major, shift) not in {(3, 9), (4, 12)}:
+        return False
+    size: int = 1 << shift
+    count = len(data) // size - 1  # whole sectors after the header
+    fat_sectors: tuple[int, ...] = struct.unpack_from("<109I", data, 76)  # the header's DIFAT
+
+    def next_sector(sector: int) -> int:
+        """The FAT's next sector after `sector`, or `count` (none) when it cannot be read."""
+        index, slot = divmod(sector, size // 4)
+        where = fat_sectors[index] if index < len(fat_sectors) else count
+        if where >= count:
+            return count
+        return int(struct.unpack_from("<I", data, (where + 1) * size + 4 * slot)[0])
+
+    chain: list[int] = []  # the directory's sectors, in order
+    seen: set[int] = set()
+    sector = int(struct.unpack_from("<I", data, 48)[0])
+    while sector < count and sector not in seen:
+        seen.add(sector)
+        chain.append(sector)
+        sector = next_sector(sector)
+
+    per_sector = size // 128
+    entries = len(chain) * per_sector
+
+    def entry(stream_id: int) -> tuple[bytes, int, int, int, int]:
+        """Name (its declared length), object type, left sibling, right sibling and child."""
+        sector, slot = divmod(stream_id, per_sector)
+        offset = (chain[sector] + 1) * size + slot * 128
+        name_length, kind = struct.unpack_from("<HB", data, offset + 64)
+        left, right, child = struct.unpack_from("<3I", data, offset + 68)
+        return data[offset : offset + min(name_length, 64)], kind, left, right, child
+
+    if not chain:
+        return False
+    _, kind, _, _, child = entry(0)
+    if kind != _CFB_ROOT:
+        return False
+    todo, visited = [child], set()
+    while todo:
+        stream_id = todo.pop()
+        if stream_id >= entries or stream_id in visited:
+            continue
+        visited.add(stream_id)
+        name, kind, left, right, _ = entry(stream_id)
+        if kind == _CFB_STREAM and name == _WORD_STREAM:
+            return True
+        todo += (left, right)
+    return False
+
+
 def _zip_kind(data: bytes) -> ResumeKind | None:
     """DOCX or ODT by the archive's members; anything else (or a broken zip) is None."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             names = set(archive.namelist())
+            lowered = [name.lower() for name in names]
             if "word/document.xml" in names:
-                return DOCX
-            if "mimetype" in names and archive.getinfo("mimetype").file_size < 100:
-                return ODT if archive.read("mimetype").strip() == _ODT_MIMETYPE else None
+                types = _member(archive, "[Content_Types].xml", _MAX_CONTENT_TYPES)
+                plain = (
+                    _DOCX_MAIN in types
+                    and b"macroenabled" not in types.lower()
+                    and not any(name.rsplit("/", 1)[-1] == "vbaproject.bin" for name in lowered)
+                )
+                return DOCX if plain else None
+            if "mimetype" in names:
+                macros = any(name.startswith(("basic/", "scripts/")) for name in lowered)
+                mimetype = _member(archive, "mimetype", 100).strip()
+                return ODT if mimetype == _ODT_MIMETYPE and not macros else None
     except _ZIP_ERRORS:
         return None
     return None
 
 
+def _member(archive: zipfile.ZipFile, name: str, limit: int) -> bytes:
+    """The member's content, or b"" when it is missing, inflates past `limit` bytes, or is
+    neither stored nor deflated (OOXML and ODF use nothing else; zipfile would inflate a bzip2
+    or LZMA member whole, however large, before the limit applies)."""
+    try:
+        info = archive.getinfo(name)
+    except KeyError:
+        return b""
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        return b""
+    with archive.open(info) as member:
+        content = member.read(limit + 1)
+    return content if len(content) <= limit else b""
+
+
 def _is_text(data: bytes) -> bool:
-    """UTF-8 (BOM allowed), no NUL, not blank, and almost no control characters."""
+    """UTF-8 (BOM allowed), no NUL, not blank, and almost no control characters.
+
+    Only UTF-8: any bytes decode as Latin-1 or Windows-1252, so such text cannot be told from
+    binary, and UTF-16 (even with a BOM) is refused to keep one rule. Any text is accepted,
+    markup or script included: it is only ever served as a text/plain attachment.
+    """
     if b"\x00" in data:
         return False
     try:

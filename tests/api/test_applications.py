@@ -10,7 +10,6 @@ import queue
 import re
 import socket
 import time
-import zipfile
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -27,6 +26,7 @@ from models.entities import OutboxEntry
 from models.settings import Settings
 from tests.conftest import Api, SmtpSink
 from tests.factories import create_job, entries, problem
+from tests.resume_files import DOC_BYTES, DOCM_BYTES, DOCX_BYTES, XLS_BYTES
 from workers import delivery, enqueue
 from workers.app import make_celery
 
@@ -36,14 +36,6 @@ PDF = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n"
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x02\x00\x00\x00"
 UTC_Z = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
 MAIL_FROM = "Jobpost <jobpost@jobs.example>"
-
-
-def docx() -> bytes:
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w") as archive:
-        archive.writestr("[Content_Types].xml", "<Types/>")
-        archive.writestr("word/document.xml", "<w:document/>")
-    return out.getvalue()
 
 
 def b64(data: bytes) -> str:
@@ -184,7 +176,7 @@ def test_multipart_application_with_a_file_part(
     api: Api, employer: Any, job: dict[str, Any]
 ) -> None:
     # C8: multipart/form-data, the résumé a file part named `resume`, its type by content.
-    data = docx()
+    data = DOCX_BYTES
     ctype, body = multipart(
         {
             "name": "Zoë Brontë",
@@ -206,6 +198,18 @@ def test_multipart_application_with_a_file_part(
     }
     resume = api.get(f"{API}/applications/{app_id}/resume", key=employer.key)
     assert resume.content == data and resume.headers["content-type"] == docx_type
+
+
+def test_a_word_97_document_is_served_as_msword(
+    api: Api, employer: Any, job: dict[str, Any]
+) -> None:
+    # C8: DOC is judged by its WordDocument stream, whatever the extension.
+    resume = {"filename": "cv.bin", "content": b64(DOC_BYTES)}
+    app_id = received(apply(api, job["id"], applicant(resume=resume)))
+    result = api.get(f"{API}/applications/{app_id}/resume", key=employer.key)
+    assert result.content == DOC_BYTES
+    assert result.headers["content-type"] == "application/msword"
+    assert "cv.doc" in result.headers["content-disposition"]
 
 
 def test_multipart_without_a_file_has_no_resume(
@@ -419,6 +423,14 @@ def test_bad_input_is_422_listing_every_broken_rule(
 MULTIPART_FILES = {
     "PNG named cv.pdf": (("cv.pdf", "application/pdf", PNG), "file_type_not_allowed"),
     "over 5 MiB": (("cv.txt", "text/plain", b"a" * (5 * MiB + 1)), "file_too_large"),
+    "Excel workbook named cv.doc": (
+        ("cv.doc", "application/msword", XLS_BYTES),
+        "file_type_not_allowed",
+    ),
+    "DOCM named cv.docx": (
+        ("cv.docx", "application/octet-stream", DOCM_BYTES),
+        "file_type_not_allowed",
+    ),
 }
 
 

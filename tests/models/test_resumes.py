@@ -3,55 +3,76 @@
 from __future__ import annotations
 
 import io
+import random
+import struct
+import time
 import zipfile
 
 import pytest
 
 from models.resumes import DOC, DOCX, ODT, PDF, RTF, TXT, ResumeKind, detect, safe_filename
+from tests.resume_files import (
+    DOC_BYTES,
+    DOCM_BYTES,
+    DOCUMENT_XML,
+    DOCX_BYTES,
+    DOCX_MAIN,
+    ENDOFCHAIN,
+    MSG_BYTES,
+    NOSTREAM,
+    ODT_BYTES,
+    OLE2,
+    PPT_BYTES,
+    RELS,
+    ROOT,
+    STORAGE,
+    STREAM,
+    WORD_ENTRIES,
+    XLS_BYTES,
+    compound_file,
+    content_types,
+    fat_entry,
+    make_zip,
+    ole2,
+)
 
 MINIMAL_PDF = (
     b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n"
     b"2 0 obj<</Type/Pages/Kids[]/Count 0>>endobj\n"
     b"trailer<</Root 1 0 R>>\n%%EOF\n"
 )
-OLE2_HEADER = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 504
+DOCX_TYPES = content_types(DOCX_MAIN)
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + b"\x00" * 32
-
-
-def make_zip(members: dict[str, bytes]) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, content in members.items():
-            archive.writestr(name, content)
-    return buffer.getvalue()
-
-
-DOCX_BYTES = make_zip(
-    {
-        "[Content_Types].xml": b"<Types/>",
-        "word/document.xml": b"<w:document><w:body><w:p>CV</w:p></w:body></w:document>",
-    }
-)
-ODT_BYTES = make_zip(
-    {
-        "mimetype": b"application/vnd.oasis.opendocument.text",
-        "content.xml": b"<office:document-content/>",
-    }
-)
 
 
 @pytest.mark.parametrize(
     ("data", "kind"),
     [
         (MINIMAL_PDF, PDF),
-        (OLE2_HEADER, DOC),
+        (DOC_BYTES, DOC),
+        (compound_file(WORD_ENTRIES, shift=12), DOC),  # version 4, 4096-byte sectors
+        (ole2(["WordDocument"]), DOC),
         (DOCX_BYTES, DOCX),
+        (make_zip({"[Content_Types].xml": DOCX_TYPES, "word/document.xml": DOCUMENT_XML}), DOCX),
         (ODT_BYTES, ODT),
         (b"{\\rtf1\\ansi {\\b Curriculum} vitae}", RTF),
         ("Élodie Côté\nDéveloppeuse\tMontréal\r\n".encode(), TXT),
         ("\ufeffRésumé with a BOM\f".encode(), TXT),
+        (b"<html><script>alert(1)</script></html>", TXT),  # served as a text/plain attachment
     ],
-    ids=["pdf", "doc", "docx", "odt", "rtf", "txt", "txt-bom"],
+    ids=[
+        "pdf",
+        "doc",
+        "doc-v4",
+        "doc-bare",
+        "docx",
+        "docx-bare",
+        "odt",
+        "rtf",
+        "txt",
+        "txt-bom",
+        "html",
+    ],
 )
 def test_allowed_types_are_detected(data: bytes, kind: ResumeKind) -> None:
     assert detect(data) == kind
@@ -69,12 +90,183 @@ def test_allowed_types_are_detected(data: bytes, kind: ResumeKind) -> None:
         b"   \n\t ",
         b"text with a NUL\x00 byte",
         b"\xc3\x28 invalid utf-8",
+        "Élodie Côté, Montréal".encode("latin-1"),  # only UTF-8 is text
+        "Élodie Côté, Montréal".encode("utf-16"),  # with its BOM
         b"mostly\x01\x02\x03\x04\x05 control\x06\x07\x08\x0e\x0f",
     ],
-    ids=["png", "exe", "zip", "ods", "bad-zip", "empty", "blank", "nul", "not-utf8", "controls"],
+    ids=[
+        "png",
+        "exe",
+        "zip",
+        "ods",
+        "bad-zip",
+        "empty",
+        "blank",
+        "nul",
+        "not-utf8",
+        "latin-1",
+        "utf-16",
+        "controls",
+    ],
 )
 def test_other_content_is_refused(data: bytes) -> None:
     assert detect(data) is None
+
+
+# An Excel file with an embedded Word object: the WordDocument stream is in a sub-storage.
+EMBEDDED_WORD = compound_file(
+    [
+        ("Root Entry", ROOT, NOSTREAM, NOSTREAM, 1),
+        ("Workbook", STREAM, NOSTREAM, 2, NOSTREAM),
+        ("MBD0012A3F4", STORAGE, NOSTREAM, NOSTREAM, 3),
+        ("WordDocument", STREAM, NOSTREAM, NOSTREAM, NOSTREAM),
+    ]
+)
+# A WordDocument entry in the directory that the root storage's tree does not reach.
+UNLINKED_WORD = compound_file(
+    [
+        ("Root Entry", ROOT, NOSTREAM, NOSTREAM, 1),
+        ("Workbook", STREAM, NOSTREAM, NOSTREAM, NOSTREAM),
+        ("WordDocument", STREAM, NOSTREAM, NOSTREAM, NOSTREAM),
+    ]
+)
+WORD_STORAGE = compound_file(
+    [
+        ("Root Entry", ROOT, NOSTREAM, NOSTREAM, 1),
+        ("WordDocument", STORAGE, NOSTREAM, NOSTREAM, NOSTREAM),
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        OLE2 + b"\x00" * 504,
+        XLS_BYTES,
+        PPT_BYTES,
+        MSG_BYTES,
+        EMBEDDED_WORD,
+        UNLINKED_WORD,
+        WORD_STORAGE,
+        DOC_BYTES[:1536],  # cut before the directory sector holding WordDocument
+        fat_entry(DOC_BYTES, 1, ENDOFCHAIN),  # the directory chain ends before it
+    ],
+    ids=["header", "xls", "ppt", "msg", "embedded", "unlinked", "storage", "cut", "short-chain"],
+)
+def test_a_compound_file_without_a_word_document_stream_is_not_doc(data: bytes) -> None:
+    # C8: DOC is a Word 97-2003 document, not any OLE2 file (Excel, PowerPoint, Outlook…).
+    assert detect(data) is None
+
+
+TEMPLATE_MACROS = "application/vnd.ms-word.template.macroEnabledTemplate.main+xml"
+
+
+@pytest.mark.parametrize(
+    "members",
+    [
+        {"word/document.xml": DOCUMENT_XML},  # no [Content_Types].xml
+        {"[Content_Types].xml": b"<Types/>", "word/document.xml": DOCUMENT_XML},
+        {"[Content_Types].xml": content_types(TEMPLATE_MACROS), "word/document.xml": DOCUMENT_XML},
+        {  # declared a plain DOCX, but carrying a VBA project
+            "[Content_Types].xml": content_types(DOCX_MAIN),
+            "_rels/.rels": RELS,
+            "word/document.xml": DOCUMENT_XML,
+            "word/vbaProject.bin": OLE2,
+        },
+    ],
+    ids=["no-content-types", "undeclared", "dotm", "vba-project"],
+)
+def test_macro_enabled_or_undeclared_word_zips_are_not_docx(members: dict[str, bytes]) -> None:
+    assert detect(make_zip(members)) is None
+
+
+def test_docm_is_not_docx() -> None:
+    # C8: a macro-enabled Word document (DOCM) renamed cv.docx is refused.
+    assert detect(DOCM_BYTES) is None
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"Basic/script-lc.xml": b"<library:libraries/>", "Basic/Standard/Module1.xml": b"x"},
+        {"Scripts/python/cv.py": b"import os"},
+    ],
+    ids=["basic", "scripts"],
+)
+def test_an_odt_carrying_macros_is_refused(extra: dict[str, bytes]) -> None:
+    mimetype = {"mimetype": b"application/vnd.oasis.opendocument.text"}
+    assert detect(make_zip(mimetype | {"content.xml": b"<x/>"})) == ODT
+    assert detect(make_zip(mimetype | {"content.xml": b"<x/>"} | extra)) is None
+
+
+@pytest.mark.parametrize(
+    "mimetype", [b"application/vnd.oasis.opendocument.text-template", b"application/zip"]
+)
+def test_other_odf_types_are_not_odt(mimetype: bytes) -> None:
+    assert detect(make_zip({"mimetype": mimetype, "content.xml": b"<x/>"})) is None
+
+
+def test_zip_bombs_are_refused_without_inflating_them() -> None:
+    bomb = b"\x00" * (64 * 1024 * 1024)  # a few dozen KiB deflated
+    started = time.monotonic()
+    assert detect(make_zip({"mimetype": bomb})) is None
+    assert detect(make_zip({"[Content_Types].xml": bomb, "word/document.xml": b"<x/>"})) is None
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("method", [zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA], ids=["bzip2", "lzma"])
+def test_members_compressed_other_than_by_deflate_are_not_read(method: int) -> None:
+    # zipfile would inflate such a member whole before any read limit applies.
+    for data in (DOCX_BYTES, ODT_BYTES):
+        with zipfile.ZipFile(io.BytesIO(data)) as source:
+            members = {name: source.read(name) for name in source.namelist()}
+        assert detect(make_zip(members, method)) is None
+
+
+# --- Hostile compound files: broken or cyclic, never an exception, always bounded work ----
+
+
+def test_every_truncation_and_many_corruptions_answer_without_raising() -> None:
+    for data in (DOC_BYTES, compound_file(WORD_ENTRIES, shift=12), DOCX_BYTES, ODT_BYTES):
+        for end in range(len(data)):
+            detect(data[:end])
+    rng = random.Random(8)
+    for _ in range(3000):
+        corrupt = bytearray(DOC_BYTES)
+        for _ in range(rng.randint(1, 8)):
+            corrupt[rng.randrange(len(corrupt))] = rng.choice(
+                [0, 1, 0xFE, 0xFF, rng.randrange(256)]
+            )
+        assert detect(bytes(corrupt)) in (DOC, None)
+
+
+def test_cycles_in_chains_and_trees_end() -> None:
+    looped_chain = fat_entry(DOC_BYTES, 2, 1)  # the directory's last sector points to its first
+    assert detect(looped_chain) == DOC
+    looped_tree = compound_file(
+        [
+            ("Root Entry", ROOT, NOSTREAM, NOSTREAM, 1),
+            ("Workbook", STREAM, 1, 2, 0),
+            ("Book", STREAM, 2, 1, 1),
+        ]
+    )
+    assert detect(looped_tree) is None
+    assert detect(fat_entry(looped_tree, 1, 1)) is None
+
+
+def test_a_huge_directory_is_walked_in_bounded_time() -> None:
+    # About 5 MiB of directory (40,000 entries, 80 FAT sectors): siblings in one long chain whose
+    # end points back to its start, and the directory chain looping back to its first sector.
+    count = 40_000
+    entries = [("Root Entry", ROOT, NOSTREAM, NOSTREAM, 1)]
+    entries += [("Workbook", STREAM, NOSTREAM, i % (count - 1) + 1, i) for i in range(1, count)]
+    data = compound_file(entries)
+    fats = struct.unpack_from("<I", data, 44)[0]
+    data = fat_entry(data, fats + count // 4 - 1, fats)
+    assert len(data) <= 5 * 1024 * 1024
+    started = time.monotonic()
+    assert detect(data) is None
+    assert time.monotonic() - started < 2
 
 
 @pytest.mark.parametrize(
