@@ -195,3 +195,4 @@ class ResumeFile:
         resp.data = applications.resume_bytes(session, a)
         resp.content_type = a.resume_content_type or "application/octet-stream"
         resp.downloadable_as = a.resume_filename
+        resp.set_header("X-Content-Type-Options", "nosniff")  # the detected type, never a guess

@@ -170,6 +170,7 @@ def test_resume_bytes_come_back_exactly_with_the_detected_type(
     assert result.content == PDF
     assert result.headers["content-type"] == "application/pdf"
     assert "Elodie CV.pdf" in result.headers["content-disposition"]
+    assert result.headers["x-content-type-options"] == "nosniff"
 
 
 def test_multipart_application_with_a_file_part(
