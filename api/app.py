@@ -61,7 +61,7 @@ def create_app(
     app.req_options.strip_url_path_trailing_slash = True
     errors.register(app)
     base = settings.public_base_url
-    intake = applications.Intake(limiter, parts.enqueue)
+    intake = applications.Intake(limiter, parts.enqueue, settings.trusted_proxies)
     kept = cache.Representations(int(settings.job_cache_mb * 2**20))
     routes: dict[str, object] = {
         f"{API}/jobs": jobs.JobCollection(clock, base),

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from api import forms, query
 from api.auth import employer_of, require_employer
+from api.clients import client_address
 from api.errors import Problem
 from api.ratelimit import Limiter
 from api.responses import INT32_MAX, path_id, send_json
@@ -20,6 +21,7 @@ from models import applications, jobs
 from models.db import after_commit
 from models.entities import Application
 from models.errors import FieldError
+from models.settings import Network
 
 Enqueue = Callable[[int, str | None], object]
 
@@ -55,8 +57,10 @@ def represent(a: Application) -> dict[str, Any]:
 class Intake:
     """The steps every application takes, from the API or the HTML form, in C1's order."""
 
-    def __init__(self, limiter: Limiter, enqueue: Enqueue) -> None:
-        self.limiter, self.enqueue = limiter, enqueue
+    def __init__(
+        self, limiter: Limiter, enqueue: Enqueue, trusted_proxies: tuple[Network, ...] = ()
+    ) -> None:
+        self.limiter, self.enqueue, self.trusted_proxies = limiter, enqueue, trusted_proxies
 
     def receive(self, req: falcon.Request, job_id: str) -> Application | None:
         """Store an application; None when the honeypot was filled (nothing stored)."""
@@ -81,7 +85,7 @@ class Intake:
         return application
 
     def check_rate(self, req: falcon.Request) -> None:
-        wait = self.limiter.hit(req.remote_addr or "unknown")
+        wait = self.limiter.hit(client_address(req, self.trusted_proxies))
         if wait is not None:
             raise Problem(
                 429,

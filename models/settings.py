@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,11 +18,27 @@ VARIABLES = (
     "OUTBOX_SWEEP_GRACE_SECONDS", "OUTBOX_LEASE_SECONDS", "DELIVERY_RETRY_BASE_SECONDS",
     "DELIVERY_RETRY_HOURS", "READY_TIMEOUT_SECONDS", "PROMETHEUS_MULTIPROC_DIR",
     "WORKER_METRICS_PORT", "JOBPOST_VAR_DIR", "JOBPOST_BEAT_EVERY_SECONDS", "JOB_CACHE_MB",
+    "TRUSTED_PROXIES",
 )  # fmt: skip
 
 
 def _bool(value: str) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def networks(raw: str) -> tuple[Network, ...]:
+    """TRUSTED_PROXIES: comma-separated addresses or CIDR networks; ValueError names an entry
+    that is neither."""
+    found = []
+    for entry in filter(None, (part.strip() for part in raw.split(","))):
+        try:
+            found.append(ipaddress.ip_network(entry, strict=False))
+        except ValueError:
+            raise ValueError(f"TRUSTED_PROXIES: {entry!r} is not an address or network") from None
+    return tuple(found)
 
 
 def database_url(raw: str) -> str:
@@ -56,6 +73,7 @@ class Settings:
     prometheus_multiproc_dir: str
     worker_metrics_port: int
     job_cache_mb: float = 4.0  # per web process: job representations kept for GET (0: none)
+    trusted_proxies: tuple[Network, ...] = ()  # the proxies in front of the web process
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -86,4 +104,5 @@ class Settings:
             prometheus_multiproc_dir=e.get("PROMETHEUS_MULTIPROC_DIR", str(var / "prometheus")),
             worker_metrics_port=int(e.get("WORKER_METRICS_PORT", "9808")),
             job_cache_mb=float(e.get("JOB_CACHE_MB", "4")),
+            trusted_proxies=networks(e.get("TRUSTED_PROXIES", "")),
         )

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api import ratelimit
 from api.app import Collaborators, create_app
-from models.settings import Settings
+from models.settings import Settings, networks
 from tests.conftest import Api
 from tests.factories import create_job, problem
 from tests.services import require_redis
@@ -248,3 +248,46 @@ def test_a_bad_rule_is_a_value_error(rule: str) -> None:
         ratelimit.parse(rule)
     with pytest.raises(ValueError):
         ratelimit.build(rule, None)
+
+
+# --- behind proxies (TRUSTED_PROXIES) ------------------------------------------------------------
+
+
+def via(forwarded_for: str) -> dict[str, Any]:
+    return {"headers": {"X-Forwarded-For": forwarded_for}}
+
+
+def test_x_forwarded_for_is_ignored_unless_the_peer_is_a_trusted_proxy(
+    settings: Settings, sessions: sessionmaker[Session], clock: Any, job_id: int
+) -> None:
+    """C8 "per client address": by default the peer is the client, and a header any client
+    can write changes nothing (else each request could claim a new address)."""
+    api = make_api(settings, sessions, clock, ratelimit.MemoryLimiter(2, 60, clock=Clock()))
+    assert post(api, job_id, **via("198.51.100.1")).status_code == 202
+    assert post(api, job_id, **via("198.51.100.2")).status_code == 202
+    limited(post(api, job_id, **via("198.51.100.3")))
+
+
+def test_behind_trusted_proxies_each_client_has_its_own_budget(
+    settings: Settings, sessions: sessionmaker[Session], clock: Any, job_id: int
+) -> None:
+    """The nearest untrusted address of X-Forwarded-For is the client; what a client writes
+    to its left (a made-up address) counts for nothing."""
+    behind = dataclasses.replace(settings, trusted_proxies=networks("10.0.0.1, 10.1.0.0/16"))
+    api = make_api(behind, sessions, clock, ratelimit.MemoryLimiter(2, 60, clock=Clock()))
+    lb = "10.0.0.1"  # the load balancer, the peer of every request
+    assert post(api, job_id, lb, **via("203.0.113.7")).status_code == 202
+    assert post(api, job_id, lb, **via("192.0.2.99, 203.0.113.7")).status_code == 202
+    limited(post(api, job_id, lb, **via("192.0.2.98, 203.0.113.7, 10.1.2.3")))  # two proxies
+    assert post(api, job_id, lb, **via("203.0.113.8")).status_code == 202  # another client
+    assert post(api, job_id, "203.0.113.9", **via("203.0.113.8")).status_code == 202  # direct
+    # Without the header, or with a malformed hop, the proxy is all that is known.
+    assert post(api, job_id, lb).status_code == 202
+    assert post(api, job_id, lb, **via("not-an-ip")).status_code == 202
+    limited(post(api, job_id, lb, **via("203.0.113.10, garbage")))
+
+
+@pytest.mark.parametrize("value", ["10.0.0.0/33", "proxy.internal", "10.0.0.1,,nope"])
+def test_a_malformed_trusted_proxies_entry_is_refused_by_name(value: str) -> None:
+    with pytest.raises(ValueError, match=r"TRUSTED_PROXIES: .* is not an address or network"):
+        Settings.from_env({"TRUSTED_PROXIES": value})
