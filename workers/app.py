@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from celery import Celery
+from sqlalchemy.engine import make_url
 
 from beat_schedule import SCHEDULE
 from models.settings import Settings
@@ -52,6 +54,16 @@ def _poll_embedded_broker_often() -> None:
     embedded.Transport.polling_interval = EMBEDDED_POLLING_INTERVAL
 
 
+def prepare_embedded(url: str) -> None:
+    """Make the folder of the embedded broker's SQLite file, as models.db.make_engine makes the
+    database's: the first process to use it (web, worker, `jobpost queues`) may find none."""
+    if not url.startswith(EMBEDDED_SCHEMES):
+        return
+    parsed = make_url(url.split("+", 1)[1])  # sqla+sqlite:///var/broker.sqlite → sqlite:///…
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+
+
 def schedule_from_env(env: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
     """beat_schedule.SCHEDULE; or, when JOBPOST_BEAT_EVERY_SECONDS=N is set, every entry every
     N seconds instead of its crontab. For tests and demos that want to see beat fire without
@@ -76,6 +88,7 @@ def make_celery(settings: Settings, *, publisher: bool = False) -> Celery:
     """The app; `publisher=True` for processes that only send tasks (the web process)."""
     if settings.broker_url.startswith(EMBEDDED_SCHEMES):
         _poll_embedded_broker_often()
+        prepare_embedded(settings.broker_url)
     app = Celery("jobpost", broker=settings.broker_url, include=["workers.tasks"])
     app.conf.update(
         task_serializer="json",

@@ -8,7 +8,7 @@ from typing import Any
 from kombu.connection import Connection
 from kombu.exceptions import ChannelError
 
-from workers.app import EMAIL_QUEUE, MAINTENANCE_QUEUE
+from workers.app import EMAIL_QUEUE, MAINTENANCE_QUEUE, prepare_embedded
 
 QUEUES = (EMAIL_QUEUE, MAINTENANCE_QUEUE)
 REDIS_SCHEMES = ("redis://", "rediss://")
@@ -24,6 +24,7 @@ def _options(url: str, timeout: float) -> dict[str, Any]:
 
 
 def _connect(url: str, timeout: float) -> Connection:
+    prepare_embedded(url)
     return Connection(url, connect_timeout=timeout, transport_options=_options(url, timeout))
 
 

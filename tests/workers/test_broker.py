@@ -88,3 +88,14 @@ def test_jobpost_queues_on_the_embedded_broker(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["queues"] == {"email": 1, "maintenance": 0}
+
+
+def test_the_embedded_broker_makes_its_folder(tmp_path: Path) -> None:
+    """A fresh JOBPOST_VAR_DIR: whichever process asks first (here `jobpost queues`'s
+    question, or a web process enqueueing) makes the folder, as the database's is made."""
+    url = f"sqla+sqlite:///{tmp_path / 'var' / 'nested' / 'broker.sqlite'}"
+    assert broker.depths(url) == {"email": 0, "maintenance": 0}
+    assert (tmp_path / "var" / "nested" / "broker.sqlite").exists()
+    other = f"sqla+sqlite:///{tmp_path / 'other' / 'broker.sqlite'}"
+    assert enqueue.deliver(celery_on(other), 3)
+    assert broker.depths(other)["email"] == 1
