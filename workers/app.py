@@ -7,6 +7,7 @@ one task run: a task not acknowledged within it is delivered again.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -61,7 +62,9 @@ def prepare_embedded(url: str) -> None:
         return
     parsed = make_url(url.split("+", 1)[1])  # sqla+sqlite:///var/broker.sqlite → sqlite:///…
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        # A folder that cannot be made is the broker's own failure to report, when it is used.
+        with contextlib.suppress(OSError):
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
 
 
 def schedule_from_env(env: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:

@@ -19,7 +19,11 @@ from tests.conftest import free_port
 from workers import broker, enqueue
 from workers.app import make_celery
 
-UNOPENABLE = "sqla+sqlite:////nonexistent/jobpost/broker.sqlite"
+
+def unopenable(tmp_path: Path) -> str:
+    """An embedded broker whose folder cannot be made: a file stands in its way."""
+    (tmp_path / "in-the-way").write_text("")
+    return f"sqla+sqlite:///{tmp_path / 'in-the-way' / 'broker.sqlite'}"
 
 
 def embedded(tmp_path: Path) -> str:
@@ -40,11 +44,14 @@ def test_the_embedded_broker_answers_and_counts_what_waits(tmp_path: Path) -> No
     assert broker.depths(url) == {"email": 2, "maintenance": 1}
 
 
-def test_an_embedded_broker_that_cannot_open_its_database_fails_the_checks() -> None:
+def test_an_embedded_broker_that_cannot_open_its_database_fails_the_checks(
+    tmp_path: Path,
+) -> None:
+    url = unopenable(tmp_path)
     with pytest.raises(Exception, match="unable to open database file"):
-        broker.ping(UNOPENABLE, 2)
+        broker.ping(url, 2)
     with pytest.raises(Exception, match="unable to open database file"):
-        broker.depths(UNOPENABLE)
+        broker.depths(url)
 
 
 def test_a_redis_broker_that_is_not_there_fails_the_checks_within_the_timeout() -> None:
@@ -57,8 +64,11 @@ def test_a_redis_broker_that_is_not_there_fails_the_checks_within_the_timeout() 
     assert time.monotonic() - started < 10
 
 
-@pytest.mark.parametrize("url", [UNOPENABLE, "redis://127.0.0.1:9/0"])
-def test_jobpost_queues_says_the_broker_does_not_answer_and_exits_1(url: str) -> None:
+@pytest.mark.parametrize("where", ["embedded", "redis"])
+def test_jobpost_queues_says_the_broker_does_not_answer_and_exits_1(
+    tmp_path: Path, where: str
+) -> None:
+    url = unopenable(tmp_path) if where == "embedded" else "redis://127.0.0.1:9/0"
     env = {"CELERY_BROKER_URL": url, "PATH": "/usr/bin:/bin", "JOBPOST_VAR_DIR": "/tmp"}
     for argv in (["queues"], ["queues", "--json"]):
         done = subprocess.run(
