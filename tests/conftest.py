@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import socket
+import sqlite3
 import threading
 from collections.abc import Iterator
 from datetime import date
@@ -173,6 +174,33 @@ def employer(make_employer: Any) -> Account:
 @pytest.fixture
 def job_body() -> Any:
     return factories.job_body
+
+
+def copy_database(engine: Engine, path: Path) -> str:
+    """A committed copy of the suite's migrated SQLite database (`engine`) at `path`, for a
+    `jobpost` command or process that opens it by URL; the copy's URL."""
+    source, target = sqlite3.connect(str(engine.url.database)), sqlite3.connect(path)
+    try:
+        source.backup(target)
+    finally:
+        source.close()
+        target.close()
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture
+def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """What the sweeper hands to the broker, recorded instead of sent."""
+    import workers.enqueue
+
+    sent: list[int] = []
+
+    def deliver(_app: Any, application_id: int, request_id: str | None = None) -> bool:
+        sent.append(application_id)
+        return True
+
+    monkeypatch.setattr(workers.enqueue, "deliver", deliver)
+    return sent
 
 
 def free_port() -> int:

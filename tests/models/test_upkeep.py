@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import sqlite3
 from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -29,6 +28,7 @@ from models import applications, employers, outbox, resumes, upkeep
 from models.db import make_engine, make_sessionmaker
 from models.entities import Application, Employer, Job, OutboxEntry, Resume
 from models.settings import Settings
+from tests.conftest import copy_database
 from tests.factories import JOBS, create_job
 from workers.cli import main
 from workers.tasks import run_expire, run_purge, run_refresh, run_sweep
@@ -150,19 +150,6 @@ def at_instant(monkeypatch: pytest.MonkeyPatch) -> Callable[[datetime], None]:
         monkeypatch.setattr(models.dates, "utcnow", lambda: instant)
 
     return set_instant
-
-
-@pytest.fixture
-def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """What the sweeper hands to the broker, recorded instead of sent."""
-    sent: list[int] = []
-
-    def deliver(_app: Any, application_id: int, request_id: str | None = None) -> bool:
-        sent.append(application_id)
-        return True
-
-    monkeypatch.setattr(workers.enqueue, "deliver", deliver)
-    return sent
 
 
 # --- expiry (C5) -------------------------------------------------------------------------------
@@ -632,14 +619,7 @@ def cli(
     engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> Iterator[tuple[sessionmaker[Session], Callable[..., Any]]]:
     """The copy's sessions, and `run(*argv)` → (exit status, parsed --json output)."""
-    copy = tmp_path / "jobpost.db"
-    source, target = sqlite3.connect(str(engine.url.database)), sqlite3.connect(copy)
-    try:
-        source.backup(target)
-    finally:
-        source.close()
-        target.close()
-    url = f"sqlite:///{copy}"
+    url = copy_database(engine, tmp_path / "jobpost.db")
     monkeypatch.setenv("DATABASE_URL", url)
     monkeypatch.setenv("JOBPOST_VAR_DIR", str(tmp_path))
     monkeypatch.setenv("JOBPOST_TIMEZONE", "America/Toronto")

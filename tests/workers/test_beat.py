@@ -16,7 +16,6 @@ import re
 import shutil
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -36,7 +35,7 @@ from models.dates import today_in, utcnow
 from models.db import make_engine, make_sessionmaker, session_scope
 from models.entities import Job
 from models.settings import Settings
-from tests.conftest import free_port
+from tests.conftest import copy_database, free_port
 from tests.services import missing
 from tests.workers.processes import wait_for
 from workers.app import MAINTENANCE_QUEUE, celery_app, make_celery, schedule_from_env
@@ -185,14 +184,7 @@ def test_beat_fires_expire_and_a_worker_archives_the_expired_job(
     tmp_path: Path, redis_url: str, engine: Engine
 ) -> None:
     """On a committed copy of the suite's migrated SQLite database (the `engine` fixture)."""
-    copy_to = tmp_path / "jobpost.db"
-    source, target = sqlite3.connect(str(engine.url.database)), sqlite3.connect(copy_to)
-    try:
-        source.backup(target)
-    finally:
-        source.close()
-        target.close()
-    database = f"sqlite:///{copy_to}"
+    database = copy_database(engine, tmp_path / "jobpost.db")
     engine = make_engine(database)
     factory = make_sessionmaker(engine)
     today = today_in(TORONTO)

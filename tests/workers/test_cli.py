@@ -4,7 +4,6 @@ replaced by a list of what was enqueued."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,10 +14,10 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-import workers.enqueue
 from models import employers
 from models.db import make_engine, make_sessionmaker
 from models.entities import Application, OutboxEntry
+from tests.conftest import copy_database
 from workers.cli import main
 
 pytestmark = pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
@@ -29,30 +28,12 @@ def copy(
     engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[sessionmaker[Session]]:
     """Sessions on a copy of the migrated database, which `jobpost` opens by DATABASE_URL."""
-    path = tmp_path / "jobpost.db"
-    source, target = sqlite3.connect(str(engine.url.database)), sqlite3.connect(path)
-    try:
-        source.backup(target)
-    finally:
-        source.close()
-        target.close()
-    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{path}")
+    url = copy_database(engine, tmp_path / "jobpost.db")
+    monkeypatch.setenv("DATABASE_URL", url)
     monkeypatch.setenv("JOBPOST_VAR_DIR", str(tmp_path))
-    copy_engine = make_engine(f"sqlite:///{path}")
+    copy_engine = make_engine(url)
     yield make_sessionmaker(copy_engine)
     copy_engine.dispose()
-
-
-@pytest.fixture
-def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    sent: list[int] = []
-
-    def deliver(_app: Any, application_id: int, request_id: str | None = None) -> bool:
-        sent.append(application_id)
-        return True
-
-    monkeypatch.setattr(workers.enqueue, "deliver", deliver)
-    return sent
 
 
 def failed_delivery(sessions: sessionmaker[Session]) -> int:
