@@ -40,11 +40,18 @@ def make_engine(url: str, *, idle_ping_seconds: float = IDLE_PING_SECONDS, **kwa
         engine = create_engine(url, **kwargs)
         _ping_when_idle(engine, idle_ping_seconds)
         return engine
-    if parsed.database and parsed.database != ":memory:":
-        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    make_sqlite_folder(url)
     engine = create_engine(url, connect_args={"timeout": 30}, **kwargs)
     _tune_sqlite(engine)
     return engine
+
+
+def make_sqlite_folder(url: str) -> None:
+    """Make the folder of a SQLite URL's file (the database's, the embedded broker's), so the
+    first process to open it finds one; other URLs are left alone."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
 
 
 def _ping_when_idle(engine: Engine, idle_seconds: float) -> None:

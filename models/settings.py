@@ -22,6 +22,14 @@ VARIABLES = (
 )  # fmt: skip
 
 
+REDIS_SCHEMES = ("redis://", "rediss://")
+
+
+def is_redis(url: str) -> bool:
+    """Whether a broker URL names Redis (else it is the embedded broker)."""
+    return url.startswith(REDIS_SCHEMES)
+
+
 def _bool(value: str) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
@@ -80,7 +88,7 @@ class Settings:
         e = os.environ if env is None else env
         var = Path(e.get("JOBPOST_VAR_DIR", str(VAR)))
         broker = e.get("CELERY_BROKER_URL") or f"sqla+sqlite:///{var}/broker.sqlite"
-        redis_default = broker if broker.startswith(("redis://", "rediss://")) else None
+        redis_default = broker if is_redis(broker) else None
         return cls(
             database_url=database_url(e.get("DATABASE_URL") or f"sqlite:///{var}/jobpost.db"),
             broker_url=broker,

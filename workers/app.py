@@ -10,14 +10,13 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from celery import Celery
-from sqlalchemy.engine import make_url
 
 from beat_schedule import SCHEDULE
-from models.settings import Settings
+from models.db import make_sqlite_folder
+from models.settings import Settings, is_redis
 
 EMAIL_QUEUE = "email"
 MAINTENANCE_QUEUE = "maintenance"
@@ -37,7 +36,7 @@ EMBEDDED_SCHEMES = ("sqla+", "sqlalchemy+")
 def broker_options(settings: Settings, *, publisher: bool = False) -> dict[str, Any]:
     """Redis options. A publisher (the web process) gives up on a silent broker within about
     ENQUEUE_TIMEOUT; a worker, which blocks on the queue, keeps a longer socket timeout."""
-    if settings.broker_url.startswith(("redis://", "rediss://")):
+    if is_redis(settings.broker_url):
         return {
             "visibility_timeout": VISIBILITY_TIMEOUT,
             "socket_connect_timeout": ENQUEUE_TIMEOUT,
@@ -60,11 +59,9 @@ def prepare_embedded(url: str) -> None:
     database's: the first process to use it (web, worker, `jobpost queues`) may find none."""
     if not url.startswith(EMBEDDED_SCHEMES):
         return
-    parsed = make_url(url.split("+", 1)[1])  # sqla+sqlite:///var/broker.sqlite → sqlite:///…
-    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-        # A folder that cannot be made is the broker's own failure to report, when it is used.
-        with contextlib.suppress(OSError):
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    # A folder that cannot be made is the broker's own failure to report, when it is used.
+    with contextlib.suppress(OSError):
+        make_sqlite_folder(url.split("+", 1)[1])  # sqla+sqlite:///var/x.sqlite → sqlite:///…
 
 
 def schedule_from_env(env: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:

@@ -8,17 +8,17 @@ from typing import Any
 from kombu.connection import Connection
 from kombu.exceptions import ChannelError
 
+from models.settings import is_redis
 from workers.app import EMAIL_QUEUE, MAINTENANCE_QUEUE, prepare_embedded
 
 QUEUES = (EMAIL_QUEUE, MAINTENANCE_QUEUE)
-REDIS_SCHEMES = ("redis://", "rediss://")
 
 
 def _options(url: str, timeout: float) -> dict[str, Any]:
     """One try, bounded by `timeout`: a broker that is down is reported, not waited for. The
     embedded transport takes none: it hands every option to create_engine, which refuses
     socket timeouts (and a SQLite file answers or fails at once)."""
-    if url.startswith(REDIS_SCHEMES):
+    if is_redis(url):
         return {"socket_timeout": timeout, "socket_connect_timeout": timeout, "max_retries": 0}
     return {}
 
@@ -33,7 +33,7 @@ def ping(url: str, timeout: float) -> None:
     embedded broker by opening its database and reading a queue."""
     with _connect(url, timeout) as conn:
         conn.ensure_connection(max_retries=1, interval_start=0, timeout=timeout)
-        if url.startswith(REDIS_SCHEMES):
+        if is_redis(url):
             conn.default_channel.client.ping()
         else:
             _depth(conn, EMAIL_QUEUE)

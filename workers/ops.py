@@ -13,7 +13,7 @@ from models import outbox
 from models.dates import utcnow
 from models.db import session_scope, sessionmaker_for
 from models.entities import Application, OutboxEntry
-from models.settings import Settings
+from models.settings import Settings, is_redis
 
 UNSENT = ("pending", "sending", "failed")
 
@@ -95,7 +95,7 @@ def queues(args: argparse.Namespace, settings: Settings, out: Any) -> int:
         print(f"jobpost queues: the broker does not answer: {e}", file=sys.stderr)
         return 1
     workers: list[str] | None = None
-    if settings.broker_url.startswith(("redis://", "rediss://")):
+    if is_redis(settings.broker_url):
         replies = celery_app.control.inspect(timeout=1.0).ping() or {}
         workers = sorted(replies)
     lines = [f"{name:<12} {n:>8} waiting" for name, n in depths.items()]
