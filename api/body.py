@@ -23,10 +23,23 @@ def read_bytes(req: falcon.Request, limit: int) -> bytes:
     stream = req.bounded_stream if req.content_length is not None else req.stream
     if req.content_length is None and not _chunked(req):
         return b""
-    data: bytes = stream.read(limit + 1)
+    try:
+        data: bytes = stream.read(limit + 1)
+    except Exception:  # the server's own framing error: a broken chunk, a body cut short
+        raise unreadable() from None
     if len(data) > limit:
         raise too_large(limit)
+    if req.content_length is not None and len(data) < req.content_length:
+        raise unreadable()  # the client went away mid-body: nothing of it is acted on
     return data
+
+
+def unreadable() -> Problem:
+    return Problem(
+        400,
+        "malformed_json",
+        "The body could not be read whole: it ended early, or its chunked encoding is broken.",
+    )
 
 
 def _chunked(req: falcon.Request) -> bool:

@@ -48,7 +48,7 @@ def test_a_422_lists_every_broken_rule_not_only_the_first(api: Any, employer: An
 def test_a_body_over_1_mib_is_413(api: Any, employer: Any) -> None:
     """C1: the request size limit is 1 MiB on job writes."""
     result = api.post(JOBS, body=OVER_1_MIB, headers=JSON, key=employer.key)
-    problem(result, 413, "payload_too_large")
+    assert problem(result, 413, "payload_too_large")["title"] == "Content Too Large"  # RFC 9110
 
 
 def test_a_body_of_exactly_1_mib_is_read(api: Any, employer: Any) -> None:
@@ -66,6 +66,23 @@ def test_a_chunked_body_over_1_mib_without_content_length_is_413(api: Any, emplo
         JOBS, body=OVER_1_MIB, headers=headers, key=employer.key, extras={"CONTENT_LENGTH": ""}
     )
     problem(result, 413, "payload_too_large")
+
+
+def test_a_body_shorter_than_its_content_length_is_400_and_writes_nothing(
+    api: Any, employer: Any
+) -> None:
+    """C1 400: a client that went away mid-body sent a body that may parse (here a whole JSON
+    object, the rest of the upload lost); nothing of it is acted on."""
+    body = json.dumps({**job_body(), "referenceId": "CUT-1"}).encode()
+    result = api.put(
+        JOBS,
+        body=body,
+        headers=JSON,
+        key=employer.key,
+        extras={"CONTENT_LENGTH": str(len(body) + 100)},
+    )
+    assert "ended early" in problem(result, 400, "malformed_json")["detail"]
+    assert api.get(JOBS, key=employer.key).json["paging"]["total"] == 0
 
 
 def test_a_small_chunked_body_is_read(api: Any, employer: Any) -> None:
