@@ -54,9 +54,12 @@ class Problem(falcon.HTTPError):
         self.errors = errors
 
 
+# RFC 9110 renamed these; Python before 3.13 still has the older phrases.
+RFC_9110_TITLES = {413: "Content Too Large", 414: "URI Too Long", 422: "Unprocessable Content"}
+
+
 def title(status: int) -> str:
-    # RFC 9110 renamed 422; Python before 3.13 still has the old phrase.
-    return "Unprocessable Content" if status == 422 else HTTPStatus(status).phrase
+    return RFC_9110_TITLES.get(status) or HTTPStatus(status).phrase
 
 
 def problem_body(

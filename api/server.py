@@ -88,7 +88,7 @@ def serve(
         "workers": workers,
         "accesslog": None,
         "logger_class": NoAccessLog,
-        "worker_class": "sync",
+        "worker_class": "api.gunicorn_workers.ProblemSyncWorker",
         "timeout": 30,
         "child_exit": child_exit,
         "logconfig_dict": LOGGING,

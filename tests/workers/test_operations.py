@@ -329,6 +329,90 @@ def test_request_counts_add_up_across_two_gunicorn_workers(
     assert len(healthz) == 6 and {line["status"] for line in healthz} == {200}
 
 
+def _raw(port: int, request: bytes) -> tuple[str, dict[str, str], bytes]:
+    """Send `request` as is, then end the sending side; the status line, headers
+    (lower-cased) and body of the answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(request)
+        conn.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status, *lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines)
+    return status, {k.lower(): v for k, v in headers.items()}, body
+
+
+def test_requests_gunicorn_refuses_are_answered_as_c1_problems(
+    tmp_path: Path, database: tuple[str, Engine]
+) -> None:
+    """C1: every error is application/problem+json, also the ones gunicorn answers itself
+    (a request it cannot parse never reaches the app)."""
+    port = free_port()
+    web = Service(
+        ["serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+        environment(tmp_path, database[0]),
+        tmp_path,
+        "web",
+    )
+    refused = {
+        "414 URI Too Long": (b"GET /api/v1.1/jobs?q=" + b"a" * 5000 + b" HTTP/1.1\r\n"),
+        "431 Request Header Fields Too Large": (
+            b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Big: " + b"b" * 9000 + b"\r\n"
+        ),
+        "400 Bad Request": b"GET /healthz HTTP/1.1 extra\r\n",
+        "501 Not Implemented": (
+            b"POST /api/v1.1/jobs HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: br, chunked\r\n"
+        ),
+        "417 Expectation Failed": b"GET /healthz HTTP/1.1\r\nHost: t\r\nExpect: 200-ok\r\n",
+    }
+    codes = {
+        "414 URI Too Long": "uri_too_long",
+        "431 Request Header Fields Too Large": "headers_too_large",
+        "400 Bad Request": "malformed_request",
+        "501 Not Implemented": "unsupported_transfer_coding",
+        "417 Expectation Failed": "expectation_failed",
+    }
+    try:
+        wait_for(
+            lambda: web.alive() and fetch(f"http://127.0.0.1:{port}/healthz")[0] == 200,
+            timeout=60,
+            what="gunicorn",
+        )
+        for expected, request in refused.items():
+            status, headers, body = _raw(port, request + b"\r\n")
+            assert status == f"HTTP/1.1 {expected}", (expected, status, body[:200])
+            assert headers["content-type"] == "application/problem+json"
+            assert headers["connection"] == "close"
+            assert int(headers["content-length"]) == len(body)
+            number = int(expected.split()[0])
+            assert json.loads(body) == {
+                "type": "about:blank",
+                "title": expected.split(" ", 1)[1],
+                "status": number,
+                "code": codes[expected],
+                "detail": json.loads(body)["detail"],
+            }
+            assert "bbbb" not in body.decode() and "aaaa" not in body.decode()
+        # A body whose chunked framing breaks is read by the app: the same problem, a 400.
+        apply = (
+            b"POST /api/v1.1/jobs/1/applications HTTP/1.1\r\nHost: t\r\n"
+            b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
+        for broken in (b"zz\r\n{}\r\n0\r\n\r\n", b"9\r\n{}"):  # a bad size; cut short
+            status, headers, body = _raw(port, apply + broken)
+            assert status == "HTTP/1.1 400 Bad Request", (broken, body)
+            assert headers["content-type"] == "application/problem+json"
+            assert json.loads(body)["code"] == "malformed_json"
+        assert fetch(f"http://127.0.0.1:{port}/healthz")[0] == 200  # still serving
+    finally:
+        web.stop()
+    lines = web.json_lines()
+    warnings = [line for line in lines if line["event"].startswith("Invalid request from ip=")]
+    assert len(warnings) == len(refused), lines
+
+
 # --- the worker's own /metrics and log lines -----------------------------------------------------
 
 
