@@ -127,7 +127,7 @@ class Job(Base):
     employer_id: Mapped[int] = mapped_column(ForeignKey("employers.id", ondelete="CASCADE"))
     reference_id: Mapped[str | None] = mapped_column(String(50))
     title: Mapped[str] = mapped_column(String(256))
-    search_text: Mapped[str] = mapped_column(Text)  # casefolded title + referenceId (C6)
+    search_text: Mapped[str] = mapped_column(Text)  # title + referenceId, folded (C6)
     publish_date: Mapped[date] = mapped_column(Date)
     close_date: Mapped[date] = mapped_column(Date)
     confidential: Mapped[bool] = mapped_column(Boolean, default=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import unicodedata
 from dataclasses import dataclass
 from datetime import date
 from typing import Any, NamedTuple
@@ -179,9 +180,18 @@ def touch(job: Job) -> None:
         job.version = Job.version + 1
 
 
+def fold(text: str) -> str:
+    """Text as `q` compares it (C6): caseless, and one form for what Unicode holds equivalent
+    (NFKC around the casefold, in effect Unicode's NFKC_Casefold), so "Montréal" typed with
+    a composed é finds a title sent with a decomposed one, and a full-width "ＣＯＯＫ" finds
+    "cook". Done in Python so it matches alike on SQLite and PostgreSQL."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+
+
 def search_text(title: str, reference_id: str | None) -> str:
-    """Casefolded in Python so `q` matches alike on SQLite and PostgreSQL (C6)."""
-    return f"{title}\x1f{reference_id or ''}".casefold()
+    """What a search looks into: title and referenceId, folded, with a separator that `q`
+    cannot hold (api.query refuses control characters)."""
+    return fold(f"{title}\x1f{reference_id or ''}")
 
 
 def delete(session: Session, job: Job) -> None:
@@ -257,7 +267,7 @@ def listing(
     `q` is a case-insensitive substring of title or referenceId, its `%` and `_` literal.
     On PostgreSQL a q of a gram or more also asks the gram index (migration 0003) for the
     rows holding every gram of it; LIKE decides among them."""
-    folded = q.casefold() if q else ""
+    folded = fold(q) if q else ""
     grams = len(folded) >= GRAM and connection.dialect.name == "postgresql"
     statements = _list_statements(bool(folded), grams, bool(status))
     params = {

@@ -26,6 +26,8 @@ TITLES = [
     "Straße cleaner",
     "100% remote",
     "night_shift",
+    "Cuisinier à Montre\u0301al",  # a decomposed é, as some systems send it
+    "ＣＯＯＫ de nuit",  # full-width letters
     "1:abc code",  # the index keys are "employer:gram"; a title may look like one
     "11:abc code",
     "abcabcabc",
@@ -39,6 +41,7 @@ QUERIES = [
     "bak", "baker", "BAKERY", "ery-7", "crème", "CRÈ", "ème b", "strasse", "straße", "ße c",
     "0%", "%", "t_s", "_", "1:a", ":abc", "1:abc", "11:", "abcabc", "bca", "cab", "a b",
     "zephyr", "ZEPH", "phy", "hyr d", "x", "xyz", "ab", "7", "r", "de", "senior baker",
+    "montréal", "MONTRE\u0301AL", "al", "cook", "ｃｏｏｋ", "k de",
 ]  # fmt: skip
 
 
@@ -88,11 +91,62 @@ def test_a_search_finds_exactly_the_jobs_holding_q(
 ) -> None:
     ours, _ = two_employers
     expected = sum(
-        q.casefold() in jobs.search_text(t or "-", f"R{i}") for i, t in enumerate(TITLES)
+        jobs.fold(q) in jobs.search_text(t or "-", f"R{i}") for i, t in enumerate(TITLES)
     )
     assert _total(session, ours, q) == expected
     past_the_last = expected // 2 + 2
     assert _total(session, ours, q, page=past_the_last) == expected  # no row carries it there
+
+
+@pytest.mark.parametrize(
+    ("q", "found"),
+    [
+        ("montréal", ["Cuisinier à Montre\u0301al"]),  # composed finds decomposed
+        ("Montre\u0301al", ["Cuisinier à Montre\u0301al"]),
+        ("ｃｏｏｋ", ["ＣＯＯＫ de nuit"]),  # full-width finds full-width, as any case
+        ("cook d", ["ＣＯＯＫ de nuit"]),  # and plain letters find full-width ones
+        ("crème brû", ["Crème brûlée chef"]),
+        ("STRASSE", ["Straße cleaner"]),
+    ],
+)
+def test_q_matches_what_unicode_holds_equivalent(
+    session: Session, two_employers: tuple[Any, Any], q: str, found: list[str]
+) -> None:
+    """C6: q is case-insensitive; the same letters in another Unicode form are the same q."""
+    ours, _ = two_employers
+    page = jobs.listing(session.connection(), ours.id, q=q, status=None, page=1, page_size=50)
+    assert [j.title for j in page.jobs] == found  # the title as stored, not folded
+
+
+def test_migration_0004_folds_the_search_text_of_existing_jobs(session: Session) -> None:
+    """Jobs stored before models.jobs.fold carry a text only casefolded: the migration
+    brings it to the folded form, so the searches above find them too."""
+    employer = employers.create_employer(session, "Older")
+    _add_jobs(session, employer.id, ["Cuisinier à Montre\u0301al", "ＣＯＯＫ", "Plain cook"])
+    session.execute(
+        text("UPDATE jobs SET search_text = :old WHERE employer_id = :e AND reference_id = :r"),
+        [
+            {"old": "cuisinier à montre\u0301al\x1fr0", "e": employer.id, "r": "R0"},
+            {"old": "ｃｏｏｋ\x1fr1", "e": employer.id, "r": "R1"},
+        ],
+    )
+    assert _total(session, employer, "montréal") == 0
+    connection = session.connection()
+    cfg = alembic_config(connection.engine)
+    cfg.attributes["connection"] = connection  # inside the test's transaction, rolled back
+    connection.execute(text("UPDATE alembic_version SET version_num = '0003'"))
+    command.upgrade(cfg, "head")
+    assert _total(session, employer, "montréal") == 1
+    assert _total(session, employer, "cook") == 2
+    stored = session.execute(
+        text("SELECT search_text FROM jobs WHERE employer_id = :e ORDER BY reference_id"),
+        {"e": employer.id},
+    ).scalars()
+    assert list(stored) == [
+        "cuisinier à montréal\x1fr0",
+        "cook\x1fr1",
+        "plain cook\x1fr2",
+    ]
 
 
 def test_the_search_index_serves_a_search_on_postgresql(
