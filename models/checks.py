@@ -97,6 +97,12 @@ def amount(value: Any, field: str) -> Decimal:
     return number.quantize(Decimal("0.01"))
 
 
+# "=?" begins an RFC 2047 encoded word. An address may hold one by RFC 5322, but the email
+# package decodes it in the headers of the employer's copy, where it could write a line break
+# (workers.mail); no real mailbox needs one.
+ENCODED_WORD = "=?"
+
+
 def email(value: Any, field: str, *, max_len: int) -> str:
     """Address syntax only: no DNS look-up; special-use test domains are accepted (C4)."""
     text = string(value, field, max_len=max_len, trim=True)
@@ -104,6 +110,8 @@ def email(value: Any, field: str, *, max_len: int) -> str:
         validate_email(text, check_deliverability=False, test_environment=True)
     except EmailNotValidError:
         raise Invalid(field, "invalid_format", f"{field} is not a valid email address.") from None
+    if ENCODED_WORD in text:  # valid syntax, but mail software would decode it (C8)
+        raise Invalid(field, "invalid_format", f"{field} must not contain “=?”.")
     return text
 
 

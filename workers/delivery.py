@@ -105,7 +105,12 @@ def _send(s: Session, settings: Settings, t: outbox.Timing, claimed: Row[Any]) -
     """Send the claimed copy and record how it went, in the claiming session."""
     application_id, attempts = claimed.id, claimed.attempts
     copy = copy_of(claimed, claimed.resume if claimed.resume_filename else None)
-    message = mail.render(copy, mail_from=settings.mail_from)
+    try:
+        message = mail.render(copy, mail_from=settings.mail_from)
+    except ValueError as e:  # the copy's own data makes no safe message: no retry mends it
+        outbox.mark_failed(s, application_id, f"the copy could not be written: {e}")
+        log.error("application %s: the copy could not be written: %s", application_id, e)
+        return "failed"
     try:
         mail.send(message, smtp_settings(settings))
     except mail.PermanentFailure as e:

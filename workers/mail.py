@@ -31,11 +31,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email import policy as policies
+from email.header import Header
 from email.headerregistry import Address, BaseHeader, HeaderRegistry
 from email.message import EmailMessage
 from email.utils import encode_rfc2231, format_datetime, getaddresses, parseaddr, quote
 from functools import lru_cache
 from typing import Any
+
+from models.checks import ENCODED_WORD
 
 
 @dataclass(frozen=True)
@@ -140,13 +143,16 @@ def render(copy: ApplicationCopy, *, mail_from: str) -> Outgoing:
     sender, from_line = _from(mail_from)
     to = _header("To", copy.to)
     recipients = tuple(address for _, address in getaddresses([str(to)]))
-    smtputf8 = not "".join([sender, *recipients]).isascii()
+    reply_to = _applicant_address(copy)
+    # An address outside ASCII, the applicant's too, is written as UTF-8 (RFC 6532): as an
+    # encoded word it would be no address at all (RFC 2047 section 5).
+    smtputf8 = not "".join([sender, *recipients, reply_to.addr_spec]).isascii()
     fold = _SMTPUTF8 if smtputf8 else _SMTP
     head = [
-        to.fold(policy=fold),
+        _one_header(to.fold(policy=fold)),
         from_line[smtputf8],
-        _header("Reply-To", _applicant_address(copy)).fold(policy=fold),
-        _header("Subject", _subject(copy)).fold(policy=fold),
+        _one_header(_reply_to(reply_to, fold)),
+        _one_header(_subject_line(_subject(copy), fold)),
         f"Message-ID: {message_id(copy.application_id, _domain(mail_from))}\r\n",
         f"Date: {format_datetime(_utc(copy.received_at))}\r\n",
         "MIME-Version: 1.0\r\n",
@@ -163,6 +169,43 @@ def render(copy: ApplicationCopy, *, mail_from: str) -> Outgoing:
         body = _multipart("mixed", _boundary(), [body, attachment])
     data = "".join(head).encode("utf-8" if smtputf8 else "ascii") + body
     return Outgoing(sender, recipients, data, smtputf8)
+
+
+# A line break, or any other control character but tab, inside a folded header line.
+_BREAK = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def _one_header(line: str) -> str:
+    """`line` if it is one header (its breaks are folds); else ValueError: the copy cannot be
+    written safely, which no retry mends (workers.delivery fails it)."""
+    if _BREAK.search(line[:-2].replace("\r\n ", " ").replace("\r\n\t", " ")) or not line.endswith(
+        "\r\n"
+    ):
+        raise ValueError(f"a header would not be one line: {line[:80]!r}")
+    return line
+
+
+def _literal(text: str) -> str:
+    """`text` as encoded words that decode to exactly it, "=?" and all."""
+    return Header(text, "utf-8").encode(linesep="\r\n")
+
+
+# The email package decodes the RFC 2047 encoded words (ENCODED_WORD) it finds in a value it
+# is given, and before Python 3.11.10 (gh-121650) wrote a decoded line break out raw: a name
+# or title holding "=?utf-8?q?=0D=0ABcc:...?=" would add headers to the copy. Such a value
+# is written as encoded words of its own, which decode to exactly what was given.
+
+
+def _subject_line(subject: str, fold: policies.EmailPolicy[Any]) -> str:
+    if ENCODED_WORD in subject:
+        return f"Subject: {_literal(subject)}\r\n"
+    return _header("Subject", subject).fold(policy=fold)
+
+
+def _reply_to(address: Address, fold: policies.EmailPolicy[Any]) -> str:
+    if ENCODED_WORD in address.display_name:
+        return f"Reply-To: {_literal(address.display_name)} <{address.addr_spec}>\r\n"
+    return _header("Reply-To", address).fold(policy=fold)
 
 
 def _header(name: str, value: object) -> BaseHeader:

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api import ratelimit
 from api.app import Collaborators, WsgiApp, create_app
-from models.entities import OutboxEntry
+from models.entities import Application, OutboxEntry
 from models.settings import Settings
 from tests.conftest import Api, SmtpSink
 from tests.factories import create_job, entries, problem
@@ -368,6 +368,10 @@ BAD_INPUT = {
     "name not a string": ({"name": 7}, [("name", "invalid_type")]),
     "missing email": ({"email": ...}, [("email", "required")]),
     "bad email": ({"email": "elodie.example.org"}, [("email", "invalid_format")]),
+    "email holding an encoded word": (  # RFC 5322 allows it; mail software would decode it
+        {"email": "=?utf-8?q?=0D=0Ax?=@example.org"},
+        [("email", "invalid_format")],
+    ),
     "bad phone": ({"phone": "call me maybe"}, [("phone", "invalid_format")]),
     "phone too long": ({"phone": "1" * 31}, [("phone", "too_long")]),
     "cover letter too long": ({"coverLetter": "x" * 10_001}, [("coverLetter", "too_long")]),
@@ -792,6 +796,49 @@ def test_a_permanent_refusal_fails_for_good(
     assert deliver(app_id) == "skipped"
     assert smtp_sink.messages == []
     assert api.get(f"{API}/applications/{app_id}", key=employer.key).json == shown
+
+
+def test_a_name_holding_encoded_words_is_delivered_as_written_with_no_header_added(
+    api: Api, employer: Any, job: dict[str, Any], smtp_sink: SmtpSink, deliver: Deliver
+) -> None:
+    """C8: Reply-To the applicant and the subject, each one header, whatever the name holds
+    (before Python 3.11.10 the email package wrote a decoded line break out raw)."""
+    name = "=?utf-8?q?Eve=0D=0ABcc:_x@example.com=0D=0ASubject:_Pay_now?="
+    app_id = received(apply(api, job["id"], applicant(name=name, resume=None)))
+    assert deliver(app_id) == "sent"
+    [message] = smtp_sink.messages
+    assert "Bcc" not in message and message.get_all("Subject") == [
+        f"New application: {job['title']} [{job['referenceId']}]"
+    ]
+    [reply_to] = message["Reply-To"].addresses
+    assert reply_to.addr_spec == "elodie@example.org"
+    assert reply_to.display_name.replace(" ", "") == name
+
+
+def test_a_copy_that_cannot_be_written_fails_for_good_with_the_reason(
+    api: Api,
+    employer: Any,
+    job: dict[str, Any],
+    smtp_sink: SmtpSink,
+    deliver: Deliver,
+    sessions: sessionmaker[Session],
+) -> None:
+    """An address refused on intake now (models.checks.email) but stored before: no message
+    can be made of it, and no retry would change that, so the entry fails at once instead of
+    coming back after every lease."""
+    app_id = received(apply(api, job["id"]))
+    with sessions() as s:
+        s.execute(
+            update(Application)
+            .where(Application.id == app_id)
+            .values(application_email="=?utf-8?q?=0D=0Ax?=@maple.test")
+        )
+        s.commit()
+    assert deliver(app_id) == "failed"
+    shown = api.get(f"{API}/applications/{app_id}", key=employer.key).json
+    assert (shown["status"], shown["attempts"]) == ("failed", 1)
+    assert shown["lastError"].startswith("the copy could not be written")
+    assert deliver(app_id) == "skipped" and smtp_sink.messages == []
 
 
 def test_a_transient_refusal_is_retried_later(

@@ -275,6 +275,12 @@ CASES = [
         {"applicationEmail": "not-an-address"}, "applicationEmail", "invalid_format", "email-syntax"
     ),
     case(
+        {"applicationEmail": "=?utf-8?q?=0D=0Ax?=@maple.test"},
+        "applicationEmail",
+        "invalid_format",
+        "email-holding-an-encoded-word",
+    ),
+    case(
         {"applicationEmail": "jobs@maple"},
         "applicationEmail",
         "invalid_format",

@@ -469,3 +469,47 @@ def test_other_settings_get_a_connection_of_their_own(
     relay.close()
     assert conversations.commands == ["EHLO", "QUIT"]
     assert [len(conversations.messages), len(smtp_sink.messages)] == [1, 1]
+
+
+# --- what applicants and employers write cannot add headers (C8) --------------------------------
+
+HOSTILE = dataclasses.replace(
+    PLAIN,
+    name="=?utf-8?q?A=0D=0ASubject:_URGENT_wire_fee=0D=0AContent-Type:_text/html?=",
+    job_title="Cook =?utf-8?q?x=0D=0ABcc:_evil@example.com?=",
+    reference_id="=?utf-8?q?=0D=0AX-Evil:_1?=",
+)
+TOP_HEADERS = ["To", "From", "Reply-To", "Subject", "Message-ID", "Date", "MIME-Version"]
+
+
+def test_an_encoded_word_in_a_name_or_title_adds_no_header() -> None:
+    """The email package decodes RFC 2047 encoded words in the values it is given; before
+    Python 3.11.10 it wrote a decoded line break out raw (gh-121650), so an applicant's name
+    could write a Subject or Bcc of its own. The copy says what was written, as written."""
+    data = render(HOSTILE, mail_from=MAIL_FROM).data
+    head = data.split(b"\r\n\r\n", 1)[0].decode()
+    names = [line.split(":", 1)[0] for line in head.split("\r\n") if not line[0].isspace()]
+    assert names == [*TOP_HEADERS, "Content-Type"]
+    message = parsed(HOSTILE)
+    assert message["Subject"] == f"New application: {HOSTILE.job_title} [{HOSTILE.reference_id}]"
+    [reply_to] = message["Reply-To"].addresses
+    assert reply_to.addr_spec == HOSTILE.email
+    assert reply_to.display_name.replace(" ", "") == HOSTILE.name  # words rejoined as read
+
+
+def test_an_applicant_address_outside_ascii_is_written_as_utf8() -> None:
+    """RFC 2047 words inside an address make no address: the Reply-To is written as UTF-8
+    (RFC 6532), as a recipient outside ASCII already was."""
+    copy = dataclasses.replace(PLAIN, name="José", email="josé@exämple.org")
+    rendered = render(copy, mail_from=MAIL_FROM)
+    assert rendered.smtputf8
+    assert "\r\nReply-To: José <josé@exämple.org>\r\n" in rendered.data.decode()
+
+
+def test_an_address_that_decodes_to_a_line_break_cannot_be_rendered() -> None:
+    """Refused on intake since (models.checks.email); one stored earlier makes no copy, and
+    workers.delivery fails it instead of retrying."""
+    with pytest.raises(ValueError):
+        render(
+            dataclasses.replace(PLAIN, to="=?utf-8?q?=0D=0Ax?=@example.com"), mail_from=MAIL_FROM
+        )
