@@ -248,18 +248,22 @@ def _attachment(
     maintype, _, subtype = (content_type or "application/octet-stream").partition("/")
     kind = _header("Content-Type", f"{maintype}/{subtype or 'octet-stream'}")
     filename = name or "resume"
-    if filename.isascii():
-        param = f'filename="{quote(filename)}"'
+    if ENCODED_WORD in filename:  # percent-encoded as is: the email package would decode it
+        disposition = f"Content-Disposition: attachment; {_rfc2231(filename)}\r\n"
     else:
-        param = "filename*=" + encode_rfc2231(filename, "utf-8")
-    disposition = _header("Content-Disposition", f"attachment; {param}")
+        param = f'filename="{quote(filename)}"' if filename.isascii() else _rfc2231(filename)
+        disposition = _header("Content-Disposition", f"attachment; {param}").fold(policy=fold)
     head = (
         kind.fold(policy=fold)
         + "Content-Transfer-Encoding: base64\r\n"
-        + disposition.fold(policy=fold)
+        + _one_header(disposition)
         + "\r\n"
     )
     return head.encode("utf-8") + base64.encodebytes(data).replace(b"\n", b"\r\n")
+
+
+def _rfc2231(filename: str) -> str:
+    return "filename*=" + encode_rfc2231(filename, "utf-8")
 
 
 def _attach(msg: EmailMessage, data: bytes, content_type: str | None, name: str | None) -> None:

@@ -513,3 +513,18 @@ def test_an_address_that_decodes_to_a_line_break_cannot_be_rendered() -> None:
         render(
             dataclasses.replace(PLAIN, to="=?utf-8?q?=0D=0Ax?=@example.com"), mail_from=MAIL_FROM
         )
+
+
+@pytest.mark.parametrize(
+    "filename", ["=?utf-8?q?=0D=0AX-Evil:_1?=.pdf", "a =?utf-8?q?x=0D=0A?= b.pdf"]
+)
+def test_a_resume_filename_holding_encoded_words_is_attached_under_that_name(filename: str) -> None:
+    copy = dataclasses.replace(COPY, resume_filename=filename)
+    [attachment] = list(parsed(copy).iter_attachments())
+    assert attachment.get_filename() == filename
+    assert list(attachment.keys()) == [
+        "Content-Type",
+        "Content-Transfer-Encoding",
+        "Content-Disposition",
+    ]
+    assert attachment.get_payload(decode=True) == RESUME
