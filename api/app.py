@@ -57,7 +57,7 @@ def create_app(
         Cors(),
         SessionManager(sessions),
     ]
-    app = falcon.App(middleware=middleware)
+    app = App(middleware=middleware)
     app.req_options.strip_url_path_trailing_slash = True
     errors.register(app)
     base = settings.public_base_url
@@ -87,8 +87,22 @@ def create_app(
         ),
     }
     for path, resource in routes.items():
+        answer_head_as_get(resource)
         app.add_route(path, resource)
     return app
+
+
+def answer_head_as_get(resource: object) -> None:
+    """HEAD is GET without the body (RFC 9110 section 9.3.2; falcon leaves the body out)."""
+    if hasattr(resource, "on_get") and not hasattr(resource, "on_head"):
+        resource.on_head = resource.on_get  # type: ignore[attr-defined]
+
+
+class App(falcon.App):  # type: ignore[type-arg]
+    """falcon's app, answering a method it does not know (RFC 9110 section 9.1) with 501 in
+    the C1 shape, where falcon answers 400 "Invalid HTTP method"."""
+
+    _default_responder_bad_request = errors.unknown_method  # type: ignore[assignment]
 
 
 def get_app() -> WsgiApp:

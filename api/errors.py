@@ -122,3 +122,9 @@ def register(app: falcon.App[falcon.Request, falcon.Response]) -> None:
     app.set_error_serializer(serialize)
     app.add_error_handler(Exception, handle_unexpected)
     app.add_error_handler(DomainError, handle_domain)
+
+
+def unknown_method(req: falcon.Request, resp: falcon.Response, **kwargs: Any) -> None:
+    """The responder for a method falcon does not know at all (FOO), where it would answer
+    400: RFC 9110 section 9.1 says 501; a known method a resource lacks stays 405."""
+    raise Problem(501, "method_not_implemented", f"The method {req.method} is not known here.")

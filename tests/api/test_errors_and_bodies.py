@@ -235,7 +235,41 @@ def test_a_method_the_resource_lacks_is_405_with_an_allow_header(
     result = api.request(method, path, json={}, key=employer.key)
     problem(result, 405, "method_not_allowed")
     listed = {m.strip() for m in result.headers["allow"].split(",")} - {"OPTIONS"}
-    assert listed == allowed
+    assert listed == allowed | {"HEAD"}  # every resource here has a GET, hence a HEAD
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/healthz",
+        "/api/v1.1/positiontypes",
+        "/api/v1.1/locations?q=van",
+        JOBS,
+        "/api/v1.1/openapi.json",
+        "/jobs/{id}",
+        "/jobs/{id}/apply",
+        f"{JOBS}/{{id}}",
+        f"{JOBS}/2147483647",
+    ],
+)
+def test_head_answers_as_get_does_without_the_body(api: Any, employer: Any, path: str) -> None:
+    """RFC 9110 section 9.1: a general-purpose server supports HEAD. Link checkers, crawlers
+    and uptime probes ask the public pages so."""
+    job = create_job(api, employer, status="active")
+    path = path.replace("{id}", str(job["id"]))
+    headers = {"API-Key": employer.key}  # the pages are not in openapi.json: no check here
+    got, head = (api.client.simulate_request(m, path, headers=headers) for m in ("GET", "HEAD"))
+    assert head.status_code == got.status_code and head.content == b""
+    for name in ("content-type", "etag", "cache-control"):
+        assert head.headers.get(name) == got.headers.get(name), name
+    assert head.headers["content-length"] == str(len(got.content))
+
+
+def test_a_method_no_one_knows_is_501(api: Any, employer: Any) -> None:
+    """RFC 9110 section 9.1: a method the server does not know is 501 (a known one that the
+    resource lacks is 405, above); falcon's own answer was 400 malformed_json."""
+    result = api.client.simulate_request("FOO", f"{JOBS}/1", headers={"API-Key": employer.key})
+    problem(result, 501, "method_not_implemented")
 
 
 # --- precedence: 405, 401, 413, 415, 429, 400, 404, 409, 422 ---------------------------
