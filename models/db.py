@@ -8,6 +8,7 @@ or `session_scope`) commits once, then runs the callbacks registered with `after
 from __future__ import annotations
 
 import logging
+import select
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -55,13 +56,17 @@ def make_sqlite_folder(url: str) -> None:
 
 
 def _ping_when_idle(engine: Engine, idle_seconds: float) -> None:
-    """Ask a pooled connection "SELECT 1" before use only if it sat idle that long.
+    """Check a pooled connection before use: always that the server has not closed it, and
+    with "SELECT 1" if it sat idle `idle_seconds`.
 
-    A connection the server or a firewall closed while idle would fail its next request; a
-    failed ping makes the pool connect afresh instead. A connection in steady use proves
-    itself on every request, so pinging it too (SQLAlchemy's `pool_pre_ping`) would add a
-    round trip to every request for nothing. A connection lost while in use still fails its
-    request; SQLAlchemy then renews the whole pool.
+    A connection the server closed while pooled (a restart, an operator's
+    pg_terminate_backend) would fail its next request with a 500. A server that ends a
+    connection says so on it (an error message, then end of file), so its socket turns
+    readable while nothing was asked: one poll, no round trip, catches that, and the pool
+    connects afresh. A connection a firewall dropped silently shows nothing; the ping after
+    `idle_seconds` catches it. Pinging connections in steady use too (SQLAlchemy's
+    `pool_pre_ping`) would add a round trip to every request for nothing. A connection lost
+    while in use still fails its request; SQLAlchemy then renews the whole pool.
     """
 
     @event.listens_for(engine, "checkin")
@@ -71,12 +76,31 @@ def _ping_when_idle(engine: Engine, idle_seconds: float) -> None:
     @event.listens_for(engine, "checkout")
     def _checkout(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
         since = record.info.get(IDLE_SINCE)  # None: connected just now
-        if since is None or time.monotonic() - since < idle_seconds:
+        if since is None:
+            return
+        if _spoke_unasked(dbapi_conn):
+            raise DisconnectionError("pooled connection closed by the server")
+        if time.monotonic() - since < idle_seconds:
             return
         try:
             engine.dialect.do_ping(dbapi_conn)
         except engine.dialect.loaded_dbapi.Error as e:
             raise DisconnectionError(f"pooled connection lost while idle: {e}") from e
+
+
+def _spoke_unasked(dbapi_conn: Any) -> bool:
+    """Whether an idle connection's socket has something to read (or is closed): between
+    statements the server only speaks to end the connection. Drivers without a socket to
+    look at are taken to be fine."""
+    fileno = getattr(dbapi_conn, "fileno", None)
+    if fileno is None:
+        return False
+    try:
+        poller = select.poll()
+        poller.register(fileno(), select.POLLIN | select.POLLERR | select.POLLHUP)
+        return bool(poller.poll(0))
+    except Exception:  # the driver's own error, or OSError: no socket left, so closed
+        return True
 
 
 def autocommit(engine: Engine) -> Engine:

@@ -57,14 +57,33 @@ def test_a_connection_lost_while_idle_is_replaced_before_it_is_used(postgres_url
     engine.dispose()
 
 
-def test_a_connection_in_steady_use_is_not_pinged(postgres_url: str) -> None:
-    """Within idle_ping_seconds nothing is asked first, so a lost connection fails its next
-    statement (as one lost in use does), and the pool then renews itself."""
+def test_a_connection_the_server_closed_is_replaced_with_no_round_trip(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restart, or pg_terminate_backend, ends pooled connections that were in use a moment
+    ago: the server says so on each, and the checkout sees it without asking anything, so
+    the next request gets a fresh connection instead of a 500."""
     engine = make_engine(postgres_url, idle_ping_seconds=3600, pool_size=1)
+    pings: list[object] = []
+    ping = engine.dialect.do_ping
+    monkeypatch.setattr(engine.dialect, "do_ping", lambda c: pings.append(c) or ping(c))
     first = _backend_pid(engine)
+    assert _backend_pid(engine) == first  # a live connection in steady use is kept
     _terminate(postgres_url, first)
-    with pytest.raises(OperationalError), engine.connect() as conn:
-        conn.execute(text("SELECT 1"))
+    assert _backend_pid(engine) != first
+    assert pings == []  # within idle_ping_seconds: no "SELECT 1" round trip
+    engine.dispose()
+
+
+def test_a_connection_lost_in_use_fails_its_statement_and_the_pool_renews_itself(
+    postgres_url: str,
+) -> None:
+    engine = make_engine(postgres_url, idle_ping_seconds=3600, pool_size=1)
+    with engine.connect() as conn:
+        first = conn.execute(text("SELECT pg_backend_pid()")).scalar_one()
+        _terminate(postgres_url, first)
+        with pytest.raises(OperationalError):
+            conn.execute(text("SELECT 1"))
     assert _backend_pid(engine) != first
     engine.dispose()
 
@@ -142,10 +161,11 @@ def test_a_connection_lost_under_a_precompiled_statement_is_replaced(postgres_ur
     """As for any statement: the error is SQLAlchemy's, flagged a disconnect, and the pool
     connects afresh instead of handing the dead connection out again."""
     engine = make_engine(postgres_url, idle_ping_seconds=3600, pool_size=1)
-    first = _backend_pid(engine)
-    _terminate(postgres_url, first)
-    with pytest.raises(DBAPIError) as raised, engine.connect() as conn:
-        Precompiled(select(literal(1))).first(conn, {})
+    with engine.connect() as conn:  # lost while in use: the checkout's check is behind it
+        first = conn.execute(text("SELECT pg_backend_pid()")).scalar_one()
+        _terminate(postgres_url, first)
+        with pytest.raises(DBAPIError) as raised:
+            Precompiled(select(literal(1, literal_execute=True))).first(conn, {})
     assert raised.value.connection_invalidated
     assert _backend_pid(engine) != first
     engine.dispose()
