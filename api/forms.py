@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import codecs
 from email import policy
+from email.message import Message
 from email.parser import BytesParser
 from typing import Any
 
@@ -58,8 +60,29 @@ def parse_multipart(content_type: str, data: bytes) -> dict[str, Any]:
             if raw or filename:
                 fields[name] = Upload(filename, raw) if raw else None
             continue
-        fields[name] = raw.decode(part.get_content_charset() or "utf-8", "replace")
+        fields[name] = text(name, part, raw)
     return fields
+
+
+def text(name: str, part: Message, raw: bytes) -> str:
+    """A text part, decoded strictly in the charset it names (UTF-8 when it names none): an
+    unknown charset, a codec that is no text encoding (rot13, base64), bytes that are not in
+    the charset, or text no UTF-8 can hold (a lone surrogate, from UTF-7) are 400 (C1, C8)."""
+    charset = part.get_content_charset() or "utf-8"
+    try:
+        known = codecs.lookup(charset)._is_text_encoding
+    except (LookupError, ValueError):  # ValueError: a NUL in the name
+        known = False
+    if not known:
+        detail = f"The form field {name!r} names charset {charset!r}, not a known text encoding."
+        raise Problem(400, "malformed_json", detail)
+    try:
+        value = raw.decode(charset)
+        value.encode("utf-8")
+    except UnicodeError:
+        detail = f"The form field {name!r} is not valid {charset} text."
+        raise Problem(400, "malformed_json", detail) from None
+    return value
 
 
 def unreadable() -> Problem:

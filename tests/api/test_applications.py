@@ -535,6 +535,55 @@ def test_a_body_of_as_many_parts_as_allowed_is_read(
     assert [a["name"] for a in listed(api, employer)["data"]] == ["Ann"]
 
 
+def with_name_part(content_type: str | None, value: bytes) -> tuple[str, bytes]:
+    """A multipart body whose `name` part is `value`, with its own Content-Type if given."""
+    ctype, body = multipart({"email": "ann@example.org"}, boundary="B")
+    head = b'--B\r\nContent-Disposition: form-data; name="name"\r\n'
+    if content_type is not None:
+        head += f"Content-Type: {content_type}\r\n".encode()
+    return ctype, head + b"\r\n" + value + b"\r\n" + body
+
+
+NOT_TEXT = {
+    "unknown charset": ("text/plain; charset=x-bogus", b"Ann"),
+    "unknown charset, RFC 2231": ("text/plain; charset*=utf-8''x-bogus", b"Ann"),
+    "a NUL in the charset": ("text/plain; charset*=utf-8''utf%008", b"Ann"),
+    "rot13": ("text/plain; charset=rot13", b"Ann"),
+    "base64": ("text/plain; charset=base64", b"QW5u"),
+    "hex": ("text/plain; charset=hex", b"416e6e"),
+    "bytes idna refuses": ("text/plain; charset=idna", b"Ad\xff\xfea"),
+    "not UTF-8, no charset": (None, b"Ad\xff\xfea"),
+    "not UTF-8, charset utf-8": ("text/plain; charset=utf-8", b"Ad\xff\xfea"),
+    "overlong UTF-8": (None, b"A\xc0\x80"),
+    "a lone surrogate in UTF-7": ("text/plain; charset=utf-7", b"A+2AA-"),
+}
+
+
+@pytest.mark.parametrize("case", NOT_TEXT.values(), ids=NOT_TEXT.keys())
+def test_a_field_that_is_not_text_in_its_charset_is_400_naming_it(
+    api: Api, employer: Any, job: dict[str, Any], case: tuple[str | None, bytes]
+) -> None:
+    # C1/C8: never a 500 (LookupError, UnicodeError) nor U+FFFD stored for the bytes sent.
+    ctype, body = with_name_part(*case)
+    result = apply(api, job["id"], body=body, content_type=ctype)
+    assert "'name'" in problem(result, 400, "malformed_json")["detail"]
+    assert listed(api, employer)["data"] == []
+
+
+def test_a_field_is_read_in_the_charset_it_names_utf_8_by_default(
+    api: Api, employer: Any, job: dict[str, Any]
+) -> None:
+    for content_type, value in [
+        (None, "Élodie\ufffd".encode()),
+        ("text/plain; charset=ISO-8859-1", "Élodie".encode("latin-1")),
+        ("text/plain; charset=idna", b"xn--lodie-9ra"),
+    ]:
+        ctype, body = with_name_part(content_type, value)
+        received(apply(api, job["id"], body=body, content_type=ctype))
+    names = [a["name"] for a in listed(api, employer)["data"]]
+    assert names == ["élodie", "Élodie", "Élodie\ufffd"]
+
+
 def test_400_outranks_404(api: Api) -> None:
     result = api.post(f"{API}/jobs/999999/applications", body=b"{", content_type="application/json")
     problem(result, 400, "malformed_json")

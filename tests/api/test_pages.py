@@ -388,6 +388,19 @@ def test_a_form_of_more_parts_than_it_has_is_a_400_page(
     assert stored(api, employer) == []
 
 
+def test_a_form_field_that_is_not_utf_8_is_a_400_page(
+    app: WsgiApp, api: Any, employer: Any
+) -> None:
+    # C8/C1: neither a 500 nor a name stored with U+FFFD for the bytes sent.
+    job = active_job(api, employer)
+    form = multipart({k: v for k, v in APPLICANT.items() if k != "name"})
+    name = f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="name"\r\n\r\n'.encode()
+    form["body"] = name + b"Ad\xff\xfea\r\n" + form["body"]
+    page = assert_html(pages(app).simulate_post(f"/jobs/{job['id']}/apply", **form), 400)
+    assert "The form could not be read" in page
+    assert stored(api, employer) == []
+
+
 def test_thank_you_page_names_only_public_jobs(app: WsgiApp, api: Any, employer: Any) -> None:
     draft = create_job(api, employer, title="Secret Project Baker")
     client = pages(app)
