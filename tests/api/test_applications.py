@@ -719,6 +719,18 @@ def test_every_malformed_filter_is_listed(api: Api, employer: Any) -> None:
     ]
 
 
+@pytest.mark.parametrize("name", ["jobId", "status", "page", "pageSize"])
+def test_a_filter_that_is_not_utf_8_is_400_invalid_query(
+    api: Api, employer: Any, job: dict[str, Any], name: str
+) -> None:
+    # C1/C6: every paged list, both paths.
+    for path in (f"{API}/applications", f"{API}/jobs/{job['id']}/applications"):
+        if name == "jobId" and path != f"{API}/applications":
+            continue
+        result = api.get(path, key=employer.key, query_string=f"{name}=1%FF")
+        assert entries(result, 400, "invalid_query") == [(name, "invalid_format")]
+
+
 def test_a_bad_filter_on_an_unknown_job_is_400_before_404(api: Api, employer: Any) -> None:
     # C1 order: 400 before 404.
     result = api.get(f"{API}/jobs/999999/applications", key=employer.key, params={"status": "open"})
