@@ -144,7 +144,7 @@ def _list_query(req: falcon.Request, *, by_job: bool) -> _ListQuery:
 
 def _job_filter(req: falcon.Request, errors: list[FieldError]) -> int | None:
     """jobId: a job id (Int32, from 1), as openapi.json declares it."""
-    raw = query.param(req, "jobId")
+    raw = query.param(req, "jobId", errors)
     if raw is None:
         return None
     if not (raw.isascii() and raw.isdigit() and len(raw) <= 10):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import urlencode
+from urllib.parse import unquote_plus, unquote_to_bytes, urlencode
 
 import falcon
 
@@ -26,17 +26,34 @@ class Paging:
         return (self.page - 1) * self.page_size
 
 
-def param(req: falcon.Request, name: str) -> str | None:
-    """A parameter's value; an empty value means absent (C1)."""
+def param(req: falcon.Request, name: str, errors: list[FieldError]) -> str | None:
+    """A parameter's value; an empty value means absent (C1). Falcon decodes percent-encoded
+    bytes that are not UTF-8 to U+FFFD: such a parameter is malformed (C1, C6)."""
     value = req.get_param(name)
+    if value and not _utf8(req.query_string, name):
+        message = f"{name} must be UTF-8, percent-encoded."
+        errors.append(FieldError(name, "invalid_format", message))
+        return None
     return value if value else None
+
+
+def _utf8(query_string: str, name: str) -> bool:
+    """Whether every value of `name` in the raw query string is UTF-8 once percent-decoded."""
+    for field in query_string.split("&"):
+        key, _, value = field.partition("=")
+        if unquote_plus(key) == name:
+            try:
+                unquote_to_bytes(value.replace("+", " ")).decode("utf-8")
+            except UnicodeDecodeError:
+                return False
+    return True
 
 
 def term(req: falcon.Request, name: str, errors: list[FieldError]) -> str | None:
     """A search term. A control character is malformed: NUL, which no database text can hold
     (C4), and the others, which no one types into a search; the job list's search text also
     joins title and referenceId with one (U+001F), which a term holding it could match across."""
-    value = param(req, name)
+    value = param(req, name, errors)
     if value is not None and _CONTROL.search(value):
         message = f"{name} must not contain control characters (such as NUL)."
         errors.append(FieldError(name, "invalid_format", message))
@@ -52,7 +69,7 @@ def invalid(errors: list[FieldError]) -> Problem:
 def _bounded(
     req: falcon.Request, name: str, default: int, top: int, errors: list[FieldError]
 ) -> int:
-    raw = param(req, name)
+    raw = param(req, name, errors)
     if raw is None:
         return default
     if not DIGITS.fullmatch(raw):
@@ -67,7 +84,7 @@ def _bounded(
 def choice(
     req: falcon.Request, name: str, allowed: tuple[str, ...], errors: list[FieldError]
 ) -> str | None:
-    raw = param(req, name)
+    raw = param(req, name, errors)
     if raw is not None and raw not in allowed:
         errors.append(
             FieldError(name, "out_of_range", f"{name} must be one of {', '.join(allowed)}.")

@@ -20,7 +20,7 @@ from celery import Celery
 from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
-from api import ratelimit
+from api import forms, ratelimit
 from api.app import Collaborators, WsgiApp, create_app
 from models.entities import Application, OutboxEntry
 from models.settings import Settings
@@ -56,10 +56,11 @@ def applicant(**overrides: Any) -> dict[str, Any]:
 
 
 def multipart(
-    fields: dict[str, str], files: dict[str, tuple[str, str, bytes]] | None = None
+    fields: dict[str, str],
+    files: dict[str, tuple[str, str, bytes]] | None = None,
+    boundary: str = "----jobpost-test-boundary-7MA4YWxkTrZu0gW",
 ) -> tuple[str, bytes]:
     """A multipart/form-data body as (content type, bytes); files: name → (filename, type, data)."""
-    boundary = "----jobpost-test-boundary-7MA4YWxkTrZu0gW"
     out = io.BytesIO()
     for name, value in fields.items():
         out.write(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n'.encode())
@@ -511,6 +512,82 @@ def test_malformed_multipart_is_400(api: Api, job: dict[str, Any]) -> None:
     problem(result, 400, "malformed_json")
 
 
+def many_parts(count: int) -> tuple[str, bytes]:
+    """A valid name and email, after empty parts: `count` parts in all, 9 bytes each."""
+    ctype, body = multipart({"name": "Ann", "email": "ann@example.org"}, boundary="B")
+    return ctype, b"--B\r\n\r\n\r\n" * (count - 2) + body
+
+
+def test_a_body_of_600_000_empty_parts_is_400_at_once(api: Api, job: dict[str, Any]) -> None:
+    # C1/C8: the form holds a handful of fields; 5 MB of empty parts kept a worker in the
+    # email parser past gunicorn's timeout (a 500). It is refused before any parsing.
+    ctype, body = many_parts(600_000)
+    started = time.monotonic()
+    result = apply(api, job["id"], body=body, content_type=ctype)
+    assert time.monotonic() - started < 5  # parsing it took over 30 s
+    body_json = problem(result, 400, "malformed_json")
+    assert f"more than {forms.MAX_PARTS} parts" in body_json["detail"]
+
+
+def test_a_body_of_as_many_parts_as_allowed_is_read(
+    api: Api, employer: Any, job: dict[str, Any]
+) -> None:
+    ctype, body = many_parts(forms.MAX_PARTS)
+    received(apply(api, job["id"], body=body, content_type=ctype))
+    ctype, body = many_parts(forms.MAX_PARTS + 1)
+    problem(apply(api, job["id"], body=body, content_type=ctype), 400, "malformed_json")
+    assert [a["name"] for a in listed(api, employer)["data"]] == ["Ann"]
+
+
+def with_name_part(content_type: str | None, value: bytes) -> tuple[str, bytes]:
+    """A multipart body whose `name` part is `value`, with its own Content-Type if given."""
+    ctype, body = multipart({"email": "ann@example.org"}, boundary="B")
+    head = b'--B\r\nContent-Disposition: form-data; name="name"\r\n'
+    if content_type is not None:
+        head += f"Content-Type: {content_type}\r\n".encode()
+    return ctype, head + b"\r\n" + value + b"\r\n" + body
+
+
+NOT_TEXT = {
+    "unknown charset": ("text/plain; charset=x-bogus", b"Ann"),
+    "unknown charset, RFC 2231": ("text/plain; charset*=utf-8''x-bogus", b"Ann"),
+    "a NUL in the charset": ("text/plain; charset*=utf-8''utf%008", b"Ann"),
+    "rot13": ("text/plain; charset=rot13", b"Ann"),
+    "base64": ("text/plain; charset=base64", b"QW5u"),
+    "hex": ("text/plain; charset=hex", b"416e6e"),
+    "bytes idna refuses": ("text/plain; charset=idna", b"Ad\xff\xfea"),
+    "not UTF-8, no charset": (None, b"Ad\xff\xfea"),
+    "not UTF-8, charset utf-8": ("text/plain; charset=utf-8", b"Ad\xff\xfea"),
+    "overlong UTF-8": (None, b"A\xc0\x80"),
+    "a lone surrogate in UTF-7": ("text/plain; charset=utf-7", b"A+2AA-"),
+}
+
+
+@pytest.mark.parametrize("case", NOT_TEXT.values(), ids=NOT_TEXT.keys())
+def test_a_field_that_is_not_text_in_its_charset_is_400_naming_it(
+    api: Api, employer: Any, job: dict[str, Any], case: tuple[str | None, bytes]
+) -> None:
+    # C1/C8: never a 500 (LookupError, UnicodeError) nor U+FFFD stored for the bytes sent.
+    ctype, body = with_name_part(*case)
+    result = apply(api, job["id"], body=body, content_type=ctype)
+    assert "'name'" in problem(result, 400, "malformed_json")["detail"]
+    assert listed(api, employer)["data"] == []
+
+
+def test_a_field_is_read_in_the_charset_it_names_utf_8_by_default(
+    api: Api, employer: Any, job: dict[str, Any]
+) -> None:
+    for content_type, value in [
+        (None, "Élodie\ufffd".encode()),
+        ("text/plain; charset=ISO-8859-1", "Élodie".encode("latin-1")),
+        ("text/plain; charset=idna", b"xn--lodie-9ra"),
+    ]:
+        ctype, body = with_name_part(content_type, value)
+        received(apply(api, job["id"], body=body, content_type=ctype))
+    names = [a["name"] for a in listed(api, employer)["data"]]
+    assert names == ["élodie", "Élodie", "Élodie\ufffd"]
+
+
 def test_400_outranks_404(api: Api) -> None:
     result = api.post(f"{API}/jobs/999999/applications", body=b"{", content_type="application/json")
     problem(result, 400, "malformed_json")
@@ -644,6 +721,18 @@ def test_every_malformed_filter_is_listed(api: Api, employer: Any) -> None:
         ("status", "out_of_range"),
         ("pageSize", "out_of_range"),
     ]
+
+
+@pytest.mark.parametrize("name", ["jobId", "status", "page", "pageSize"])
+def test_a_filter_that_is_not_utf_8_is_400_invalid_query(
+    api: Api, employer: Any, job: dict[str, Any], name: str
+) -> None:
+    # C1/C6: every paged list, both paths.
+    for path in (f"{API}/applications", f"{API}/jobs/{job['id']}/applications"):
+        if name == "jobId" and path != f"{API}/applications":
+            continue
+        result = api.get(path, key=employer.key, query_string=f"{name}=1%FF")
+        assert entries(result, 400, "invalid_query") == [(name, "invalid_format")]
 
 
 def test_a_bad_filter_on_an_unknown_job_is_400_before_404(api: Api, employer: Any) -> None:

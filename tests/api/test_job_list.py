@@ -231,6 +231,39 @@ def test_a_malformed_or_out_of_range_parameter_is_400_naming_it(
     assert name in result.json["detail"]
 
 
+@pytest.mark.parametrize(
+    ("query", "name"),
+    [
+        ("q=%FF", "q"),
+        ("q=%C0%80", "q"),  # an overlong NUL
+        ("q=%ED%A0%80", "q"),  # a surrogate
+        ("q=caf%C3", "q"),  # cut short
+        ("q=cook&q=%FF", "q"),
+        ("%71=%FF", "q"),
+        ("status=%FF", "status"),
+        ("page=%FF", "page"),
+        ("pageSize=1%FF", "pageSize"),
+    ],
+)
+def test_a_parameter_that_is_not_utf_8_is_400_naming_it(
+    api: Any, employer: Any, query: str, name: str
+) -> None:
+    """C1/C6: not a search for the U+FFFD falcon decodes it to, echoed in the links."""
+    result = api.get(JOBS, key=employer.key, query_string=query)
+    assert entries(result, 400, "invalid_query") == [(name, "invalid_format")]
+    assert name in result.json["detail"]
+
+
+def test_an_encoded_replacement_character_is_a_character_like_any_other(
+    api: Any, employer: Any
+) -> None:
+    for title in ("Baker \ufffd one", "Baker \ufffd two", "Baker three"):
+        create_job(api, employer, title=title)
+    body = listing(api, employer, q="\ufffd", pageSize=1)
+    assert body["paging"]["total"] == 2
+    assert body["paging"]["next"] == f"{HOST}{JOBS}?q=%EF%BF%BD&pageSize=1&page=2"
+
+
 def test_every_bad_parameter_is_named(api: Any, employer: Any) -> None:
     result = api.get(JOBS, key=employer.key, params={"pageSize": "0", "page": "x", "status": "y"})
     assert sorted(entries(result, 400, "invalid_query")) == [
@@ -250,6 +283,8 @@ def test_unknown_parameters_are_ignored(api: Any, employer: Any) -> None:
     create_job(api, employer)
     body = listing(api, employer, sort="title", foo="bar", PAGESIZE="0")
     assert body["paging"]["total"] == 1 and body["paging"]["pageSize"] == 10
+    result = api.get(JOBS, key=employer.key, query_string="foo=%FF&%FF=1")
+    assert result.status_code == 200 and result.json["paging"]["total"] == 1
 
 
 def test_empty_values_mean_absent(api: Any, employer: Any) -> None:

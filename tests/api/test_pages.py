@@ -15,6 +15,7 @@ import falcon.testing
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
+from api import forms
 from api.app import Collaborators, WsgiApp, create_app
 from models.entities import Application
 from models.settings import Settings
@@ -373,6 +374,31 @@ def test_too_large_form_is_a_413_page(app: WsgiApp, api: Any, employer: Any) -> 
     big = multipart(APPLICANT, ("cv.txt", b"a" * (10 * 1024 * 1024)))
     page = assert_html(pages(app).simulate_post(f"/jobs/{job['id']}/apply", **big), 413)
     assert "Application too large" in page
+
+
+def test_a_form_of_more_parts_than_it_has_is_a_400_page(
+    app: WsgiApp, api: Any, employer: Any
+) -> None:
+    # C8/C1: refused before it is parsed, answered like any form that cannot be read.
+    job = active_job(api, employer)
+    form = multipart(APPLICANT)
+    form["body"] = f"--{BOUNDARY}\r\n\r\n\r\n".encode() * forms.MAX_PARTS + form["body"]
+    page = assert_html(pages(app).simulate_post(f"/jobs/{job['id']}/apply", **form), 400)
+    assert "The form could not be read" in page
+    assert stored(api, employer) == []
+
+
+def test_a_form_field_that_is_not_utf_8_is_a_400_page(
+    app: WsgiApp, api: Any, employer: Any
+) -> None:
+    # C8/C1: neither a 500 nor a name stored with U+FFFD for the bytes sent.
+    job = active_job(api, employer)
+    form = multipart({k: v for k, v in APPLICANT.items() if k != "name"})
+    name = f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="name"\r\n\r\n'.encode()
+    form["body"] = name + b"Ad\xff\xfea\r\n" + form["body"]
+    page = assert_html(pages(app).simulate_post(f"/jobs/{job['id']}/apply", **form), 400)
+    assert "The form could not be read" in page
+    assert stored(api, employer) == []
 
 
 def test_thank_you_page_names_only_public_jobs(app: WsgiApp, api: Any, employer: Any) -> None:

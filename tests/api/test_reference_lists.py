@@ -167,6 +167,15 @@ def test_locations_reject_a_bad_query_parameter(api: Any, params: dict[str, str]
     assert [e["field"] for e in body["errors"]] == list(params)
 
 
+@pytest.mark.parametrize(
+    ("query", "name"), [("q=%FF", "q"), ("q=%C0%80", "q"), ("page=%FF", "page")]
+)
+def test_locations_reject_a_parameter_that_is_not_utf_8(api: Any, query: str, name: str) -> None:
+    # C1/C6: not a search for U+FFFD, echoed as q=%EF%BF%BD in the links.
+    body = problem(api.get(f"{V}/locations", query_string=query), 400, "invalid_query")
+    assert [(e["field"], e["code"]) for e in body["errors"]] == [(name, "invalid_format")]
+
+
 def test_one_location_by_id(api: Any) -> None:
     result = api.get(f"{V}/locations/6167865")
     assert result.json == {
