@@ -30,7 +30,7 @@ def param(req: falcon.Request, name: str, errors: list[FieldError]) -> str | Non
     """A parameter's value; an empty value means absent (C1). Falcon decodes percent-encoded
     bytes that are not UTF-8 to U+FFFD: such a parameter is malformed (C1, C6)."""
     value = req.get_param(name)
-    if value and not _utf8(req.query_string, name):
+    if value and "\ufffd" in value and not _utf8(req.query_string, name):
         message = f"{name} must be UTF-8, percent-encoded."
         errors.append(FieldError(name, "invalid_format", message))
         return None

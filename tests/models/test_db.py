@@ -66,7 +66,12 @@ def test_a_connection_the_server_closed_is_replaced_with_no_round_trip(
     engine = make_engine(postgres_url, idle_ping_seconds=3600, pool_size=1)
     pings: list[object] = []
     ping = engine.dialect.do_ping
-    monkeypatch.setattr(engine.dialect, "do_ping", lambda c: pings.append(c) or ping(c))
+
+    def counted(dbapi_connection: object) -> bool:
+        pings.append(dbapi_connection)
+        return ping(dbapi_connection)
+
+    monkeypatch.setattr(engine.dialect, "do_ping", counted)
     first = _backend_pid(engine)
     assert _backend_pid(engine) == first  # a live connection in steady use is kept
     _terminate(postgres_url, first)
