@@ -67,7 +67,7 @@ def test_a_connection_the_server_closed_is_replaced_with_no_round_trip(
     pings: list[object] = []
     ping = engine.dialect.do_ping
 
-    def counted(dbapi_connection: object) -> bool:
+    def counted(dbapi_connection: Any) -> bool:
         pings.append(dbapi_connection)
         return ping(dbapi_connection)
 
