@@ -5,9 +5,11 @@ server's 250 and before the commit) re-sends with the same Message-ID."""
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from sqlalchemy import Row
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import outbox
@@ -98,10 +100,16 @@ def deliver(sessions: sessionmaker[Session], settings: Settings, application_id:
             return "skipped"
         if not each_commits:
             commit(s)
-        return _send(s, settings, t, claimed)
+        return _send(s, steps, settings, t, claimed)
 
 
-def _send(s: Session, settings: Settings, t: outbox.Timing, claimed: Row[Any]) -> str:
+def _send(
+    s: Session,
+    steps: sessionmaker[Session],
+    settings: Settings,
+    t: outbox.Timing,
+    claimed: Row[Any],
+) -> str:
     """Send the claimed copy and record how it went, in the claiming session."""
     application_id, attempts = claimed.id, claimed.attempts
     copy = copy_of(claimed, claimed.resume if claimed.resume_filename else None)
@@ -129,5 +137,41 @@ def _send(s: Session, settings: Settings, t: outbox.Timing, claimed: Row[Any]) -
         )
         log.info("application %s: transient failure (%s): %s", application_id, state, e)
         return "retry" if state == "pending" else "failed"
-    outbox.mark_sent(s, application_id, now=utcnow())
+    _record_sent(s, steps, application_id, within=min(RECORD_SECONDS, t.lease_seconds / 2))
     return "sent"
+
+
+# How long a copy the relay took may wait to be recorded sent while the database is away.
+RECORD_SECONDS = 60.0
+
+
+def _record_sent(
+    s: Session, steps: sessionmaker[Session], application_id: int, *, within: float
+) -> None:
+    """Mark the copy sent. A connection lost during the send (the database restarted, say)
+    is not the crash C8 allows a second copy for: the mark is made on a new connection, tried
+    again for `within` seconds, before the lease could run out and the sweeper resend it."""
+    try:
+        outbox.mark_sent(s, application_id, now=utcnow())
+        return
+    except DBAPIError as e:
+        if not _connection_lost(e):
+            raise
+        s.rollback()
+    deadline, pause = time.monotonic() + within, 0.1
+    while True:
+        log.warning("application %s: sent; recording it on a new connection", application_id)
+        try:
+            with session_scope(steps) as fresh:
+                outbox.mark_sent(fresh, application_id, now=utcnow())
+            return
+        except DBAPIError as e:
+            if not _connection_lost(e) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 5.0)
+
+
+def _connection_lost(error: DBAPIError) -> bool:
+    """A connection that died, or none to be had (the server is restarting)."""
+    return error.connection_invalidated or isinstance(error, OperationalError)

@@ -581,6 +581,41 @@ class MidSend(SlowSink):
         return await super().handle_DATA(server, session, envelope)
 
 
+def _end_every_other_connection(database_url: str) -> int:
+    """What a restart does to the delivery's connections: the server ends them all."""
+    url = make_url(database_url).set(drivername="postgresql")
+    with psycopg.connect(url.render_as_string(hide_password=False), autocommit=True) as conn:
+        [ended] = conn.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone() or (0,)
+    return int(ended)
+
+
+@pytest.mark.parametrize("stack", [REDIS_POSTGRES], indirect=True)
+def test_a_database_restart_during_the_send_does_not_send_the_copy_twice(stack: Stack) -> None:
+    """C8 allows a second copy only after a crash between the relay's 250 and the commit.
+    Here nothing crashed: the connection that claimed the copy was ended while the relay
+    held DATA, and the copy is recorded sent on a new one, so no lease runs out and no
+    sweep sends it again."""
+    [app_id] = apply(stack, open_job(stack))
+    server = SinkServer()
+    server.sink = watching = MidSend(
+        "127.0.0.1", server.port, lambda: _end_every_other_connection(stack.database_url)
+    )
+    server.start()
+    settings = dataclasses.replace(stack.settings, smtp_port=server.port)
+    try:
+        assert delivery.deliver(stack.sessions, settings, app_id) == "sent"
+    finally:
+        mail.RELAY.close()
+        server.stop()
+    [ended] = watching.seen
+    assert isinstance(ended, int) and ended >= 1  # the delivery's own connection among them
+    assert (entry(stack, app_id).status, entry(stack, app_id).attempts) == ("sent", 1)
+    assert watching.message_ids() == [message_id(app_id)]
+
+
 TESTS_APPLICATION = "jobpost-tests"  # PostgreSQL's application_name of this process's pool
 
 
