@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from api import applications, cache, errors, health, jobs, observability, ratelimit, reference
 from api.middleware import Cors, MethodOverride, RequestId, SessionManager
 from api.openapi_resource import OpenApi
-from api.pages import Applied, ApplyForm, JobPage
+from api.pages import Applied, ApplyForm, JobPage, serialize_error
 from models import logs
 from models.dates import today_in
 from models.db import make_engine, make_sessionmaker
@@ -60,6 +60,7 @@ def create_app(
     app = App(middleware=middleware)
     app.req_options.strip_url_path_trailing_slash = True
     errors.register(app)
+    app.set_error_serializer(serialize_error)  # problems, but pages on the pages
     base = settings.public_base_url
     intake = applications.Intake(limiter, parts.enqueue, settings.trusted_proxies)
     kept = cache.Representations(int(settings.job_cache_mb * 2**20))

@@ -8,6 +8,8 @@ from typing import Any
 
 import falcon
 import orjson
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from models.errors import (
     ApplyViaUrl,
@@ -103,13 +105,35 @@ def handle_domain(
     raise Problem(status, ex.code, ex.detail, errors=errors)
 
 
+# A database that does not answer (down, restarting, its pool exhausted) is a 503 a client
+# can retry after this many seconds, not a 500 with a traceback per request.
+RETRY_AFTER_SECONDS = 5
+
+
+def database_unavailable(ex: Exception) -> bool:
+    """The database could not be reached or lost the connection; not a bug of ours."""
+    if isinstance(ex, OperationalError | PoolTimeout):
+        return True
+    return isinstance(ex, DBAPIError) and ex.connection_invalidated
+
+
 def handle_unexpected(
     req: falcon.Request, resp: falcon.Response, ex: Exception, params: dict[str, Any]
 ) -> None:
     """Anything unexpected: logged with the request id, never detailed to the client (C1)."""
     if isinstance(ex, falcon.HTTPError):
         raise ex
-    log.exception("unhandled error", extra={"request_id": getattr(req.context, "request_id", None)})
+    request_id = getattr(req.context, "request_id", None)
+    if database_unavailable(ex):
+        cause = str(getattr(ex, "orig", None) or ex).strip().splitlines()[0]
+        log.error("database unavailable: %s", cause, extra={"request_id": request_id})
+        raise Problem(
+            503,
+            "database_unavailable",
+            "The service cannot reach its database just now; try again shortly.",
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )
+    log.exception("unhandled error", extra={"request_id": request_id})
     raise Problem(
         500,
         "internal_error",

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 import falcon
 from sqlalchemy.orm import Session
 
-from api import html_render
+from api import errors, html_render
 from api.applications import Intake
 from api.responses import path_id
 from models.applications import Upload
@@ -48,6 +48,26 @@ def send_html(resp: falcon.Response, page: str, status: int = 200) -> None:
     resp.text = page
     resp.content_type = HTML
     resp.set_headers(SECURITY_HEADERS)
+
+
+PAGES = "/jobs/"  # the applicant's pages; the API lives under /api/
+
+
+def serialize_error(req: falcon.Request, resp: falcon.Response, error: falcon.HTTPError) -> None:
+    """An error the pages did not answer themselves (the database away, a bug, a method
+    they lack) is a page there too, and a problem everywhere else (C1)."""
+    if not req.path.startswith(PAGES):
+        errors.serialize(req, resp, error)
+        return
+    status = error.status_code
+    if status == 503:
+        heading, message = "Temporarily unavailable", "Please try again in a minute."
+    elif status >= 500:
+        heading = "Something went wrong"
+        message = f"Please try again later. Reference: {getattr(req.context, 'request_id', '-')}."
+    else:
+        heading, message = errors.title(status), error.description or ""
+    send_html(resp, html_render.error_page(heading, message), status)
 
 
 def send_not_found(resp: falcon.Response) -> None:

@@ -16,7 +16,7 @@ from models import db, employers
 from models.entities import Employer
 from models.settings import Settings
 from tests.conftest import Account, Api, Clock
-from tests.factories import JOBS, create_job
+from tests.factories import JOBS, create_job, problem
 
 
 @pytest.fixture
@@ -124,3 +124,41 @@ def test_every_request_uses_one_connection_and_gives_it_back(
     assert watch.checkouts == 0  # /healthz opens nothing
     assert engine_api.get(JOBS, key="jp_not-a-live-key-at-all").status_code == 401
     assert watch.checked_out() == 0
+
+
+@pytest.fixture
+def unreachable(settings: Settings, unused_port: int) -> Iterator[Api]:
+    """The app on a PostgreSQL that is not there (down, or restarting)."""
+    engine = db.make_engine(f"postgresql+psycopg://nobody@127.0.0.1:{unused_port}/none")
+    yield Api(create_app(settings, db.make_sessionmaker(engine)))
+    engine.dispose()
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", f"{JOBS}/1"),
+        ("GET", JOBS),
+        ("POST", f"{JOBS}/1/applications"),
+        ("GET", "/api/v1.1/positiontypes"),
+    ],
+)
+def test_a_database_that_does_not_answer_is_503_with_retry_after(
+    unreachable: Api, method: str, path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Not a 500 with a traceback per request: a client retries, an operator sees one line."""
+    json = {"name": "Ann", "email": "ann@example.org"} if method == "POST" else None
+    result = unreachable.request(method, path, json=json, key="jp_" + "k" * 40)
+    body = problem(result, 503, "database_unavailable")
+    assert result.headers["retry-after"] == "5"
+    assert "database" in body["detail"] and "127.0.0.1" not in body["detail"]
+    [line] = [r for r in caplog.records if r.name == "jobpost.api"]
+    assert line.getMessage().startswith("database unavailable: ") and line.exc_info is None
+
+
+def test_the_applicant_pages_say_so_in_html(unreachable: Api) -> None:
+    result = unreachable.client.simulate_get("/jobs/1")
+    assert result.status_code == 503 and result.headers["retry-after"] == "5"
+    assert result.headers["content-type"] == "text/html; charset=utf-8"
+    assert "Temporarily unavailable" in result.text
+    assert "default-src 'none'" in result.headers["content-security-policy"]
