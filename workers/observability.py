@@ -23,7 +23,10 @@ from models.settings import Settings
 
 log = logging.getLogger("jobpost.task")
 
-SUCCEEDED, RETRIED, FAILED = "succeeded", "retried", "failed"
+# failed: jobpost.deliver gave a copy up (a 5xx, retries exhausted). error: a task raised
+# (the database or the broker away, a time limit, a bug); a delivery's entry then comes back
+# through the sweeper, so an error is no copy given up.
+SUCCEEDED, RETRIED, FAILED, ERROR = "succeeded", "retried", "failed", "error"
 TASKS = Counter(
     "jobpost_tasks",
     "Task runs by task name and outcome (succeeded, retried, failed).",
@@ -44,7 +47,7 @@ def outcome(task_name: str, state: str, retval: Any) -> str:
         if task_name == "jobpost.deliver":
             return DELIVERY_OUTCOMES.get(str(retval), SUCCEEDED)
         return SUCCEEDED
-    return RETRIED if state == "RETRY" else FAILED
+    return RETRIED if state == "RETRY" else ERROR
 
 
 def _request_id(kwargs: Any) -> Any:
@@ -110,7 +113,7 @@ def _failed_elsewhere(
     main process learns of it. Failures inside a run are counted by `_finished`."""
     if task_id in _running or sender is None:
         return
-    record(sender.name, task_id, FAILED, None, 0, _request_id(kwargs))
+    record(sender.name, task_id, ERROR, None, 0, _request_id(kwargs))
 
 
 @worker_ready.connect

@@ -585,3 +585,27 @@ def test_outbox_and_queue_commands_on_pending_sent_and_failed_entries(
         celery.close()
     assert len(smtp_sink.messages) == 2  # nothing else went out: the pending one stays
     assert site.status(pending) == "pending"
+
+
+def test_a_task_that_raises_counts_as_an_error_not_as_a_copy_given_up(
+    monkeypatch: pytest.MonkeyPatch, unused_port: int
+) -> None:
+    """C9: `failed` says the relay refused a copy for good (the JobpostDeliveriesFailed
+    alert); a delivery whose database is away raises, its entry comes back through the
+    sweeper, and it counts as `error`."""
+    from workers import observability, tasks
+    from workers.observability import TASKS
+
+    away = make_engine(f"postgresql+psycopg://nobody@127.0.0.1:{unused_port}/none")
+    monkeypatch.setattr(tasks, "sessions", lambda: make_sessionmaker(away))
+
+    def count(outcome: str) -> float:
+        return float(TASKS.labels("jobpost.deliver", outcome)._value.get())
+
+    before = {o: count(o) for o in ("error", "failed")}
+    result = tasks.deliver.apply(args=(1,))
+    away.dispose()
+    assert result.failed()
+    assert count("error") == before["error"] + 1
+    assert count("failed") == before["failed"]
+    assert observability.outcome("jobpost.deliver", "SUCCESS", "failed") == "failed"
