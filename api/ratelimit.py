@@ -74,6 +74,12 @@ def _retry_after(now: float, window: int, period: int) -> int:
     return max(1, int((window + 1) * period - now + 0.999))
 
 
+# A healthy Redis answers the count within a millisecond. A silent one is waited for this
+# long, then the applicant goes through: with the enqueue's second (workers.app
+# ENQUEUE_TIMEOUT), a POST is held "at most about a second" (C8) when Redis is away.
+TIMEOUT_SECONDS = 0.2
+
+
 def build(rule: str, redis_url: str | None) -> Limiter:
     parsed = parse(rule)
     if parsed is None:
@@ -81,6 +87,8 @@ def build(rule: str, redis_url: str | None) -> Limiter:
     if redis_url:
         import redis
 
-        client = redis.Redis.from_url(redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
+        client = redis.Redis.from_url(
+            redis_url, socket_timeout=TIMEOUT_SECONDS, socket_connect_timeout=TIMEOUT_SECONDS
+        )
         return RedisLimiter(client, *parsed)
     return MemoryLimiter(*parsed)

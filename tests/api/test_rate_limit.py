@@ -201,7 +201,7 @@ def test_a_redis_that_is_down_does_not_turn_applicants_away(state: str) -> None:
         assert isinstance(limiter, ratelimit.RedisLimiter)
         started = time.monotonic()
         assert [limiter.hit("203.0.113.7") for _ in range(3)] == [None, None, None]
-        assert time.monotonic() - started < 3 * 1.5
+        assert time.monotonic() - started < 3 * 0.4  # C8: with the enqueue, about a second
 
 
 def test_the_default_limit_is_10_a_minute_per_process(
