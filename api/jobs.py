@@ -101,7 +101,7 @@ class JobItem(_JobResource):
     def on_put(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         body = read_json(req)  # 400 outranks 404 (C1)
         session, employer = req.context.db.session, employer_of(req)
-        job = jobs.get(session, employer, path_id(job_id))
+        job = jobs.get(session, employer, path_id(job_id), for_update=True)
         job = jobs.update(session, employer, job, body, today=self.today())
         send_json(resp, representations.job(job))
 

@@ -20,8 +20,16 @@ from models.entities import Employer, Job, JobCategory, JobLocation, Location
 from models.errors import DuplicateReferenceId, FieldError, NotFound, ValidationFailed
 
 
-def get(session: Session, employer: Employer, job_id: int) -> Job:
-    """The employer's job; another employer's job is as absent as a missing one (C1)."""
+def get(session: Session, employer: Employer, job_id: int, *, for_update: bool = False) -> Job:
+    """The employer's job; another employer's job is as absent as a missing one (C1).
+
+    `for_update` (a write follows): the row is locked first, so a concurrent PUT waits for
+    this one to commit and then reads its result. Merging a partial PUT into a copy read
+    before another's commit could store a job that breaks a rule between fields that neither
+    request broke (C4: an application email kept beside the other's switch to a URL route). The lock is its own statement: read
+    after it, the job and its locations and categories are all as committed."""
+    if for_update:
+        _lock(session, Job.id == job_id, Job.employer_id == employer.id)
     query = (
         select(Job)
         .where(Job.id == job_id, Job.employer_id == employer.id)
@@ -36,9 +44,21 @@ def get(session: Session, employer: Employer, job_id: int) -> Job:
     return job
 
 
-def find_by_reference(session: Session, employer: Employer, reference_id: str) -> Job | None:
-    query = select(Job).where(Job.employer_id == employer.id, Job.reference_id == reference_id)
-    return session.scalar(query)
+def find_by_reference(
+    session: Session, employer: Employer, reference_id: str, *, for_update: bool = False
+) -> Job | None:
+    """The employer's job with this referenceId; `for_update` locks it first, as `get`."""
+    where = (Job.employer_id == employer.id, Job.reference_id == reference_id)
+    if for_update:
+        _lock(session, *where)
+    return session.scalar(select(Job).where(*where).execution_options(populate_existing=True))
+
+
+def _lock(session: Session, *where: Any) -> None:
+    """Lock the matching job row until commit (PostgreSQL; SQLite writers hold the whole
+    database from their first statement, `BEGIN IMMEDIATE`)."""
+    if session.get_bind().dialect.name != "sqlite":
+        session.execute(select(Job.id).where(*where).with_for_update())
 
 
 def _check_reference_free(
@@ -113,14 +133,14 @@ def upsert(
     create one new referenceId at once: the losers update the winner's job.
     """
     ref = _required_reference(session, employer, body, today=today)
-    job = find_by_reference(session, employer, ref)
+    job = find_by_reference(session, employer, ref, for_update=True)
     if job is not None:
         return update(session, employer, job, body, today=today), False
     changes = job_rules.validate(session, body, employer=employer, job=None, today=today)
     created = _insert(session, employer, changes, today=today)
     if created is not None:
         return created, True
-    job = find_by_reference(session, employer, ref)
+    job = find_by_reference(session, employer, ref, for_update=True)
     if job is None:  # the winner was deleted meanwhile: nothing sensible but to retry
         raise DuplicateReferenceId("The referenceId is being changed; retry the request.")
     return update(session, employer, job, body, today=today), False
