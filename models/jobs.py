@@ -26,8 +26,9 @@ def get(session: Session, employer: Employer, job_id: int, *, for_update: bool =
     `for_update` (a write follows): the row is locked first, so a concurrent PUT waits for
     this one to commit and then reads its result. Merging a partial PUT into a copy read
     before another's commit could store a job that breaks a rule between fields that neither
-    request broke (C4: an application email kept beside the other's switch to a URL route). The lock is its own statement: read
-    after it, the job and its locations and categories are all as committed."""
+    request broke (C4: an application email kept beside the other's switch to a URL route).
+    The lock is its own statement: read after it, the job and its locations and categories
+    are all as committed."""
     if for_update:
         _lock(session, Job.id == job_id, Job.employer_id == employer.id)
     query = (
