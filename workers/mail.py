@@ -7,9 +7,11 @@ quoting, folding: the same header lines `EmailMessage` writes), the bodies are e
 `build_message` builds the same copy part by part with `EmailMessage`: plain to read, but
 about five times the work (every header is parsed as it is set, and smtplib's send_message
 flattens the tree again). The tests hold `render` to it: same headers, same MIME structure,
-same decoded content. The bytes differ where the email package is loose: it breaks
-quoted-printable lines at 78 characters (RFC 2045 says 76), and send_message writes a line
-of the cover letter that starts with "From " as ">From " (a precaution for mbox files).
+same decoded content (a value holding an RFC 2047 encoded word aside: `render` writes it as
+given, where `build_message` lets the email package decode it). The bytes differ where the
+email package is loose: it breaks quoted-printable lines at 78 characters (RFC 2045 says 76),
+and send_message writes a line of the cover letter that starts with "From " as ">From " (a
+precaution for mbox files).
 """
 
 from __future__ import annotations
@@ -178,9 +180,8 @@ _BREAK = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 def _one_header(line: str) -> str:
     """`line` if it is one header (its breaks are folds); else ValueError: the copy cannot be
     written safely, which no retry mends (workers.delivery fails it)."""
-    if _BREAK.search(line[:-2].replace("\r\n ", " ").replace("\r\n\t", " ")) or not line.endswith(
-        "\r\n"
-    ):
+    inside = line[:-2].replace("\r\n ", " ").replace("\r\n\t", " ")
+    if not line.endswith("\r\n") or _BREAK.search(inside):
         raise ValueError(f"a header would not be one line: {line[:80]!r}")
     return line
 
@@ -190,19 +191,18 @@ def _literal(text: str) -> str:
     return Header(text, "utf-8").encode(linesep="\r\n")
 
 
-# The email package decodes the RFC 2047 encoded words (ENCODED_WORD) it finds in a value it
-# is given, and before Python 3.11.10 (gh-121650) wrote a decoded line break out raw: a name
-# or title holding "=?utf-8?q?=0D=0ABcc:...?=" would add headers to the copy. Such a value
-# is written as encoded words of its own, which decode to exactly what was given.
-
-
 def _subject_line(subject: str, fold: policies.EmailPolicy[Any]) -> str:
+    """The email package decodes the RFC 2047 encoded words (ENCODED_WORD) it finds in a value
+    it is given, and before Python 3.11.10 (gh-121650) wrote a decoded line break out raw: a
+    title holding "=?utf-8?q?=0D=0ABcc:...?=" would add headers to the copy. Such a value is
+    written as encoded words of its own, which decode to exactly what was given."""
     if ENCODED_WORD in subject:
         return f"Subject: {_literal(subject)}\r\n"
     return _header("Subject", subject).fold(policy=fold)
 
 
 def _reply_to(address: Address, fold: policies.EmailPolicy[Any]) -> str:
+    """The applicant's name, as `_subject_line` writes a title."""
     if ENCODED_WORD in address.display_name:
         return f"Reply-To: {_literal(address.display_name)} <{address.addr_spec}>\r\n"
     return _header("Reply-To", address).fold(policy=fold)
