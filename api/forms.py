@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import codecs
 from email import policy
-from email.message import Message
+from email.message import EmailMessage, Message
 from email.parser import BytesParser
 from typing import Any
 
@@ -19,6 +19,10 @@ FORM_TYPES = ("application/json", "multipart/form-data")
 # The form has six fields (name, email, phone, coverLetter, resume and the honeypot website);
 # a body of more parts is no application, and the email parser takes seconds per 100,000 parts.
 MAX_PARTS = 32
+# The email parser reads a part's header parameters at about 25 µs a byte (RFC 2231 and all):
+# a header of megabytes would hold a worker past gunicorn's timeout. A form's headers take a
+# few hundred bytes; the parts' headers together may take this many.
+MAX_PART_HEADERS = 8 * 1024
 
 
 def read_raw(req: falcon.Request) -> tuple[str, bytes]:
@@ -45,7 +49,13 @@ def parse_multipart(content_type: str, data: bytes) -> dict[str, Any]:
     head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode("latin-1", "replace")
     parser = BytesParser(policy=policy.HTTP)
     check_part_count(parser.parsebytes(head).get_boundary(), data)
-    message = parser.parsebytes(head + data)
+    try:
+        return _fields(parser.parsebytes(head + data))
+    except RecursionError:  # comments nested thousands deep in a part's header
+        raise unreadable() from None
+
+
+def _fields(message: EmailMessage) -> dict[str, Any]:
     if not message.is_multipart() or message.defects:
         raise unreadable()
     fields: dict[str, Any] = {}
@@ -103,3 +113,27 @@ def check_part_count(boundary: str | None, data: bytes) -> None:
             "malformed_json",
             f"The multipart/form-data body has more than {MAX_PARTS} parts; the form has six.",
         )
+    if _header_bytes(data, mark) > MAX_PART_HEADERS:
+        raise Problem(
+            400,
+            "malformed_json",
+            f"The parts' headers of the multipart/form-data body are over {MAX_PART_HEADERS} "
+            "bytes together.",
+        )
+
+
+def _header_bytes(data: bytes, mark: bytes) -> int:
+    """The bytes of the parts' headers (from each delimiter line to the blank line after it),
+    counted until they pass MAX_PART_HEADERS. Like the count of parts, it can only overcount."""
+    total, at = 0, data.find(mark)
+    while at != -1 and total <= MAX_PART_HEADERS:
+        start = data.find(b"\n", at) + 1
+        if start == 0 or data.startswith(b"--", at + len(mark)):
+            break  # the closing delimiter, or no line after it
+        window = data[start : start + MAX_PART_HEADERS - total + 3]
+        ends = [i for i in (window.find(b"\n\n"), window.find(b"\n\r\n")) if i != -1]
+        if not ends:
+            return MAX_PART_HEADERS + 1
+        total += min(ends) + 1
+        at = data.find(mark, start + min(ends))
+    return total

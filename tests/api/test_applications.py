@@ -537,6 +537,41 @@ def test_a_body_of_as_many_parts_as_allowed_is_read(
     assert [a["name"] for a in listed(api, employer)["data"]] == ["Ann"]
 
 
+def with_name_header(disposition: bytes) -> tuple[str, bytes]:
+    """A valid form after a `name` part whose Content-Disposition is `disposition`."""
+    ctype, body = multipart({"email": "ann@example.org"}, boundary="B")
+    return ctype, b"--B\r\nContent-Disposition: " + disposition + b"\r\n\r\nAnn\r\n" + body
+
+
+@pytest.mark.parametrize(
+    "disposition",
+    [
+        b'form-data; name="name"' + b"; x=y" * 400_000,  # 2 MB of parameters
+        b'form-data; name="name" ' + b"(" * 3000 + b")" * 3000,  # comments 3,000 deep
+    ],
+    ids=["parameters", "nested-comments"],
+)
+def test_a_part_header_that_would_hold_the_parser_is_400(
+    api: Api, employer: Any, job: dict[str, Any], disposition: bytes
+) -> None:
+    """C1/C8: the email parser took 25 µs a byte of such a header (a worker past gunicorn's
+    timeout, a 500) or gave up in a RecursionError (a 500); nothing is stored."""
+    ctype, body = with_name_header(disposition)
+    problem(apply(api, job["id"], body=body, content_type=ctype), 400, "malformed_json")
+    assert listed(api, employer)["data"] == []
+
+
+def test_part_headers_up_to_the_limit_are_read(
+    api: Api, employer: Any, job: dict[str, Any]
+) -> None:
+    filename = "Élodie Côté — curriculum vitæ, version française, novembre 2026 " * 2 + ".pdf"
+    document = {"name": "Ann", "email": "ann@example.org"}
+    ctype, body = multipart(document, {"resume": (filename, "application/pdf", PDF)})
+    received(apply(api, job["id"], body=body, content_type=ctype))
+    [shown] = listed(api, employer)["data"]
+    assert shown["resume"]["filename"].startswith("Elodie Cote")  # sanitised (C8)
+
+
 def with_name_part(content_type: str | None, value: bytes) -> tuple[str, bytes]:
     """A multipart body whose `name` part is `value`, with its own Content-Type if given."""
     ctype, body = multipart({"email": "ann@example.org"}, boundary="B")
