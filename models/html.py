@@ -42,6 +42,7 @@ class _Checker(HTMLParser):
         super().__init__(convert_charrefs=True)
         self.field = field
         self.errors: list[FieldError] = []
+        self.open = self.deepest = 0  # elements opened and not yet closed, and the most
 
     def _add(self, code: str, message: str) -> None:
         error = FieldError(self.field, code, message)
@@ -52,6 +53,9 @@ class _Checker(HTMLParser):
         if tag not in ALLOWED_TAGS:
             self._add("html_tag_not_allowed", f"Tag <{tag}> is not allowed.")
             return
+        if tag not in _VOID:
+            self.open += 1
+            self.deepest = max(self.deepest, self.open)
         allowed = _A_ATTRIBUTES if tag == "a" else frozenset[str]()
         for name, _value in attrs:
             if name not in allowed:
@@ -71,6 +75,12 @@ class _Checker(HTMLParser):
         (`</span>` alone): nh3 would drop it silently, and the rule is to say so (C4)."""
         if tag not in ALLOWED_TAGS:
             self._add("html_tag_not_allowed", f"Tag <{tag}> is not allowed.")
+        elif tag not in _VOID:
+            self.open = max(0, self.open - 1)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        """`<br/>`, or `<p/>`, which HTML reads as an opening `<p>`."""
+        self.handle_starttag(tag, attrs)
 
     def handle_decl(self, decl: str) -> None:
         self._add("html_tag_not_allowed", "A doctype declaration is not allowed.")
@@ -82,12 +92,37 @@ class _Checker(HTMLParser):
         self._add("html_tag_not_allowed", "A processing instruction is not allowed.")
 
 
+# What no description needs, and what would cost the parsers time that grows with its square:
+# elements open inside each other (nh3 re-reads the stored text at every view of the public
+# page, C8), and "<" starting tags that no ">" ends (the standard library's HTMLParser before
+# Python 3.11.13 scans the rest of the text for each).
+MAX_OPEN = 1000
+MAX_UNENDED = 100
+_VOID = frozenset({"br"})
+
+
 def check_description(html: str, field: str = "description") -> list[FieldError]:
     """Every distinct violation of the C4 HTML rules in `html`, reported on `field`."""
+    if _unended_tags(html) > MAX_UNENDED:
+        message = f"More than {MAX_UNENDED} tags are never ended by “>”; write &lt; for a “<”."
+        return [FieldError(field, "invalid_format", message)]
     checker = _Checker(field)
     checker.feed(html)
     checker.close()
+    if checker.deepest > MAX_OPEN:
+        message = f"More than {MAX_OPEN} elements are open inside each other."
+        checker.errors.append(FieldError(field, "too_long", message))
     return checker.errors
+
+
+def _unended_tags(html: str) -> int:
+    """How many "<" start a tag (a letter, "/", "!" or "?" next) with no ">" before the next "<"."""
+    return sum(
+        1
+        for piece in html.split("<")[1:]
+        if piece[:1].isalpha() or piece[:1] in "/!?"
+        if ">" not in piece
+    )
 
 
 def _clean_once(html: str, link_rel: str | None = None) -> str:

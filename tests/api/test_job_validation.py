@@ -260,6 +260,14 @@ CASES = [
         "html_href_scheme",
         "ftp-href",
     ),
+    # what no description needs and the HTML parsers pay for with the square of its size
+    case(
+        {"description": "<div>" * 1001 + "deep"},
+        "description",
+        "too_long",
+        "more-than-1000-elements-open",
+    ),
+    case({"description": "<a " * 102 + ">x"}, "description", "invalid_format", "tags-never-ended"),
     # routing type and the route's own address
     case(
         {"applicantRoutingType": {"id": 3}},

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from models.errors import FieldError
-from models.html import ALLOWED_TAGS, check_description, clean_description
+from models.html import ALLOWED_TAGS, MAX_OPEN, MAX_UNENDED, check_description, clean_description
 
 # No example database: the tests must not write into the working tree.
 PROPERTY = settings(max_examples=500, database=None, deadline=None)
@@ -231,3 +231,13 @@ def test_cleaned_html_has_only_allowed_tags_and_attributes(html: str) -> None:
     """C4: whatever the validator missed, the stored HTML has no tag or attribute off the list."""
     found = set(codes(clean_description(html)))
     assert not found & {"html_tag_not_allowed", "html_attribute_not_allowed"}
+
+
+def test_a_description_may_nest_as_deep_as_a_reader_could_follow() -> None:
+    """C4: the limits (models.html.MAX_OPEN, MAX_UNENDED) stop only what no editor writes."""
+    nested = "<ul><li>" * 200 + "x" + "</li></ul>" * 200
+    assert check_description(nested) == []
+    assert check_description("<p>" * MAX_OPEN + "x") == []
+    assert check_description("pay < 50k, 3<4, a <b>bold</b> move, 1 << 2" * 50) == []
+    assert [e.code for e in check_description("<p>" * (MAX_OPEN + 1))] == ["too_long"]
+    assert [e.code for e in check_description("<b " * (MAX_UNENDED + 1))] == ["invalid_format"]
