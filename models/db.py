@@ -91,16 +91,17 @@ def _ping_when_idle(engine: Engine, idle_seconds: float) -> None:
 def _spoke_unasked(dbapi_conn: Any) -> bool:
     """Whether an idle connection's socket has something to read (or is closed): between
     statements the server only speaks to end the connection. Drivers without a socket to
-    look at are taken to be fine."""
+    look at, or systems without poll(2), are taken to be fine."""
     fileno = getattr(dbapi_conn, "fileno", None)
-    if fileno is None:
+    if fileno is None or not hasattr(select, "poll"):
         return False
     try:
-        poller = select.poll()
-        poller.register(fileno(), select.POLLIN | select.POLLERR | select.POLLHUP)
-        return bool(poller.poll(0))
-    except Exception:  # the driver's own error, or OSError: no socket left, so closed
+        descriptor = fileno()
+    except Exception:  # the driver's own error: it holds no socket any more, so closed
         return True
+    poller = select.poll()
+    poller.register(descriptor, select.POLLIN | select.POLLERR | select.POLLHUP)
+    return bool(poller.poll(0))
 
 
 def autocommit(engine: Engine) -> Engine:
