@@ -59,8 +59,7 @@ def create_app(
     ]
     app = App(middleware=middleware)
     app.req_options.strip_url_path_trailing_slash = True
-    errors.register(app)
-    app.set_error_serializer(serialize_error)  # problems, but pages on the pages
+    errors.register(app, serialize_error)  # problems, but pages on the pages
     base = settings.public_base_url
     intake = applications.Intake(limiter, parts.enqueue, settings.trusted_proxies)
     kept = cache.Representations(int(settings.job_cache_mb * 2**20))

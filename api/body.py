@@ -34,11 +34,14 @@ def read_bytes(req: falcon.Request, limit: int) -> bytes:
     return data
 
 
+def malformed(detail: str) -> Problem:
+    """400 malformed_json: a body, JSON or multipart, that cannot be read as one (C1)."""
+    return Problem(400, "malformed_json", detail)
+
+
 def unreadable() -> Problem:
-    return Problem(
-        400,
-        "malformed_json",
-        "The body could not be read whole: it ended early, or its chunked encoding is broken.",
+    return malformed(
+        "The body could not be read whole: it ended early, or its chunked encoding is broken."
     )
 
 
@@ -97,7 +100,7 @@ def parse_json(data: bytes) -> dict[str, Any]:
         if "\\u" in text and _has_lone_surrogate(value):
             raise ValueError("unpaired surrogate")
     except (UnicodeDecodeError, ValueError, RecursionError):
-        raise Problem(400, "malformed_json", "The body is not valid UTF-8 JSON.") from None
+        raise malformed("The body is not valid UTF-8 JSON.") from None
     if not isinstance(value, dict):
-        raise Problem(400, "malformed_json", "The body must be a JSON object.")
+        raise malformed("The body must be a JSON object.")
     return value

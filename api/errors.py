@@ -8,9 +8,9 @@ from typing import Any
 
 import falcon
 import orjson
-from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from models.db import connection_lost
 from models.errors import (
     ApplyViaUrl,
     DomainError,
@@ -111,10 +111,8 @@ RETRY_AFTER_SECONDS = 5
 
 
 def database_unavailable(ex: Exception) -> bool:
-    """The database could not be reached or lost the connection; not a bug of ours."""
-    if isinstance(ex, OperationalError | PoolTimeout):
-        return True
-    return isinstance(ex, DBAPIError) and ex.connection_invalidated
+    """The database could not be reached, lost the connection, or has no connection free."""
+    return isinstance(ex, PoolTimeout) or connection_lost(ex)
 
 
 def handle_unexpected(
@@ -142,8 +140,9 @@ def handle_unexpected(
     )
 
 
-def register(app: falcon.App[falcon.Request, falcon.Response]) -> None:
-    app.set_error_serializer(serialize)
+def register(app: falcon.App[falcon.Request, falcon.Response], serializer: Any = serialize) -> None:
+    """Error handlers and the serializer: `serialize`, or one that falls back to it."""
+    app.set_error_serializer(serializer)
     app.add_error_handler(Exception, handle_unexpected)
     app.add_error_handler(DomainError, handle_domain)
 

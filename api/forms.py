@@ -10,7 +10,7 @@ from typing import Any
 
 import falcon
 
-from api.body import MiB, media_type, parse_json, read_bytes
+from api.body import MiB, malformed, media_type, parse_json, read_bytes
 from api.errors import Problem
 from models.applications import Upload
 
@@ -85,18 +85,18 @@ def text(name: str, part: Message, raw: bytes) -> str:
         known = False
     if not known:
         detail = f"The form field {name!r} names charset {charset!r}, not a known text encoding."
-        raise Problem(400, "malformed_json", detail)
+        raise malformed(detail)
     try:
         value = raw.decode(charset)
         value.encode("utf-8")
     except UnicodeError:
         detail = f"The form field {name!r} is not valid {charset} text."
-        raise Problem(400, "malformed_json", detail) from None
+        raise malformed(detail) from None
     return value
 
 
 def unreadable() -> Problem:
-    return Problem(400, "malformed_json", "The multipart/form-data body could not be read.")
+    return malformed("The multipart/form-data body could not be read.")
 
 
 def check_part_count(boundary: str | None, data: bytes) -> None:
@@ -108,17 +108,13 @@ def check_part_count(boundary: str | None, data: bytes) -> None:
     mark = b"--" + boundary.encode("ascii")
     lines = data.count(b"\n" + mark) + data.count(b"\r" + mark) + int(data.startswith(mark))
     if lines > MAX_PARTS + 1:
-        raise Problem(
-            400,
-            "malformed_json",
-            f"The multipart/form-data body has more than {MAX_PARTS} parts; the form has six.",
+        raise malformed(
+            f"The multipart/form-data body has more than {MAX_PARTS} parts; the form has six."
         )
     if _header_bytes(data, mark) > MAX_PART_HEADERS:
-        raise Problem(
-            400,
-            "malformed_json",
+        raise malformed(
             f"The parts' headers of the multipart/form-data body are over {MAX_PART_HEADERS} "
-            "bytes together.",
+            "bytes together."
         )
 
 

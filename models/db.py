@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Dialect, Engine, Select, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, DisconnectionError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 log = logging.getLogger(__name__)
@@ -86,6 +86,14 @@ def _ping_when_idle(engine: Engine, idle_seconds: float) -> None:
             engine.dialect.do_ping(dbapi_conn)
         except engine.dialect.loaded_dbapi.Error as e:
             raise DisconnectionError(f"pooled connection lost while idle: {e}") from e
+
+
+def connection_lost(error: Exception) -> bool:
+    """The database could not be reached, or the connection died: the server's state, not a
+    bug of ours (a request answers 503, a delivery records its copy on a new connection)."""
+    if isinstance(error, OperationalError):
+        return True
+    return isinstance(error, DBAPIError) and error.connection_invalidated
 
 
 def _spoke_unasked(dbapi_conn: Any) -> bool:

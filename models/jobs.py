@@ -52,7 +52,8 @@ def find_by_reference(
     where = (Job.employer_id == employer.id, Job.reference_id == reference_id)
     if for_update:
         _lock(session, *where)
-    return session.scalar(select(Job).where(*where).execution_options(populate_existing=True))
+    query = select(Job).where(*where).execution_options(populate_existing=for_update)
+    return session.scalar(query)
 
 
 def _lock(session: Session, *where: Any) -> None:

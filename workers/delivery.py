@@ -9,12 +9,12 @@ import time
 from typing import Any
 
 from sqlalchemy import Row
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import outbox
 from models.dates import utcnow
-from models.db import autocommit_sessions, commit, session_scope
+from models.db import autocommit_sessions, commit, connection_lost, session_scope
 from models.entities import Application
 from models.settings import Settings
 from workers import mail
@@ -155,7 +155,7 @@ def _record_sent(
         outbox.mark_sent(s, application_id, now=utcnow())
         return
     except DBAPIError as e:
-        if not _connection_lost(e):
+        if not connection_lost(e):
             raise
         s.rollback()
     deadline, pause = time.monotonic() + within, 0.1
@@ -166,12 +166,7 @@ def _record_sent(
                 outbox.mark_sent(fresh, application_id, now=utcnow())
             return
         except DBAPIError as e:
-            if not _connection_lost(e) or time.monotonic() + pause > deadline:
+            if not connection_lost(e) or time.monotonic() + pause > deadline:
                 raise
         time.sleep(pause)
         pause = min(pause * 2, 5.0)
-
-
-def _connection_lost(error: DBAPIError) -> bool:
-    """A connection that died, or none to be had (the server is restarting)."""
-    return error.connection_invalidated or isinstance(error, OperationalError)
