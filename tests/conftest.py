@@ -240,6 +240,12 @@ class SmtpSink:
         return "250 Message accepted for delivery"
 
 
+def nowhere_url(port: int, query: str = "") -> str:
+    """A PostgreSQL URL on `port` of this machine, where no database is (nothing listens, or
+    `silent_port`'s server that never answers)."""
+    return f"postgresql+psycopg://nobody@127.0.0.1:{port}/none" + (f"?{query}" if query else "")
+
+
 @pytest.fixture
 def silent_port() -> Iterator[int]:
     """A port whose server takes every connection and never says a word (a hung server, a

@@ -29,7 +29,6 @@ ANY_CONTENT = ("*/*", "application/octet-stream")
 METHOD_NOT_ALLOWED = "/components/responses/MethodNotAllowed"
 
 
-@cache
 def loaded(result: Any) -> Any:
     """The operation schemathesis loaded, or the error it met loading it, raised."""
     from schemathesis.core.result import Err
@@ -39,9 +38,10 @@ def loaded(result: Any) -> Any:
     return result.ok()
 
 
+@cache
 def document() -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads(DOC_PATH.read_text(encoding="utf-8"))
-    return loaded
+    parsed: dict[str, Any] = json.loads(DOC_PATH.read_text(encoding="utf-8"))
+    return parsed
 
 
 @cache

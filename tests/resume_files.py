@@ -7,6 +7,7 @@ import struct
 import zipfile
 
 OLE2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+OLE2_HEADER = OLE2 + b"\x00" * 504  # the signature, then a header of zeros: no valid file
 NOSTREAM = FREESECT = 0xFFFFFFFF
 ENDOFCHAIN = 0xFFFFFFFE
 FATSECT = 0xFFFFFFFD
@@ -54,9 +55,10 @@ def compound_file(entries: list[Entry], *, shift: int = 9) -> bytes:
     return header.ljust(size, b"\x00") + struct.pack(f"<{len(fat)}I", *fat) + directory
 
 
-def fat_entry(data: bytes, sector: int, value: int, *, shift: int = 9) -> bytes:
-    """`data` with the FAT entry of `sector` set to `value` (the FAT starts at sector 0)."""
-    offset = (1 << shift) + 4 * sector
+def fat_entry(data: bytes, sector: int, value: int) -> bytes:
+    """`data` (version 3) with the FAT entry of `sector` set to `value` (the FAT starts at
+    sector 0)."""
+    offset = 512 + 4 * sector
     return data[:offset] + struct.pack("<I", value) + data[offset + 4 :]
 
 
@@ -79,12 +81,12 @@ def _entry(name: str, kind: int, left: int, right: int, child: int) -> bytes:
     )
 
 
-def ole2(streams: list[str], *, shift: int = 9) -> bytes:
+def ole2(streams: list[str]) -> bytes:
     """A compound file whose root storage holds the empty `streams`, siblings in a chain."""
     entries: list[Entry] = [("Root Entry", ROOT, NOSTREAM, NOSTREAM, 1 if streams else NOSTREAM)]
     for i, name in enumerate(streams, start=1):
         entries.append((name, STREAM, NOSTREAM, i + 1 if i < len(streams) else NOSTREAM, NOSTREAM))
-    return compound_file(entries, shift=shift)
+    return compound_file(entries)
 
 
 # A Word 97-2003 document's root storage, as a red-black tree with WordDocument three deep.
@@ -143,7 +145,7 @@ DOCM_BYTES = make_zip(
         ),
         "_rels/.rels": RELS,
         "word/document.xml": DOCUMENT_XML,
-        "word/vbaProject.bin": OLE2 + b"\x00" * 504,
+        "word/vbaProject.bin": OLE2_HEADER,
     }
 )
 ODT_BYTES = make_zip(

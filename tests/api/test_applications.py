@@ -537,12 +537,6 @@ def test_a_body_of_as_many_parts_as_allowed_is_read(
     assert [a["name"] for a in listed(api, employer)["data"]] == ["Ann"]
 
 
-def with_name_header(disposition: bytes) -> tuple[str, bytes]:
-    """A valid form after a `name` part whose Content-Disposition is `disposition`."""
-    ctype, body = multipart({"email": "ann@example.org"}, boundary="B")
-    return ctype, b"--B\r\nContent-Disposition: " + disposition + b"\r\n\r\nAnn\r\n" + body
-
-
 @pytest.mark.parametrize(
     "disposition",
     [
@@ -556,7 +550,7 @@ def test_a_part_header_that_would_hold_the_parser_is_400(
 ) -> None:
     """C1/C8: the email parser took 25 µs a byte of such a header (a worker past gunicorn's
     timeout, a 500) or gave up in a RecursionError (a 500); nothing is stored."""
-    ctype, body = with_name_header(disposition)
+    ctype, body = with_name_part(None, b"Ann", disposition)
     problem(apply(api, job["id"], body=body, content_type=ctype), 400, "malformed_json")
     assert listed(api, employer)["data"] == []
 
@@ -572,10 +566,12 @@ def test_part_headers_up_to_the_limit_are_read(
     assert shown["resume"]["filename"].startswith("Elodie Cote")  # sanitised (C8)
 
 
-def with_name_part(content_type: str | None, value: bytes) -> tuple[str, bytes]:
+def with_name_part(
+    content_type: str | None, value: bytes, disposition: bytes = b'form-data; name="name"'
+) -> tuple[str, bytes]:
     """A multipart body whose `name` part is `value`, with its own Content-Type if given."""
     ctype, body = multipart({"email": "ann@example.org"}, boundary="B")
-    head = b'--B\r\nContent-Disposition: form-data; name="name"\r\n'
+    head = b"--B\r\nContent-Disposition: " + disposition + b"\r\n"
     if content_type is not None:
         head += f"Content-Type: {content_type}\r\n".encode()
     return ctype, head + b"\r\n" + value + b"\r\n" + body

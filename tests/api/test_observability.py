@@ -31,7 +31,7 @@ from models import logs
 from models.dates import utcnow
 from models.entities import Application
 from models.settings import Settings
-from tests.conftest import Api
+from tests.conftest import Api, nowhere_url
 from tests.factories import create_job, problem
 
 API = "/api/v1.1"
@@ -202,7 +202,7 @@ def test_configure_writes_json_lines_to_stderr_once(monkeypatch: pytest.MonkeyPa
 
 def nowhere() -> sessionmaker[Session]:
     """Sessions on a database that refuses every connection."""
-    engine = create_engine("postgresql+psycopg://nobody@127.0.0.1:9/none?connect_timeout=1")
+    engine = create_engine(nowhere_url(9, "connect_timeout=1"))
     return sessionmaker(engine)
 
 
@@ -352,7 +352,7 @@ def test_a_broker_that_fails_leaves_the_rest_of_the_scrape(
 
 @pytest.fixture
 def silent_database(silent_port: int) -> Iterator[sessionmaker[Session]]:
-    engine = create_engine(f"postgresql+psycopg://nobody@127.0.0.1:{silent_port}/none")
+    engine = create_engine(nowhere_url(silent_port))
     yield sessionmaker(engine)
     engine.dispose()
 

@@ -15,7 +15,7 @@ from api.app import create_app
 from models import db, employers
 from models.entities import Employer
 from models.settings import Settings
-from tests.conftest import Account, Api, Clock
+from tests.conftest import Account, Api, Clock, nowhere_url
 from tests.factories import JOBS, create_job, problem
 
 
@@ -129,7 +129,7 @@ def test_every_request_uses_one_connection_and_gives_it_back(
 @pytest.fixture
 def unreachable(settings: Settings, unused_port: int) -> Iterator[Api]:
     """The app on a PostgreSQL that is not there (down, or restarting)."""
-    engine = db.make_engine(f"postgresql+psycopg://nobody@127.0.0.1:{unused_port}/none")
+    engine = db.make_engine(nowhere_url(unused_port))
     yield Api(create_app(settings, db.make_sessionmaker(engine)))
     engine.dispose()
 

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from models import db, employers, jobs
 from models.db import Precompiled, autocommit, make_engine
 from models.entities import Employer
+from tests.conftest import nowhere_url
 from tests.services import scratch_postgres
 
 NOW = datetime(2026, 11, 22, 9, 30, 15, 123456, tzinfo=UTC)
@@ -182,12 +183,12 @@ def test_a_postgresql_server_that_never_answers_fails_the_connection_in_time(
     """A hung server or a black-holed network costs a request CONNECT_TIMEOUT, not the OS's
     minutes; a URL's own connect_timeout is kept."""
     monkeypatch.setattr(db, "CONNECT_TIMEOUT", 1)
-    engine = make_engine(f"postgresql+psycopg://nobody@127.0.0.1:{silent_port}/none")
+    engine = make_engine(nowhere_url(silent_port))
     started = time.monotonic()
     with pytest.raises(OperationalError, match="timeout"):
         engine.connect()
     assert time.monotonic() - started < 5
     engine.dispose()
-    own = make_engine(f"postgresql+psycopg://nobody@127.0.0.1:{silent_port}/none?connect_timeout=2")
+    own = make_engine(nowhere_url(silent_port, "connect_timeout=2"))
     assert own.dialect.create_connect_args(own.url)[1]["connect_timeout"] == "2"
     own.dispose()

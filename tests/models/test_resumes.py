@@ -22,6 +22,7 @@ from tests.resume_files import (
     NOSTREAM,
     ODT_BYTES,
     OLE2,
+    OLE2_HEADER,
     PPT_BYTES,
     RELS,
     ROOT,
@@ -141,7 +142,7 @@ WORD_STORAGE = compound_file(
 @pytest.mark.parametrize(
     "data",
     [
-        OLE2 + b"\x00" * 504,
+        OLE2_HEADER,
         XLS_BYTES,
         PPT_BYTES,
         MSG_BYTES,

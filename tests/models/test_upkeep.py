@@ -22,7 +22,6 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 import models.dates
-import workers.enqueue
 import workers.tasks
 from models import applications, employers, outbox, resumes, upkeep
 from models.db import make_engine, make_sessionmaker

@@ -34,7 +34,7 @@ from models.db import make_engine, make_sessionmaker, session_scope
 from models.entities import OutboxEntry
 from models.migrate import upgrade
 from models.settings import Settings
-from tests.conftest import Api, SmtpSink, free_port
+from tests.conftest import Api, SmtpSink, free_port, nowhere_url
 from tests.factories import create_job, problem
 from tests.services import missing
 from tests.workers.processes import C9_VARIABLES, RedisServer, wait_for
@@ -356,23 +356,24 @@ def test_requests_gunicorn_refuses_are_answered_as_c1_problems(
         tmp_path,
         "web",
     )
-    refused = {
-        "414 URI Too Long": (b"GET /api/v1.1/jobs?q=" + b"a" * 5000 + b" HTTP/1.1\r\n"),
+    refused = {  # the status line expected: the request, and the problem's code
+        "414 URI Too Long": (
+            b"GET /api/v1.1/jobs?q=" + b"a" * 5000 + b" HTTP/1.1\r\n",
+            "uri_too_long",
+        ),
         "431 Request Header Fields Too Large": (
-            b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Big: " + b"b" * 9000 + b"\r\n"
+            b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Big: " + b"b" * 9000 + b"\r\n",
+            "headers_too_large",
         ),
-        "400 Bad Request": b"GET /healthz HTTP/1.1 extra\r\n",
+        "400 Bad Request": (b"GET /healthz HTTP/1.1 extra\r\n", "malformed_request"),
         "501 Not Implemented": (
-            b"POST /api/v1.1/jobs HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: br, chunked\r\n"
+            b"POST /api/v1.1/jobs HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: br, chunked\r\n",
+            "unsupported_transfer_coding",
         ),
-        "417 Expectation Failed": b"GET /healthz HTTP/1.1\r\nHost: t\r\nExpect: 200-ok\r\n",
-    }
-    codes = {
-        "414 URI Too Long": "uri_too_long",
-        "431 Request Header Fields Too Large": "headers_too_large",
-        "400 Bad Request": "malformed_request",
-        "501 Not Implemented": "unsupported_transfer_coding",
-        "417 Expectation Failed": "expectation_failed",
+        "417 Expectation Failed": (
+            b"GET /healthz HTTP/1.1\r\nHost: t\r\nExpect: 200-ok\r\n",
+            "expectation_failed",
+        ),
     }
     try:
         wait_for(
@@ -380,7 +381,7 @@ def test_requests_gunicorn_refuses_are_answered_as_c1_problems(
             timeout=60,
             what="gunicorn",
         )
-        for expected, request in refused.items():
+        for expected, (request, code) in refused.items():
             status, headers, body = _raw(port, request + b"\r\n")
             assert status == f"HTTP/1.1 {expected}", (expected, status, body[:200])
             assert headers["content-type"] == "application/problem+json"
@@ -391,7 +392,7 @@ def test_requests_gunicorn_refuses_are_answered_as_c1_problems(
                 "type": "about:blank",
                 "title": expected.split(" ", 1)[1],
                 "status": number,
-                "code": codes[expected],
+                "code": code,
                 "detail": json.loads(body)["detail"],
             }
             assert "bbbb" not in body.decode() and "aaaa" not in body.decode()
@@ -594,13 +595,12 @@ def test_a_task_that_raises_counts_as_an_error_not_as_a_copy_given_up(
     alert); a delivery whose database is away raises, its entry comes back through the
     sweeper, and it counts as `error`."""
     from workers import observability, tasks
-    from workers.observability import TASKS
 
-    away = make_engine(f"postgresql+psycopg://nobody@127.0.0.1:{unused_port}/none")
+    away = make_engine(nowhere_url(unused_port))
     monkeypatch.setattr(tasks, "sessions", lambda: make_sessionmaker(away))
 
     def count(outcome: str) -> float:
-        return float(TASKS.labels("jobpost.deliver", outcome)._value.get())
+        return float(observability.TASKS.labels("jobpost.deliver", outcome)._value.get())
 
     before = {o: count(o) for o in ("error", "failed")}
     result = tasks.deliver.apply(args=(1,))
