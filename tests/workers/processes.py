@@ -24,6 +24,7 @@ from tests.services import missing
 from workers.app import worker_pool
 
 ROOT = Path(__file__).resolve().parents[2]
+JOBPOST = [sys.executable, "-m", "workers.cli"]  # the `jobpost` command, as this Python runs it
 T = TypeVar("T")
 
 # Every variable jobpost reads: a worker sees only the values its test gives it.
@@ -75,6 +76,13 @@ def _stop_group(proc: subprocess.Popen[bytes], timeout: float) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     if proc.poll() is None:
         proc.wait(10)
+
+
+def jobpost(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """A `jobpost` command run to its end, its output captured."""
+    return subprocess.run(
+        [*JOBPOST, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 class RedisServer:

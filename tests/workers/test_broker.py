@@ -6,8 +6,6 @@ as empty queues."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,7 +13,7 @@ import pytest
 from celery import Celery
 
 from models.settings import Settings
-from tests.conftest import free_port
+from tests.workers.processes import jobpost
 from workers import broker, enqueue
 from workers.app import make_celery
 
@@ -54,8 +52,10 @@ def test_an_embedded_broker_that_cannot_open_its_database_fails_the_checks(
         broker.depths(url)
 
 
-def test_a_redis_broker_that_is_not_there_fails_the_checks_within_the_timeout() -> None:
-    url = f"redis://127.0.0.1:{free_port()}/0"
+def test_a_redis_broker_that_is_not_there_fails_the_checks_within_the_timeout(
+    unused_port: int,
+) -> None:
+    url = f"redis://127.0.0.1:{unused_port}/0"
     started = time.monotonic()
     with pytest.raises(Exception, match="onnect"):
         broker.ping(url, 1)
@@ -66,19 +66,12 @@ def test_a_redis_broker_that_is_not_there_fails_the_checks_within_the_timeout() 
 
 @pytest.mark.parametrize("where", ["embedded", "redis"])
 def test_jobpost_queues_says_the_broker_does_not_answer_and_exits_1(
-    tmp_path: Path, where: str
+    tmp_path: Path, where: str, unused_port: int
 ) -> None:
-    url = unopenable(tmp_path) if where == "embedded" else "redis://127.0.0.1:9/0"
+    url = unopenable(tmp_path) if where == "embedded" else f"redis://127.0.0.1:{unused_port}/0"
     env = {"CELERY_BROKER_URL": url, "PATH": "/usr/bin:/bin", "JOBPOST_VAR_DIR": "/tmp"}
     for argv in (["queues"], ["queues", "--json"]):
-        done = subprocess.run(
-            [sys.executable, "-m", "workers.cli", *argv],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        done = jobpost(env, *argv)
         assert done.returncode == 1, done.stdout + done.stderr
         assert done.stderr.startswith("jobpost queues: the broker does not answer:")
         assert "Traceback" not in done.stderr and done.stdout == ""
@@ -88,14 +81,7 @@ def test_jobpost_queues_on_the_embedded_broker(tmp_path: Path) -> None:
     url = embedded(tmp_path)
     enqueue.deliver(celery_on(url), 7)
     env = {"CELERY_BROKER_URL": url, "PATH": "/usr/bin:/bin", "JOBPOST_VAR_DIR": str(tmp_path)}
-    done = subprocess.run(
-        [sys.executable, "-m", "workers.cli", "queues", "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = jobpost(env, "queues", "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["queues"] == {"email": 1, "maintenance": 0}
 

@@ -13,7 +13,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -37,14 +36,12 @@ from models.settings import Settings
 from tests.conftest import Api, SmtpSink, free_port, nowhere_url
 from tests.factories import create_job, problem
 from tests.services import missing
-from tests.workers.processes import C9_VARIABLES, RedisServer, wait_for
+from tests.workers.processes import C9_VARIABLES, JOBPOST, ROOT, RedisServer, jobpost, wait_for
 from workers import broker, enqueue
 from workers.app import make_celery
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
-JOBPOST = [sys.executable, "-m", "workers.cli"]
 API = "/api/v1.1"
 RECIPIENT = "jobs@maple.test"  # applicationEmail of tests.factories.job_body
 TASK_FIELDS = {"task", "task_id", "outcome", "duration_ms", "retries", "request_id"}
@@ -98,12 +95,6 @@ class Service:
                 except ValueError:
                     raise AssertionError(f"not a JSON log line: {raw!r}") from None
         return lines
-
-
-def jobpost(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*JOBPOST, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
-    )
 
 
 def jobpost_all(
