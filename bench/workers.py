@@ -31,9 +31,11 @@ being measured, and its cost is shown in a column of its own instead.
    would be had the loop built them. The loop runs before and after the worker; their mean
    is the baseline. Target: the worker at least 50% of it. A diagnostic row, no target:
    `workers.delivery.deliver` called for the same N in the bench process (no Celery), so the
-   table splits the worker's cost into sending, the task body and Celery. CPU time of every
-   process involved (sender, sink, PostgreSQL backends, redis) is shown per message: unlike
-   rates, it hardly moves when other processes load the machine.
+   table splits the worker's cost into sending, the task body and Celery. Another, no target:
+   Celery's floor, the same worker running N tasks that do nothing (celery.accumulate), from
+   which the report derives the most any one-task-per-copy worker could reach beside the loop.
+   CPU time of every process involved (sender, sink, PostgreSQL backends, redis) is shown
+   per message: unlike rates, it hardly moves when other processes load the machine.
 """
 
 from __future__ import annotations
@@ -159,6 +161,7 @@ class Delivery:
     fresh: Sending  # no target: the loop with a connection per message
     worker: Sending
     in_process: Sending  # diagnostic: workers.delivery.deliver called in a loop, no Celery
+    floor: Sending  # diagnostic: the same worker running tasks that do nothing
     baseline: float  # mean of the plain loops' messages/s
     ratio: float  # worker copies/s ÷ baseline
 
@@ -166,6 +169,14 @@ class Delivery:
     def built_in_loop(self) -> float:
         """Messages/s the plain loop would send if it built each message too (derived)."""
         return 1 / (1 / self.baseline + self.build_ms / 1000) if self.baseline else 0.0
+
+    @property
+    def bound(self) -> float:
+        """The ratio a worker would reach whose task cost Celery's floor and then sent as the
+        plain loop sends, and did nothing else (derived): the most one task per copy allows."""
+        if not (self.floor.per_second and self.baseline):
+            return 0.0
+        return (1 / (1 / self.floor.per_second + 1 / self.baseline)) / self.baseline
 
     @property
     def cpu_ratio(self) -> float:
@@ -456,6 +467,7 @@ def _deliver_kind(
     in_process = _deliver_loop(
         f"deliver() in-process, {kind.name}", ids, sessions, running.settings, probe
     )
+    floor = _celery_floor(f"Celery's floor, {kind.name}", count, running, probe)
     again = _plain_loop(f"plain smtplib loop, {kind.name} (again)", messages, sink, probe)
     fresh = _plain_loop(f"loop, a connection each, {kind.name}", messages, sink, probe, kept=False)
     baseline = (first.per_second + again.per_second) / 2
@@ -469,6 +481,7 @@ def _deliver_kind(
         fresh=fresh,
         worker=worker,
         in_process=in_process,
+        floor=floor,
         baseline=baseline,
         ratio=worker.per_second / baseline if baseline else 0.0,
     )
@@ -536,10 +549,16 @@ class _Snapshot:
 
 
 def _sending(
-    scenario: str, count: int, seconds: float, before: _Snapshot, after: _Snapshot, worker: bool
+    scenario: str,
+    count: int,
+    seconds: float,
+    before: _Snapshot,
+    after: _Snapshot,
+    worker: bool,
+    mails: bool = True,
 ) -> Sending:
     """What one delivery of `count` messages cost; `worker`: the worker sent them, else the
-    bench process."""
+    bench process; `mails=False`: tasks that send nothing (the floor)."""
 
     def per(cpu: float) -> float:
         return cpu * 1000 / count
@@ -558,7 +577,7 @@ def _sending(
         sink_messages=after.sink_messages - before.sink_messages,
         sink_bytes=after.sink_bytes - before.sink_bytes,
     )
-    if sent.sink_messages != count:
+    if sent.sink_messages != (count if mails else 0):
         raise RuntimeError(f"{scenario}: sent {count}, the sink counted {sent.sink_messages}")
     print(
         f"  {scenario:<44} {sent.per_second:7,.0f} msgs/s  {seconds:6.2f} s  "
@@ -617,9 +636,42 @@ def _worker_delivery(
     return _sending(scenario, len(ids), seconds, before, after, worker=True), enqueue_seconds
 
 
+FLOOR_TASK = "celery.accumulate"  # Celery's own built-in task: returns its arguments
+
+
+def _celery_floor(scenario: str, count: int, running: _Services, probe: _Probe) -> Sending:
+    """Diagnostic, no target: `count` tasks that do nothing (Celery's built-in
+    celery.accumulate) through the same worker, queue and settings, timed as the copies are:
+    what a task costs before any code of ours runs but the task signals (workers.observability).
+    Done when the queue is empty and nothing is left unacknowledged (acks_late: acknowledged
+    after the task ran)."""
+    celery = running.celery
+    _control(celery.control.cancel_consumer, EMAIL_QUEUE)
+    for i in range(count):
+        celery.send_task(FLOOR_TASK, args=[i], queue=EMAIL_QUEUE)
+    client = redis.Redis.from_url(running.redis.url)
+    before = probe.snapshot()
+    started = time.perf_counter()
+    _control(celery.control.add_consumer, EMAIL_QUEUE)
+    deadline = time.monotonic() + max(120.0, count / 5)
+    while client.llen(EMAIL_QUEUE) or client.hlen(UNACKED):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{scenario}: the worker did not finish {count} tasks in time")
+        time.sleep(FLOOR_POLL_SECONDS)
+    seconds = time.perf_counter() - started
+    client.close()
+    after = probe.snapshot()
+    return _sending(scenario, count, seconds, before, after, worker=True, mails=False)
+
+
+UNACKED = "unacked"  # kombu's Redis transport: messages delivered and not yet acknowledged
+FLOOR_POLL_SECONDS = 0.005
+
+
 def _control(command: Callable[..., Any], queue: str) -> None:
-    """A remote-control command to the one worker, answered before it returns."""
-    replies = command(queue, reply=True, timeout=10)
+    """A remote-control command to the one worker, answered before it returns (limit=1:
+    without it Celery waits out the whole timeout for replies from other workers)."""
+    replies = command(queue, reply=True, timeout=10, limit=1)
     if not replies or any("error" in answer for reply in replies for answer in reply.values()):
         raise RuntimeError(f"the worker answered {command.__name__}({queue!r}) with {replies}")
 
@@ -748,7 +800,7 @@ def _report(options: Options, run: Run) -> bool:
     )
     body = []
     for d in run.delivery:
-        for s in (d.plain[0], d.worker, d.in_process, d.plain[1], d.fresh):
+        for s in (d.plain[0], d.worker, d.in_process, d.floor, d.plain[1], d.fresh):
             body.append(
                 (
                     s.scenario,
@@ -767,8 +819,9 @@ def _report(options: Options, run: Run) -> bool:
         "(CPU columns: ms per message. sender = the bench process for the loops, the worker's "
         "main and pool processes for the worker; PG = the bench database's backends; all = "
         "their sum. deliver() in-process: the task's body called in a loop, without Celery, "
-        "a diagnostic with no target; a connection each: the loop opening a connection per "
-        "message, no target)"
+        "a diagnostic with no target; Celery's floor: the worker running as many tasks that "
+        "do nothing (celery.accumulate), no target; a connection each: the loop opening a "
+        "connection per message, no target)"
     )
     for d in run.delivery:
         print(
@@ -779,7 +832,9 @@ def _report(options: Options, run: Run) -> bool:
             f"consumed them; by CPU (all processes) the worker is at {d.cpu_ratio:.2f} × the "
             f"plain loop; had the loop built each message too, it would send about "
             f"{d.built_in_loop:,.0f} msgs/s and the worker be at "
-            f"{d.worker.per_second / d.built_in_loop:.2f} × it"
+            f"{d.worker.per_second / d.built_in_loop:.2f} × it; Celery alone runs "
+            f"{d.floor.per_second:,.0f} tasks/s, so a worker whose tasks did nothing but send "
+            f"as the loop does would reach at most {d.bound:.2f} × the loop"
         )
     print()
     print(report.targets(targets))
@@ -817,11 +872,13 @@ def _report(options: Options, run: Run) -> bool:
                     asdict(d)
                     | {
                         "cpu_ratio": d.cpu_ratio,
+                        "bound_one_task_per_copy": d.bound,
                         "baseline_if_built_in_loop": d.built_in_loop,
                         "all_cpu_ms": {
                             "plain": [p.all_cpu_ms for p in d.plain],
                             "worker": d.worker.all_cpu_ms,
                             "in_process": d.in_process.all_cpu_ms,
+                            "floor": d.floor.all_cpu_ms,
                         },
                     }
                     for d in run.delivery
