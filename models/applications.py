@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import delete, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, lazyload
 
 from models import checks, resumes
 from models.checks import Invalid
@@ -41,9 +41,15 @@ class Submission:
     resume: tuple[str, resumes.ResumeKind, bytes] | None
 
 
+# Intake reads the job's state, route and snapshot fields and its employer's name (joined);
+# its locations and categories would be two more round trips per application, for nothing
+# (the form's error page, which shows them, loads them when it does).
+INTAKE_LOADS = (lazyload(Job.job_locations), lazyload(Job.job_categories))
+
+
 def open_job(session: Session, job_id: int) -> Job:
     """The job an applicant may apply to: active (404 otherwise), routed by email (C8)."""
-    job = session.get(Job, job_id)
+    job = session.get(Job, job_id, options=INTAKE_LOADS)
     if job is None or job.status != "active":
         raise NotFound(f"No open job has id {job_id}.")
     if job.routing_type == URL_ROUTE and job.application_url:

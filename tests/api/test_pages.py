@@ -313,6 +313,7 @@ def test_form_errors_rerender_the_form_with_the_input_and_messages(
     page = assert_html(result, 422)
     assert result.headers["cache-control"] == "no-store"
     assert "Senior Baker" in page and '<section id="apply">' in page
+    assert "Toronto, ON" in page  # the job's locations, which intake itself does not load
     assert "4 fields need fixing" in page
     assert 'value="not-an-email"' in page and 'value="call me"' in page
     assert "I bake &lt;b&gt;good&lt;/b&gt; bread &amp; cakes.</textarea>" in page
