@@ -92,10 +92,15 @@ def _has_lone_surrogate(value: Any) -> bool:
     return False
 
 
+# RFC 8259 section 8.1: senders must not add one, parsers may ignore it. Files saved by
+# Windows editors start with it, and a client sending such a file as it is deserves a job.
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
 def parse_json(data: bytes) -> dict[str, Any]:
     """Parse with numbers as Decimal (never through floats); hostile input is a 400 (C4)."""
     try:
-        text = data.decode("utf-8")
+        text = data.removeprefix(UTF8_BOM).decode("utf-8")
         value = json.loads(text, parse_float=Decimal, parse_constant=_no_constant)
         if "\\u" in text and _has_lone_surrogate(value):
             raise ValueError("unpaired surrogate")

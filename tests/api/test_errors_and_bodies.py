@@ -171,7 +171,8 @@ def test_a_delete_with_a_body_of_another_type_is_415(api: Any, employer: Any) ->
     "raw",
     [
         pytest.param(b'{"title": "caf\xe9"}', id="invalid-utf8"),
-        pytest.param(b"\xef\xbb\xbf{}", id="utf8-bom"),
+        pytest.param(b"\xef\xbb\xbf\xef\xbb\xbf{}", id="two-utf8-boms"),
+        pytest.param(b" \xef\xbb\xbf{}", id="utf8-bom-not-first"),
         pytest.param(b'{"title": ', id="truncated"),
         pytest.param(b"{'title': 'x'}", id="single-quotes"),
         pytest.param(b'{"title": "x",}', id="trailing-comma"),
@@ -191,6 +192,17 @@ def test_a_delete_with_a_body_of_another_type_is_415(api: Any, employer: Any) ->
 def test_a_body_that_is_not_a_utf8_json_object_is_400(api: Any, employer: Any, raw: bytes) -> None:
     """C1: malformed_json when the body is not valid UTF-8 JSON, or not a JSON object."""
     problem(api.post(JOBS, body=raw, headers=JSON, key=employer.key), 400, "malformed_json")
+
+
+def test_a_body_may_begin_with_a_utf8_byte_order_mark(api: Any, employer: Any) -> None:
+    """RFC 8259 section 8.1 lets a parser ignore it: a file a Windows editor saved, sent as it
+    is, makes a job (and an application) like the same file without it."""
+    raw = b"\xef\xbb\xbf" + json.dumps(job_body(title="Café cook", status="active")).encode()
+    result = api.post(JOBS, body=raw, headers=JSON, key=employer.key)
+    assert result.status_code == 201 and result.json["title"] == "Café cook"
+    applicant = json.dumps({"name": "Ann", "email": "ann@example.com"}).encode()
+    path = f"{JOBS}/{result.json['id']}/applications"
+    assert api.post(path, body=b"\xef\xbb\xbf" + applicant, headers=JSON).status_code == 202
 
 
 def test_a_surrogate_pair_escape_is_a_valid_character(api: Any, employer: Any) -> None:
