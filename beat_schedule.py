@@ -1,10 +1,14 @@
 """The periodic tasks (C9), as plain data naming tasks by their explicit names.
 
-Times are in JOBPOST_TIMEZONE: the Celery app sets its timezone from it.
+Times are in JOBPOST_TIMEZONE: the Celery app sets its timezone from it. The sweep is an
+interval of real time, not a crontab: a crontab reads the clock of that zone, and every
+minute of the hour a fall back repeats is one it has run already, so it would stay silent
+for that hour (the daily and hourly times run once at the time the clock shows, as cron).
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from celery.schedules import crontab
@@ -24,7 +28,7 @@ SCHEDULE: dict[str, dict[str, Any]] = {
     },
     "sweep-outbox": {
         "task": "jobpost.sweep",
-        "schedule": crontab(),  # every minute
+        "schedule": timedelta(minutes=1),
         "options": MAINTENANCE,
     },
     "purge-old-applications": {

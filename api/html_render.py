@@ -134,8 +134,9 @@ def description_html(stored: str) -> str:
 
 
 def valid_through(close: date, tz: ZoneInfo) -> str:
-    """The end of the closing date in the service timezone, with its offset (C5)."""
-    return datetime.combine(close, time(23, 59, 59), tzinfo=tz).isoformat()
+    """The end of the closing date in the service timezone, with its offset (C5). Where
+    clocks fall back at midnight, 23:59:59 comes twice that day: the later one ends it."""
+    return datetime.combine(close, time(23, 59, 59, fold=1), tzinfo=tz).isoformat()
 
 
 def job_posting(job: Job, tz: ZoneInfo) -> dict[str, Any]:

@@ -122,11 +122,16 @@ def mark_retry(
     attempts: int,
     timing: Timing,
 ) -> str:
-    """A transient failure: pending again at a later time, or failed once retries run out."""
-    next_at = now + timedelta(seconds=backoff(attempts, timing))
-    if next_at > received_at + timedelta(hours=timing.retry_hours):
+    """A transient failure: pending again at a later time, or failed once retries run out.
+
+    Retries go on for the whole of retry_hours after the application arrived (C8): a backoff
+    that would end past them is cut short, so the last attempt is made as they run out,
+    rather than hours before for fear of overshooting them."""
+    deadline = received_at + timedelta(hours=timing.retry_hours)
+    if now >= deadline:
         mark_failed(session, application_id, f"gave up after {attempts} attempts: {error}")
         return "failed"
+    next_at = min(now + timedelta(seconds=backoff(attempts, timing)), deadline)
     _finish(
         session,
         application_id,

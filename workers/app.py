@@ -66,7 +66,7 @@ def prepare_embedded(url: str) -> None:
 
 def schedule_from_env(env: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
     """beat_schedule.SCHEDULE; or, when JOBPOST_BEAT_EVERY_SECONDS=N is set, every entry every
-    N seconds instead of its crontab. For tests and demos that want to see beat fire without
+    N seconds instead of its own schedule. For tests and demos that want to see beat fire without
     waiting for the clock; never set it in production."""
     every = (os.environ if env is None else env).get("JOBPOST_BEAT_EVERY_SECONDS", "").strip()
     if not every:

@@ -998,3 +998,46 @@ def test_a_transient_refusal_is_retried_later(
     assert len(smtp_sink.messages) == 1
     shown = api.get(f"{API}/applications/{app_id}", key=employer.key).json
     assert (shown["status"], shown["attempts"], shown["lastError"]) == ("sent", 2, None)
+
+
+def received_ago(
+    sessions: sessionmaker[Session], app_id: int, age: timedelta, attempts: int
+) -> None:
+    """Make the application `age` old, its copy due now after `attempts` failed attempts."""
+    now = datetime.now(UTC)
+    with sessions() as s:
+        s.execute(update(Application).where(Application.id == app_id).values(received_at=now - age))
+        s.execute(
+            update(OutboxEntry)
+            .where(OutboxEntry.application_id == app_id)
+            .values(attempts=attempts, next_attempt_at=now - timedelta(seconds=1))
+        )
+        s.commit()
+
+
+def test_transient_failures_are_retried_until_the_retry_hours_are_over(
+    api: Api,
+    employer: Any,
+    job: dict[str, Any],
+    smtp_sink: SmtpSink,
+    deliver: Deliver,
+    sessions: sessionmaker[Session],
+    mail_settings: Settings,
+) -> None:
+    """DELIVERY_RETRY_HOURS (24) after the application arrived, not before: 21 hours in, with
+    a backoff of 3 to 6 hours by now, the copy is tried once more at the 24th hour at the
+    latest; once those hours are over, a transient failure fails it for good (C8)."""
+    app_id = received(apply(api, job["id"]))
+    smtp_sink.reply = "451 4.3.0 Try again later"
+    received_ago(sessions, app_id, timedelta(hours=21), attempts=11)
+    assert deliver(app_id) == "retry"
+    with sessions() as s:
+        due = s.get_one(OutboxEntry, app_id).next_attempt_at
+        arrived = s.get_one(Application, app_id).received_at
+    assert datetime.now(UTC) < due <= arrived + timedelta(hours=mail_settings.delivery_retry_hours)
+
+    received_ago(sessions, app_id, timedelta(hours=24, seconds=1), attempts=12)
+    assert deliver(app_id) == "failed"
+    shown = api.get(f"{API}/applications/{app_id}", key=employer.key).json
+    assert (shown["status"], shown["attempts"]) == ("failed", 13)
+    assert shown["lastError"].startswith("gave up after 13 attempts: 451")

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import date, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import falcon
 import falcon.testing
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from api import forms
+from api import forms, html_render
 from api.app import Collaborators, WsgiApp, create_app
 from models.entities import Application
 from models.settings import Settings
@@ -114,6 +116,30 @@ def test_page_sends_a_strict_content_security_policy(app: WsgiApp, api: Any, emp
     assert "img-src 'self' data:" in csp
     assert any(re.fullmatch(r"style-src 'sha256-[A-Za-z0-9+/]+=*'", d) for d in csp)
     assert "script-src" not in result.headers["content-security-policy"]
+
+
+@pytest.mark.parametrize(
+    ("zone", "close", "expected"),
+    [
+        ("America/Toronto", date(2026, 3, 8), "2026-03-08T23:59:59-04:00"),  # springs forward
+        ("America/Toronto", date(2026, 11, 1), "2026-11-01T23:59:59-05:00"),  # falls back
+        ("America/St_Johns", date(2028, 2, 29), "2028-02-29T23:59:59-03:30"),
+        ("Pacific/Kiritimati", date(2026, 12, 31), "2026-12-31T23:59:59+14:00"),
+        # Clocks fall back at midnight here: 23:00 to 23:59:59 come twice, the day ends after
+        # the second time.
+        ("America/Santiago", date(2026, 4, 4), "2026-04-04T23:59:59-04:00"),
+    ],
+)
+def test_valid_through_is_the_last_second_of_the_close_date(
+    zone: str, close: date, expected: str
+) -> None:
+    """JSON-LD validThrough: the end of closeDate in JOBPOST_TIMEZONE, with its offset."""
+    tz = ZoneInfo(zone)
+    text = html_render.valid_through(close, tz)
+    assert text == expected
+    last = datetime.fromisoformat(text)
+    assert last.astimezone(tz).date() == close
+    assert (last + timedelta(seconds=1)).astimezone(tz).date() == close + timedelta(days=1)
 
 
 def test_json_ld_job_posting_has_the_fields(app: WsgiApp, api: Any, employer: Any) -> None:

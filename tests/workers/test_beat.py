@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
 import os
 import re
 import shutil
@@ -21,10 +22,11 @@ import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from celery.beat import ScheduleEntry
+from celery.beat import ScheduleEntry, Scheduler
 from celery.schedules import crontab
 from sqlalchemy import Engine, select
 
@@ -47,9 +49,9 @@ TORONTO = ZoneInfo("America/Toronto")
 C9_TIMES = {  # task → (minutes, hours) of its crontab, in JOBPOST_TIMEZONE
     "jobpost.expire": ({5}, set(range(24))),
     "jobpost.refresh": ({15}, {0}),
-    "jobpost.sweep": (set(range(60)), set(range(24))),
     "jobpost.purge": ({0}, {3}),
 }
+EVERY_MINUTE = {"jobpost.sweep"}  # an interval of real time, not a crontab (beat_schedule.py)
 
 
 # --- the schedule (static) ---------------------------------------------------------------------
@@ -58,7 +60,7 @@ C9_TIMES = {  # task → (minutes, hours) of its crontab, in JOBPOST_TIMEZONE
 def test_every_scheduled_task_is_registered_and_routed_to_the_maintenance_queue() -> None:
     assert workers.tasks.expire.name == "jobpost.expire"
     names = [entry["task"] for entry in SCHEDULE.values()]
-    assert sorted(names) == sorted(C9_TIMES)
+    assert sorted(names) == sorted([*C9_TIMES, *EVERY_MINUTE])
     for name in names:
         assert name in celery_app.tasks, f"{name} is not a registered task"
         assert celery_app.amqp.router.route({}, name)["queue"].name == MAINTENANCE_QUEUE
@@ -67,9 +69,9 @@ def test_every_scheduled_task_is_registered_and_routed_to_the_maintenance_queue(
     assert celery_app.conf.beat_schedule == schedule_from_env({})
 
 
-@pytest.mark.parametrize("name", sorted(SCHEDULE))
+@pytest.mark.parametrize("name", sorted(n for n, e in SCHEDULE.items() if e["task"] in C9_TIMES))
 def test_the_crontab_times_are_the_c9_ones(name: str) -> None:
-    """expire hourly at :05, refresh at 00:15, sweep every minute, purge at 03:00 (C9)."""
+    """expire hourly at :05, refresh at 00:15, purge at 03:00 (C9)."""
     entry = SCHEDULE[name]
     schedule = entry["schedule"]
     assert isinstance(schedule, crontab)
@@ -77,6 +79,11 @@ def test_the_crontab_times_are_the_c9_ones(name: str) -> None:
     assert (schedule.minute, schedule.hour) == (minutes, hours)
     assert schedule.day_of_week == set(range(7)) and schedule.day_of_month == set(range(1, 32))
     assert schedule.month_of_year == set(range(1, 13))
+
+
+def test_the_sweep_runs_every_minute() -> None:
+    [entry] = [e for e in SCHEDULE.values() if e["task"] in EVERY_MINUTE]
+    assert entry["schedule"] == timedelta(minutes=1)
 
 
 def test_the_celery_timezone_comes_from_jobpost_timezone() -> None:
@@ -107,6 +114,75 @@ def test_refresh_fires_at_a_quarter_past_midnight_in_the_configured_zone(
     assert not schedule.is_due(last_run).is_due
     schedule.nowfun = lambda: due_at_utc
     assert schedule.is_due(last_run).is_due
+
+
+class Recorder(Scheduler):  # type: ignore[misc]  # celery carries no type hints
+    """Celery's own beat Scheduler, recording what it would send instead of sending it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.fired: list[tuple[str, datetime]] = []
+        super().__init__(*args, **kwargs)
+
+    def apply_entry(self, entry: Any, producer: Any = None) -> None:
+        self.fired.append((entry.task, self.app.now()))
+
+
+def beat_fires(zone: str, start: datetime, hours: float) -> list[tuple[str, datetime]]:
+    """Run beat's scheduler over `hours` of a fake clock starting at `start` (C9's schedule,
+    in `zone`), sleeping as long as each tick asks; what it fires, in UTC."""
+    app = make_celery(Settings.from_env({"JOBPOST_TIMEZONE": zone}))
+    app.conf.beat_schedule = copy.deepcopy(SCHEDULE)  # the crontabs cache the app they see
+    clock = [start.astimezone(UTC)]
+    app.now = lambda: clock[0]
+    beat = Recorder(app=app, max_interval=300)
+    end = clock[0] + timedelta(hours=hours)
+    while clock[0] < end:
+        clock[0] += timedelta(seconds=max(beat.tick(), 0.001))
+    return [(task, when.astimezone(UTC)) for task, when in beat.fired]
+
+
+def local_times(fired: list[tuple[str, datetime]], task: str, zone: str) -> list[str]:
+    return [f"{w.astimezone(ZoneInfo(zone)):%m-%d %H:%M%z}" for t, w in fired if t == task]
+
+
+@pytest.mark.parametrize(
+    ("zone", "start"),
+    [
+        ("America/Toronto", datetime(2026, 11, 1, 0, 30)),  # clocks fall back at 02:00 EDT
+        ("America/Toronto", datetime(2026, 3, 8, 0, 30)),  # and spring forward at 02:00 EST
+        ("America/St_Johns", datetime(2026, 11, 1, 0, 30)),
+    ],
+)
+def test_the_sweep_runs_every_minute_through_a_change_of_clocks(zone: str, start: datetime) -> None:
+    """Every minute of real time (C8, C9): the repeated hour of a fall back is no exception."""
+    fired = beat_fires(zone, start.replace(tzinfo=ZoneInfo(zone)), hours=3)
+    sweeps = [when for task, when in fired if task == "jobpost.sweep"]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(sweeps)]
+    assert len(sweeps) >= 3 * 60 - 1
+    assert max(gaps) < timedelta(seconds=61)
+
+
+def test_the_daily_tasks_run_once_at_their_local_time_across_both_changes_of_clocks() -> None:
+    """Refresh at 00:15 and purge at 03:00 in JOBPOST_TIMEZONE, once a day, on the nights the
+    clocks spring forward (8 March) and fall back (1 November); expire at :05 of each hour
+    the clock shows (the 01:05 shown twice when falling back runs once, as cron does)."""
+    zone = "America/Toronto"
+    spring = beat_fires(zone, datetime(2026, 3, 7, 23, 0, tzinfo=TORONTO), hours=24)
+    assert local_times(spring, "jobpost.refresh", zone) == ["03-08 00:15-0500"]
+    assert local_times(spring, "jobpost.purge", zone) == ["03-08 03:00-0400"]
+    expire = local_times(spring, "jobpost.expire", zone)
+    assert expire[:5] == [
+        "03-07 23:05-0500", "03-08 00:05-0500", "03-08 01:05-0500", "03-08 03:05-0400",
+        "03-08 04:05-0400",
+    ]  # fmt: skip
+    autumn = beat_fires(zone, datetime(2026, 10, 31, 23, 0, tzinfo=TORONTO), hours=24)
+    assert local_times(autumn, "jobpost.refresh", zone) == ["11-01 00:15-0400"]
+    assert local_times(autumn, "jobpost.purge", zone) == ["11-01 03:00-0500"]
+    expire = local_times(autumn, "jobpost.expire", zone)
+    assert expire[:5] == [
+        "10-31 23:05-0400", "11-01 00:05-0400", "11-01 01:05-0400", "11-01 02:05-0500",
+        "11-01 03:05-0500",
+    ]  # fmt: skip
 
 
 def test_jobpost_beat_every_seconds_replaces_every_crontab() -> None:
