@@ -244,5 +244,8 @@ class OutboxEntry(Base):
     lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
     sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     last_error: Mapped[str | None] = mapped_column(Text)
+    # When an operator last sent a failed copy back (`jobpost outbox retry`): its retries run
+    # for DELIVERY_RETRY_HOURS from then. None: from the application's arrival (C8).
+    retry_from: Mapped[datetime | None] = mapped_column(UTCDateTime)
     application: Mapped[Application] = relationship(back_populates="outbox")
     __table_args__ = (Index("ix_outbox_status_next", "status", "next_attempt_at"),)

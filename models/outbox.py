@@ -34,9 +34,9 @@ class Timing:
 class Claim:
     """The claim of C8: pending (due) or sending (lease run out) → sending, with a lease and
     one attempt more, in one conditional UPDATE. If won, it returns the claimed row:
-    `attempts`, then the named `columns` of the entry's application, then the résumé's bytes
-    as `resume` (None without one) if asked; None if not won. Statements are built once:
-    building and keying one costs more than running it.
+    `attempts` and `retry_from`, then the named `columns` of the entry's application, then
+    the résumé's bytes as `resume` (None without one) if asked; None if not won. Statements
+    are built once: building and keying one costs more than running it.
 
     On PostgreSQL the claim and the read are one statement (UPDATE … FROM applications …
     RETURNING), one round trip. SQLite's RETURNING may only name the updated table (and
@@ -55,7 +55,11 @@ class Claim:
             .where(c.application_id == bindparam("entry"), claimable)
             .values(status="sending", attempts=c.attempts + 1, lease_until=bindparam("lease"))
         )
-        read: list[ColumnElement[Any]] = [c.attempts, *(a[name] for name in columns)]
+        read: list[ColumnElement[Any]] = [
+            c.attempts,
+            c.retry_from,
+            *(a[name] for name in columns),
+        ]
         resume_data = select(r.data).where(r.application_id == c.application_id)
         if resume:
             read.append(resume_data.correlate(OUTBOX).scalar_subquery().label("resume"))
@@ -118,16 +122,17 @@ def mark_retry(
     error: str,
     *,
     now: datetime,
-    received_at: datetime,
+    since: datetime,
     attempts: int,
     timing: Timing,
 ) -> str:
     """A transient failure: pending again at a later time, or failed once retries run out.
 
-    Retries go on for the whole of retry_hours after the application arrived (C8): a backoff
-    that would end past them is cut short, so the last attempt is made as they run out,
-    rather than hours before for fear of overshooting them."""
-    deadline = received_at + timedelta(hours=timing.retry_hours)
+    Retries go on for the whole of retry_hours `since` the application arrived, or since an
+    operator sent the failed copy back (C8): a backoff that would end past them is cut short,
+    so the last attempt is made as they run out, rather than hours before for fear of
+    overshooting them."""
+    deadline = since + timedelta(hours=timing.retry_hours)
     if now >= deadline:
         mark_failed(session, application_id, f"gave up after {attempts} attempts: {error}")
         return "failed"
@@ -176,7 +181,9 @@ def sweep(session: Session, *, now: datetime, timing: Timing, limit: int = 1000)
 
 
 def retry_failed(session: Session, application_id: int | None, *, now: datetime) -> list[int]:
-    """Operators: failed entries (one, or all) back to pending, due now."""
+    """Operators: failed entries (one, or all) back to pending, due now, with the whole of
+    retry_hours from now for their retries (a relay that greylists the first attempt must not
+    fail them again at once)."""
     query = select(OutboxEntry.application_id).where(OutboxEntry.status == "failed")
     if application_id is not None:
         query = query.where(OutboxEntry.application_id == application_id)
@@ -185,7 +192,9 @@ def retry_failed(session: Session, application_id: int | None, *, now: datetime)
         session.execute(
             update(OutboxEntry)
             .where(OutboxEntry.application_id.in_(ids))
-            .values(status="pending", next_attempt_at=now, enqueued_at=now, attempts=0)
+            .values(
+                status="pending", next_attempt_at=now, enqueued_at=now, attempts=0, retry_from=now
+            )
             .execution_options(synchronize_session=False)
         )
     return ids

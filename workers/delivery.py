@@ -131,7 +131,7 @@ def _send(
             application_id,
             str(e),
             now=utcnow(),
-            received_at=copy.received_at,
+            since=claimed.retry_from or copy.received_at,
             attempts=attempts,
             timing=t,
         )

@@ -22,6 +22,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api import forms, ratelimit
 from api.app import Collaborators, WsgiApp, create_app
+from models import outbox
+from models.dates import utcnow
 from models.entities import Application, OutboxEntry
 from models.settings import Settings
 from tests.conftest import Api, SmtpSink
@@ -1041,3 +1043,40 @@ def test_transient_failures_are_retried_until_the_retry_hours_are_over(
     shown = api.get(f"{API}/applications/{app_id}", key=employer.key).json
     assert (shown["status"], shown["attempts"]) == ("failed", 13)
     assert shown["lastError"].startswith("gave up after 13 attempts: 451")
+
+
+def test_an_operator_retry_gives_a_failed_copy_the_whole_retry_hours_again(
+    api: Api,
+    employer: Any,
+    job: dict[str, Any],
+    smtp_sink: SmtpSink,
+    deliver: Deliver,
+    sessions: sessionmaker[Session],
+) -> None:
+    """C8, C9 `jobpost outbox retry`: a copy that failed 30 hours after it arrived, sent back
+    by an operator, meets a relay that greylists its first attempt (451): it waits for the
+    next attempt rather than failing again at once, and its retries end 24 hours after the
+    operator's retry, not after the application's arrival."""
+    app_id = received(apply(api, job["id"]))
+    smtp_sink.reply = "451 4.7.1 Greylisted, try again later"
+    received_ago(sessions, app_id, timedelta(hours=30), attempts=14)
+    assert deliver(app_id) == "failed"
+    with sessions() as s:
+        assert outbox.retry_failed(s, app_id, now=utcnow()) == [app_id]
+        s.commit()
+    assert deliver(app_id) == "retry"
+    shown = api.get(f"{API}/applications/{app_id}", key=employer.key).json
+    assert (shown["status"], shown["attempts"]) == ("pending", 1)
+
+    with sessions() as s:  # the operator's retry was 24 hours ago and a second
+        s.execute(
+            update(OutboxEntry)
+            .where(OutboxEntry.application_id == app_id)
+            .values(
+                retry_from=utcnow() - timedelta(hours=24, seconds=1),
+                next_attempt_at=utcnow() - timedelta(seconds=1),
+            )
+        )
+        s.commit()
+    assert deliver(app_id) == "failed"
+    assert api.get(f"{API}/applications/{app_id}", key=employer.key).json["status"] == "failed"

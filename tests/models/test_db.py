@@ -6,17 +6,30 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from typing import Any, cast
 
 import pytest
-from sqlalchemy import Engine, Select, bindparam, create_engine, insert, literal, select, text
+from alembic import command
+from sqlalchemy import (
+    Engine,
+    Select,
+    bindparam,
+    create_engine,
+    insert,
+    inspect,
+    literal,
+    select,
+    text,
+)
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
 from models import db, employers, jobs
 from models.db import Precompiled, autocommit, make_engine
 from models.entities import Employer
+from models.migrate import alembic_config, upgrade
 from tests.conftest import nowhere_url
 from tests.services import scratch_postgres
 
@@ -192,3 +205,26 @@ def test_a_postgresql_server_that_never_answers_fails_the_connection_in_time(
     own = make_engine(nowhere_url(silent_port, "connect_timeout=2"))
     assert own.dialect.create_connect_args(own.url)[1]["connect_timeout"] == "2"
     own.dispose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_migration_0005_goes_down_to_an_outbox_without_retry_from_and_back_up(
+    backend: str, tmp_path: Any
+) -> None:
+    """Operators' retries keep their window in outbox.retry_from (C8, C9); the migration that
+    adds it also removes it again, on both backends (SQLite rebuilds the table to drop it)."""
+    with ExitStack() as stack:
+        if backend == "sqlite":
+            url = f"sqlite:///{tmp_path / 'jobpost.db'}"
+        else:
+            url = stack.enter_context(scratch_postgres())
+        engine = make_engine(url)
+        stack.callback(engine.dispose)
+        upgrade(engine)
+        cfg = alembic_config(engine)
+        for target, present in (("0004", False), ("head", True)):
+            with engine.begin() as connection:
+                cfg.attributes["connection"] = connection
+                (command.downgrade if target == "0004" else command.upgrade)(cfg, target)
+            columns = {c["name"] for c in inspect(engine).get_columns("outbox")}
+            assert ("retry_from" in columns) is present

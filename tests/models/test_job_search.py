@@ -135,7 +135,7 @@ def test_migration_0004_folds_the_search_text_of_existing_jobs(session: Session)
     cfg = alembic_config(connection.engine)
     cfg.attributes["connection"] = connection  # inside the test's transaction, rolled back
     connection.execute(text("UPDATE alembic_version SET version_num = '0003'"))
-    command.upgrade(cfg, "head")
+    command.upgrade(cfg, "0004")
     assert _total(session, employer, "montréal") == 1
     assert _total(session, employer, "cook") == 2
     stored = session.execute(
