@@ -92,7 +92,14 @@ def text(name: str, part: Message, raw: bytes) -> str:
     except UnicodeError:
         detail = f"The form field {name!r} is not valid {charset} text."
         raise malformed(detail) from None
-    return value
+    return newlines(value)
+
+
+def newlines(value: str) -> str:
+    """Line breaks as LF. A browser sends a textarea's breaks as CRLF but counts each as one
+    character against its maxlength (HTML: form submission, and maxlength): the cover letter's
+    10,000 (C8) must count them as the form did, or a letter the form allowed is refused."""
+    return value.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def unreadable() -> Problem:

@@ -10,6 +10,7 @@ import falcon
 from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from api.applications import Intake
 from api.auth import require_employer
 from api.body import read_json
 from api.errors import Problem
@@ -57,15 +58,18 @@ class MethodOverride:
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
     ) -> None:
-        """An invalid override is a 400, after the 401, 413 and 415 that outrank it (C1); on
-        a resource that takes neither POST nor a method it could name, the 405 that outranks
-        them all answers."""
+        """An invalid override is a 400, after the 401, 413, 415 and 429 that outrank it (C1):
+        a job's key and body are checked first, and an application's body and rate limit (C8);
+        on a resource that takes neither POST nor a method it could name, the 405 that
+        outranks them all answers."""
         problem: Problem | None = getattr(req.context, "invalid_override", None)
         if problem is None or not any(hasattr(resource, f"on_{m}") for m in OVERRIDABLE):
             return
         if getattr(resource, "requires_employer", False):
             require_employer(req, resp, resource, params)
             read_json(req, optional=True)
+        elif isinstance(intake := getattr(resource, "intake", None), Intake):
+            intake.read(req)
         raise problem
 
 

@@ -191,7 +191,12 @@ def _description(ctx: _Context, value: Any) -> None:
     if problems:
         ctx.errors.extend(problems)
         return
-    ctx.out["description"] = html.clean_description(text)
+    # Checked as stored: nh3 drops comments, so "<!-- x -->" alone would be stored empty and a
+    # GET result could not be sent back (the symmetry rule).
+    cleaned = html.clean_description(text)
+    if not cleaned.strip():
+        raise Invalid("description", "too_short", "description must not be only HTML comments.")
+    ctx.out["description"] = cleaned
 
 
 def _routing(ctx: _Context, value: Any) -> None:

@@ -208,6 +208,8 @@ CASES = [
     # description: required, non-empty, the HTML allow-list
     case({"description": ""}, "description", "too_short", "description-empty"),
     case({"description": "   "}, "description", "too_short", "description-blank"),
+    case({"description": "<!-- x -->"}, "description", "too_short", "description-a-comment"),
+    case({"description": " <!---->\n"}, "description", "too_short", "description-blank-comment"),
     case({"description": 5}, "description", "invalid_type", "description-number"),
     case(
         {"description": "<p>x</p><script>alert(1)</script>"},

@@ -7,7 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from sqlalchemy.orm import Session, sessionmaker
 
+from api import ratelimit
+from api.app import Collaborators, create_app
+from models.settings import Settings
+from tests.conftest import Api
 from tests.factories import JOBS, create_job, job_body, problem
 
 
@@ -133,6 +138,35 @@ def test_an_invalid_override_with_an_oversized_or_untyped_body_is_413_or_415(
         415,
         "unsupported_media_type",
     )
+
+
+@pytest.mark.parametrize("form", [False, True], ids=["api", "form"])
+def test_an_invalid_override_of_an_application_is_413_415_or_429_first(
+    settings: Settings,
+    sessions: sessionmaker[Session],
+    clock: Any,
+    api: Any,
+    employer: Any,
+    form: bool,
+) -> None:
+    """C1: 413, 415 and 429 outrank 400 where no key is asked for too: the application
+    endpoint and the form (C8), the form's answers being pages."""
+    job = create_job(api, employer, status="active")
+    path = f"/jobs/{job['id']}/apply" if form else f"{JOBS}/{job['id']}/applications"
+    one = Collaborators(limiter=ratelimit.MemoryLimiter(1, 60))
+    applying = Api(create_app(settings, sessions, one, today=clock))
+    as_json = {**override("PATCH"), "Content-Type": "application/json"}
+    answers = [
+        post_unchecked(applying, path, body=b"x" * (10 * 1024 * 1024 + 1), headers=as_json),
+        post_unchecked(applying, path, body="x", headers={**as_json, "Content-Type": "text/plain"}),
+        post_unchecked(applying, path, json={}, headers=override("PATCH")),  # the one allowed
+        post_unchecked(applying, path, json={}, headers=override("PATCH")),
+    ]
+    assert [a.status_code for a in answers] == [413, 415, 400, 429]
+    if not form:
+        codes = ["payload_too_large", "unsupported_media_type", "invalid_method_override"]
+        for answer, code in zip(answers, [*codes, "rate_limited"], strict=True):
+            problem(answer, answer.status_code, code)
 
 
 @pytest.mark.parametrize("value", ["DELETE", "PUT", "PATCH"])

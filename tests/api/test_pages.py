@@ -309,6 +309,19 @@ def test_form_success_is_a_303_and_the_application_is_stored(
     assert resume.content == PDF
 
 
+def test_a_line_break_of_the_cover_letter_counts_as_one_character(
+    app: WsgiApp, api: Any, employer: Any
+) -> None:
+    """The textarea's maxlength (10,000, C8) counts a line break as one character, and the
+    browser sends each as CRLF: a letter the form allowed is accepted, stored with LF breaks."""
+    job = active_job(api, employer)
+    letter = "\n".join(["x" * 99] * 100) + "x"  # 10,000 characters, 99 of them line breaks
+    sent = {**APPLICANT, "coverLetter": letter.replace("\n", "\r\n")}
+    result = pages(app).simulate_post(f"/jobs/{job['id']}/apply", **multipart(sent))
+    assert result.status_code == 303, result.text
+    assert stored(api, employer)[0]["coverLetter"] == letter
+
+
 def test_form_enqueues_delivery_like_the_api(
     settings: Settings, sessions: sessionmaker[Session], clock: Any, api: Any, employer: Any
 ) -> None:
