@@ -191,7 +191,10 @@ def _description(ctx: _Context, value: Any) -> None:
     if problems:
         ctx.errors.extend(problems)
         return
-    ctx.out["description"] = html.clean_description(text)
+    cleaned = html.clean_description(text)
+    if not cleaned.strip():  # only comments or an entity space: stored, it would be empty
+        raise Invalid("description", "too_short", "description has no text once cleaned.")
+    ctx.out["description"] = cleaned
 
 
 def _routing(ctx: _Context, value: Any) -> None:
