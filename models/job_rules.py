@@ -67,6 +67,8 @@ def _confidential(ctx: _Context, value: Any) -> None:
 
 def _auto_refresh(ctx: _Context, value: Any) -> None:
     flag = checks.boolean(value, "autoRefresh")
+    if ctx.job is not None and flag == ctx.job.auto_refresh:
+        return  # sent back as stored, a true left from a plan downgrade too: not a write (C4)
     if flag and ctx.employer.plan != "unlimited":
         raise Invalid(
             "autoRefresh",
