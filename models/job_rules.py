@@ -67,6 +67,8 @@ def _confidential(ctx: _Context, value: Any) -> None:
 
 def _auto_refresh(ctx: _Context, value: Any) -> None:
     flag = checks.boolean(value, "autoRefresh")
+    if ctx.job is not None and flag == ctx.job.auto_refresh:
+        return  # sent back as stored, a true left from a plan downgrade too: not a write (C4)
     if flag and ctx.employer.plan != "unlimited":
         raise Invalid(
             "autoRefresh",
@@ -191,11 +193,11 @@ def _description(ctx: _Context, value: Any) -> None:
     if problems:
         ctx.errors.extend(problems)
         return
-    # Checked as stored: nh3 drops comments, so "<!-- x -->" alone would be stored empty and a
-    # GET result could not be sent back (the symmetry rule).
+    # Checked as stored: nh3 drops comments, so "<!-- x -->" or "&#32;" alone would be stored
+    # blank and a GET result could not be sent back (the symmetry rule).
     cleaned = html.clean_description(text)
     if not cleaned.strip():
-        raise Invalid("description", "too_short", "description must not be only HTML comments.")
+        raise Invalid("description", "too_short", "description has no text once cleaned.")
     ctx.out["description"] = cleaned
 
 

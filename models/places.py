@@ -9,8 +9,8 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from sqlalchemy import Select, case, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, Select, case, collate, func, select
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from models.entities import Location, LocationName
 from models.errors import FieldError
@@ -65,10 +65,19 @@ def search(
         stmt = stmt.where(Location.name_key.contains(key, autoescape=True))
         ordered = stmt.order_by(func.length(Location.name), Location.population.desc(), Location.id)
     else:
-        ordered = stmt.order_by(Location.name, Location.id)
+        by_name = (_bytewise(session, Location.name_key), _bytewise(session, Location.name))
+        ordered = stmt.order_by(*by_name, Location.id)
     total = session.scalar(select(func.count()).select_from(stmt.subquery())) or 0
     page = session.scalars(ordered.limit(limit).offset(offset)).all()
     return list(page), total
+
+
+def _bytewise(session: Session, column: InstrumentedAttribute[str]) -> ColumnElement[str]:
+    """`column` ordered by code point on either database: SQLite's default, while PostgreSQL
+    orders by the column's collation, the database's locale (en_US in the postgres image),
+    and a list must read the same on both (C3). Ordered by `name_key` first, the list is
+    alphabetical with accents and case aside: Québec beside Quebec."""
+    return collate(column, "C" if session.get_bind().dialect.name == "postgresql" else "BINARY")
 
 
 def _check_description(value: object, field: str) -> FieldError | None:

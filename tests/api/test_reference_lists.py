@@ -6,7 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from sqlalchemy import Engine, text
+from sqlalchemy.orm import Session, sessionmaker
 
+from models.reference import fold
 from tests.factories import problem
 
 V = "/api/v1.1"
@@ -108,7 +111,7 @@ def test_locations_without_q_start_with_the_provinces_and_are_ordered_by_name(ap
     """C3: without q, ordered by name; provinces have ids 1 to 13 and no coordinates."""
     body = api.get(f"{V}/locations", params={"pageSize": 100}).json
     names = [loc["name"] for loc in body["data"]]
-    assert names == sorted(names)
+    assert names == sorted(names, key=lambda name: (fold(name), name))
     assert body["paging"]["total"] > 100
     provinces = [
         loc
@@ -127,6 +130,34 @@ def test_locations_without_q_start_with_the_provinces_and_are_ordered_by_name(ap
         "longitude": None,
     }
     assert next(p for p in provinces if p["id"] == 13)["type"] == "Territory"
+
+
+def test_locations_are_in_the_same_alphabetical_order_whatever_the_database_collation(
+    api: Any, engine: Engine, sessions: sessionmaker[Session]
+) -> None:
+    """C3 "without q, by name", the same on SQLite and PostgreSQL: accents and case aside
+    (Québec beside Quebec, not after Quispamsis as in code point order), and whatever the
+    collation PostgreSQL gives `name` (the database's locale: en_US in the postgres image)."""
+    if engine.dialect.name == "postgresql":
+        with sessions() as s:  # rolled back with the test
+            if not s.scalar(text("SELECT 1 FROM pg_collation WHERE collname = 'en-US-x-icu'")):
+                pytest.skip("this PostgreSQL has no ICU collations")
+            for column, size in (("name", 256), ("name_key", 256)):
+                s.execute(
+                    text(
+                        f"ALTER TABLE locations ALTER COLUMN {column} "
+                        f'TYPE varchar({size}) COLLATE "en-US-x-icu"'
+                    )
+                )
+            s.commit()
+    first = api.get(f"{V}/locations", params={"pageSize": 100}).json
+    listed = [
+        loc["name"]
+        for page in range(1, first["paging"]["pages"] + 1)
+        for loc in api.get(f"{V}/locations", params={"pageSize": 100, "page": page}).json["data"]
+    ]
+    assert listed == sorted(listed, key=lambda name: (fold(name), name))
+    assert listed.index("Quebec") + 1 == listed.index("Québec")
 
 
 def test_locations_q_matches_any_part_shortest_names_first(api: Any) -> None:

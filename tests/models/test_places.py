@@ -375,10 +375,11 @@ def test_search_wildcards_are_literal(session: Session, q: str) -> None:
 
 @pytest.mark.parametrize("q", [None, "", "  "])
 def test_search_without_q_is_by_name(session: Session, q: str | None) -> None:
-    """C3: without `q`, the whole list by name (then id)."""
+    """C3: without `q`, the whole list by name, accents and case aside (then id)."""
     page, total = search(session, q, limit=1000, offset=0)
     assert total == len(page) == _count(session, Location.listed.is_(True))
-    assert [(p.name, p.id) for p in page] == sorted((p.name, p.id) for p in page)
+    by_name = sorted(page, key=lambda p: (fold(p.name), p.name, p.id))
+    assert [(p.name, p.id) for p in page] == [(p.name, p.id) for p in by_name]
 
 
 def test_search_pages(session: Session) -> None:
