@@ -370,6 +370,8 @@ class Relay:
             raise _failure(code, text) from exc
         except smtplib.SMTPConnectError as exc:
             raise TransientFailure(_reply(exc.smtp_code, exc.smtp_error)) from exc
+        except smtplib.SMTPNotSupportedError as exc:  # an OSError, but no retry mends the relay
+            raise PermanentFailure(str(exc)) from exc
         except smtplib.SMTPResponseException as exc:
             raise _failure(exc.smtp_code, exc.smtp_error) from exc
         except OSError as exc:  # refused, timeouts, disconnects, TLS errors
@@ -487,7 +489,7 @@ def _deliver(conn: smtplib.SMTP, message: Outgoing) -> None:
         conn.ehlo_or_helo_if_needed()
         if not conn.has_extn("smtputf8"):
             raise smtplib.SMTPNotSupportedError(
-                "an address needs SMTPUTF8, which the server does not offer"
+                "an address is not ASCII and needs SMTPUTF8, which the relay does not offer"
             )
         options = ("SMTPUTF8", "BODY=8BITMIME")
     conn.sendmail(message.sender, list(message.recipients), message.data, options)

@@ -471,6 +471,27 @@ def test_other_settings_get_a_connection_of_their_own(
     assert [len(conversations.messages), len(smtp_sink.messages)] == [1, 1]
 
 
+def test_a_copy_needing_smtputf8_fails_for_good_at_a_relay_without_it() -> None:
+    """An applicant's address outside ASCII is written as UTF-8 (RFC 6532), which only a relay
+    offering SMTPUTF8 takes; one that does not will not on the next attempt either, so the
+    copy fails at once (C8: permanent), saying why, and nothing is sent."""
+    sink = SmtpSink("127.0.0.1", free_port())
+    controller = Controller(
+        sink, hostname=sink.host, port=sink.port, ready_timeout=5.0, enable_SMTPUTF8=False
+    )
+    controller.start()
+    try:
+        international = dataclasses.replace(PLAIN, email="josé@exämple.org")
+        with pytest.raises(PermanentFailure, match="SMTPUTF8"):
+            send(render(international, mail_from=MAIL_FROM), relay_settings(sink))
+        send(render(PLAIN, mail_from=MAIL_FROM), relay_settings(sink))  # ASCII goes through
+    finally:
+        mail.RELAY.close()
+        controller.stop()
+    [message] = sink.messages
+    assert f"<{PLAIN.email}>" in str(message["Reply-To"])
+
+
 # --- what applicants and employers write cannot add headers (C8) --------------------------------
 
 HOSTILE = dataclasses.replace(
