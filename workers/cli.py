@@ -271,16 +271,21 @@ def parser() -> argparse.ArgumentParser:
 SERVICES = ("serve", "worker", "beat", "dev")  # long-running: their logs are JSON lines (C9)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    if args.command in SERVICES:
+def setup_logging(command: str) -> None:
+    if command in SERVICES:
         logs.configure(logging.INFO)
         logging.captureWarnings(True)  # warnings too leave as JSON lines
     else:  # the admin commands print to stdout; their few logs stay readable on stderr
         logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     try:
-        return int(args.handler(args, Settings.from_env()))
+        settings = Settings.from_env()  # a value it cannot use stops every command alike
+        setup_logging(args.command)
+        return int(args.handler(args, settings))
     except (DomainError, ValueError) as e:
         print(f"jobpost: {e}", file=sys.stderr)
         return 1
