@@ -41,16 +41,24 @@ def _bool(value: str) -> bool:
 T = TypeVar("T")
 
 
-def _read(e: Mapping[str, str], name: str, default: str, parse: Callable[[str], T]) -> T:
+def _read(
+    e: Mapping[str, str],
+    name: str,
+    default: str,
+    parse: Callable[[str], T],
+    *,
+    secret: bool = False,
+) -> T:
     """A variable through `parse`, unset or empty meaning `default`. A value it refuses is a
     ValueError that names the variable, so a process refuses to start with one line an
     operator can act on, rather than fail on first use (or, for a negative age or lease, do
-    harm: C9)."""
+    harm: C9). A `secret` value (a URL that may hold a password) is not repeated."""
     raw = e.get(name) or default
     try:
         return parse(raw)
     except (ValueError, KeyError) as error:  # ZoneInfoNotFoundError is a KeyError
-        raise ValueError(f"{name}={raw!r}: {_why(error)}") from None
+        shown = name if secret else f"{name}={raw!r}"
+        raise ValueError(f"{shown}: {_why(error)}") from None
 
 
 def _why(error: Exception) -> str:
@@ -143,6 +151,21 @@ def database_url(raw: str) -> str:
     return raw
 
 
+def _database(raw: str) -> str:
+    """A URL SQLAlchemy reads, whose driver is installed (psycopg2 is not: psycopg 3 is)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    url = database_url(raw)
+    try:
+        make_url(url).get_dialect().import_dbapi()
+    except (ArgumentError, NoSuchModuleError):
+        raise ValueError("not a SQLAlchemy URL (sqlite:///… or postgresql://…)") from None
+    except ImportError as e:
+        raise ValueError(f"its driver is not installed ({e.name}); use postgresql://") from None
+    return url
+
+
 @dataclass(frozen=True)
 class Settings:
     database_url: str
@@ -176,9 +199,11 @@ class Settings:
         broker = e.get("CELERY_BROKER_URL") or f"sqla+sqlite:///{var}/broker.sqlite"
         redis_default = broker if is_redis(broker) else None
         return cls(
-            database_url=database_url(e.get("DATABASE_URL") or f"sqlite:///{var}/jobpost.db"),
+            database_url=_read(
+                e, "DATABASE_URL", f"sqlite:///{var}/jobpost.db", _database, secret=True
+            ),
             broker_url=broker,
-            redis_url=_read(e, "REDIS_URL", "", _redis) or redis_default,
+            redis_url=_read(e, "REDIS_URL", "", _redis, secret=True) or redis_default,
             smtp_host=e.get("SMTP_HOST", "127.0.0.1"),
             smtp_port=_read(e, "SMTP_PORT", "1025", _port),
             smtp_user=e.get("SMTP_USER") or None,

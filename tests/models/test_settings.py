@@ -4,6 +4,7 @@ purge every finished application)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -33,13 +34,36 @@ from workers.cli import main
         ("APPLICATION_RETENTION_DAYS", "-2"),
         ("APPLICATION_RETENTION_DAYS", "1.5"),
         ("JOB_CACHE_MB", "-1"),
-        ("REDIS_URL", "localhost:6379"),
         ("PUBLIC_BASE_URL", "jobs.example.com"),
     ],
 )
 def test_a_value_jobpost_cannot_use_is_refused_by_name(name: str, value: str) -> None:
     with pytest.raises(ValueError, match=rf"^{name}='{value}': "):
         Settings.from_env({name: value})
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "why"),
+    [
+        ("DATABASE_URL", "jobpost:secret@db.internal/jobpost", "not a SQLAlchemy URL"),
+        ("DATABASE_URL", "postgresql+psycopg2://jobpost:secret@db/jobpost", "(psycopg2)"),
+        ("DATABASE_URL", "mysql://jobpost:secret@db/jobpost", "driver is not installed"),
+        ("REDIS_URL", "jobpost:secret@redis.internal:6379", "not a redis://"),
+    ],
+)
+def test_a_url_jobpost_cannot_use_is_refused_without_repeating_it(
+    name: str, value: str, why: str
+) -> None:
+    """These URLs may hold a password: the line names the variable and the reason only."""
+    with pytest.raises(ValueError, match=rf"^{name}: .*{re.escape(why)}") as refused:
+        Settings.from_env({name: value})
+    assert "secret" not in str(refused.value)
+
+
+def test_postgres_urls_of_either_scheme_use_psycopg_3() -> None:
+    for scheme in ("postgres", "postgresql"):
+        url = Settings.from_env({"DATABASE_URL": f"{scheme}://u@db/j"}).database_url
+        assert url == "postgresql+psycopg://u@db/j"
 
 
 def test_empty_means_the_default_and_good_values_are_taken() -> None:
