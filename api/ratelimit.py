@@ -3,29 +3,17 @@ REDIS_URL is set, else per process."""
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-PERIODS = {"second": 1, "minute": 60, "hour": 3600}
-RULE = re.compile(r"\s*(\d+)\s*/\s*(second|minute|hour)\s*")
+from models.settings import rate_limit
 
 
 class Limiter(Protocol):
     def hit(self, key: str) -> int | None:
         """Count one request; None if allowed, else seconds until the window ends."""
-
-
-def parse(rule: str) -> tuple[int, int] | None:
-    """ "10/minute" → (10, 60); "off" → None."""
-    if rule.strip().lower() == "off":
-        return None
-    match = RULE.fullmatch(rule)
-    if not match or int(match.group(1)) < 1:
-        raise ValueError(f"APPLY_RATE_LIMIT must be N/second, N/minute, N/hour or off: {rule!r}")
-    return int(match.group(1)), PERIODS[match.group(2)]
 
 
 class Unlimited:
@@ -81,7 +69,7 @@ TIMEOUT_SECONDS = 0.2
 
 
 def build(rule: str, redis_url: str | None) -> Limiter:
-    parsed = parse(rule)
+    parsed = rate_limit(rule)
     if parsed is None:
         return Unlimited()
     if redis_url:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from zoneinfo import ZoneInfo
+from typing import TypeVar
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 VAR = Path(os.environ.get("JOBPOST_VAR_DIR", "var"))
 # Every environment variable jobpost reads: C9's, plus where local files go and a test aid.
@@ -34,6 +38,96 @@ def _bool(value: str) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
+T = TypeVar("T")
+
+
+def _read(
+    e: Mapping[str, str],
+    name: str,
+    default: str,
+    parse: Callable[[str], T],
+    *,
+    secret: bool = False,
+) -> T:
+    """A variable through `parse`, unset or empty meaning `default`. A value it refuses is a
+    ValueError that names the variable, so a process refuses to start with one line an
+    operator can act on, rather than fail on first use (or, for a negative age or lease, do
+    harm: C9). A `secret` value (a URL that may hold a password) is not repeated."""
+    raw = e.get(name) or default
+    try:
+        return parse(raw)
+    except (ValueError, KeyError) as error:  # ZoneInfoNotFoundError is a KeyError
+        shown = name if secret else f"{name}={raw!r}"
+        raise ValueError(f"{shown}: {_why(error)}") from None
+
+
+def _why(error: Exception) -> str:
+    return str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
+
+
+def _number(low: float, *, above: bool = False, whole: bool = False) -> Callable[[str], float]:
+    """A finite number at least `low` (above it when `above`), a whole one when `whole`."""
+    bound = f"{'above' if above else 'at least'} {low:g}"
+    kind = "a whole number" if whole else "a number"
+
+    def parse(raw: str) -> float:
+        try:
+            value = int(raw) if whole else float(raw)
+        except ValueError:
+            raise ValueError(f"not {kind}") from None
+        if not math.isfinite(value) or value < low or (above and value == low):
+            raise ValueError(f"must be {bound}")
+        return value
+
+    return parse
+
+
+def _port(raw: str) -> int:
+    port = int(_number(1, whole=True)(raw))
+    if port > 65535:
+        raise ValueError("not a TCP port (1 to 65535)")
+    return port
+
+
+def _zone(raw: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(raw)
+    except (ValueError, ZoneInfoNotFoundError):
+        raise ValueError("not an IANA time zone (America/Toronto, say)") from None
+
+
+PERIODS = {"second": 1, "minute": 60, "hour": 3600}
+RULE = re.compile(r"\s*(\d+)\s*/\s*(second|minute|hour)\s*")
+
+
+def rate_limit(rule: str) -> tuple[int, int] | None:
+    """APPLY_RATE_LIMIT: "10/minute" → (10, 60); "off" → None."""
+    if rule.strip().lower() == "off":
+        return None
+    match = RULE.fullmatch(rule)
+    if not match or int(match.group(1)) < 1:
+        raise ValueError(f"APPLY_RATE_LIMIT={rule!r}: must be N/second, N/minute, N/hour or off")
+    return int(match.group(1)), PERIODS[match.group(2)]
+
+
+def _rule(raw: str) -> str:
+    rate_limit(raw)
+    return raw
+
+
+def _redis(raw: str) -> str | None:
+    if raw and not raw.startswith((*REDIS_SCHEMES, "unix://")):
+        raise ValueError("not a redis://, rediss:// or unix:// URL")
+    return raw or None
+
+
+def _base_url(raw: str) -> str | None:
+    url = raw.rstrip("/")
+    if url and (urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname):
+        raise ValueError("not an absolute http or https URL (https://jobs.example.com)")
+    return url or None
+
+
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
@@ -55,6 +149,21 @@ def database_url(raw: str) -> str:
         if raw.startswith(prefix):
             return "postgresql+psycopg://" + raw[len(prefix) :]
     return raw
+
+
+def _database(raw: str) -> str:
+    """A URL SQLAlchemy reads, whose driver is installed (psycopg2 is not: psycopg 3 is)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    url = database_url(raw)
+    try:
+        make_url(url).get_dialect().import_dbapi()
+    except (ArgumentError, NoSuchModuleError):
+        raise ValueError("not a SQLAlchemy URL (sqlite:///… or postgresql://…)") from None
+    except ImportError as e:
+        raise ValueError(f"its driver is not installed ({e.name}); use postgresql://") from None
+    return url
 
 
 @dataclass(frozen=True)
@@ -90,27 +199,33 @@ class Settings:
         broker = e.get("CELERY_BROKER_URL") or f"sqla+sqlite:///{var}/broker.sqlite"
         redis_default = broker if is_redis(broker) else None
         return cls(
-            database_url=database_url(e.get("DATABASE_URL") or f"sqlite:///{var}/jobpost.db"),
+            database_url=_read(
+                e, "DATABASE_URL", f"sqlite:///{var}/jobpost.db", _database, secret=True
+            ),
             broker_url=broker,
-            redis_url=e.get("REDIS_URL") or redis_default,
+            redis_url=_read(e, "REDIS_URL", "", _redis, secret=True) or redis_default,
             smtp_host=e.get("SMTP_HOST", "127.0.0.1"),
-            smtp_port=int(e.get("SMTP_PORT", "1025")),
+            smtp_port=_read(e, "SMTP_PORT", "1025", _port),
             smtp_user=e.get("SMTP_USER") or None,
             smtp_password=e.get("SMTP_PASSWORD") or None,
             smtp_starttls=_bool(e.get("SMTP_STARTTLS", "false")),
-            smtp_timeout=float(e.get("SMTP_TIMEOUT", "30")),
+            smtp_timeout=_read(e, "SMTP_TIMEOUT", "30", _number(0, above=True)),
             mail_from=e.get("MAIL_FROM", "jobpost@localhost"),
-            timezone=ZoneInfo(e.get("JOBPOST_TIMEZONE", "America/Toronto")),
-            public_base_url=(e.get("PUBLIC_BASE_URL") or "").rstrip("/") or None,
-            application_retention_days=int(e.get("APPLICATION_RETENTION_DAYS", "180")),
-            apply_rate_limit=e.get("APPLY_RATE_LIMIT", "10/minute"),
-            outbox_sweep_grace_seconds=float(e.get("OUTBOX_SWEEP_GRACE_SECONDS", "120")),
-            outbox_lease_seconds=float(e.get("OUTBOX_LEASE_SECONDS", "300")),
-            delivery_retry_base_seconds=float(e.get("DELIVERY_RETRY_BASE_SECONDS", "60")),
-            delivery_retry_hours=float(e.get("DELIVERY_RETRY_HOURS", "24")),
-            ready_timeout_seconds=float(e.get("READY_TIMEOUT_SECONDS", "2")),
+            timezone=_read(e, "JOBPOST_TIMEZONE", "America/Toronto", _zone),
+            public_base_url=_read(e, "PUBLIC_BASE_URL", "", _base_url),
+            application_retention_days=int(
+                _read(e, "APPLICATION_RETENTION_DAYS", "180", _number(0, whole=True))
+            ),
+            apply_rate_limit=_rule(e.get("APPLY_RATE_LIMIT", "10/minute")),
+            outbox_sweep_grace_seconds=_read(e, "OUTBOX_SWEEP_GRACE_SECONDS", "120", _number(0)),
+            outbox_lease_seconds=_read(e, "OUTBOX_LEASE_SECONDS", "300", _number(0, above=True)),
+            delivery_retry_base_seconds=_read(
+                e, "DELIVERY_RETRY_BASE_SECONDS", "60", _number(0, above=True)
+            ),
+            delivery_retry_hours=_read(e, "DELIVERY_RETRY_HOURS", "24", _number(0)),
+            ready_timeout_seconds=_read(e, "READY_TIMEOUT_SECONDS", "2", _number(0, above=True)),
             prometheus_multiproc_dir=e.get("PROMETHEUS_MULTIPROC_DIR", str(var / "prometheus")),
-            worker_metrics_port=int(e.get("WORKER_METRICS_PORT", "9808")),
-            job_cache_mb=float(e.get("JOB_CACHE_MB", "4")),
+            worker_metrics_port=_read(e, "WORKER_METRICS_PORT", "9808", _port),
+            job_cache_mb=_read(e, "JOB_CACHE_MB", "4", _number(0)),
             trusted_proxies=networks(e.get("TRUSTED_PROXIES", "")),
         )

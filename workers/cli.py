@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from sqlalchemy.exc import DBAPIError
 
 from models import employers, logs
 from models.db import make_engine, session_scope, sessionmaker_for
@@ -271,19 +272,36 @@ def parser() -> argparse.ArgumentParser:
 SERVICES = ("serve", "worker", "beat", "dev")  # long-running: their logs are JSON lines (C9)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    if args.command in SERVICES:
+def setup_logging(command: str) -> None:
+    if command in SERVICES:
         logs.configure(logging.INFO)
         logging.captureWarnings(True)  # warnings too leave as JSON lines
     else:  # the admin commands print to stdout; their few logs stay readable on stderr
         logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     try:
-        return int(args.handler(args, Settings.from_env()))
+        settings = Settings.from_env()  # a value it cannot use stops every command alike
+        setup_logging(args.command)
+        return int(args.handler(args, settings))
     except (DomainError, ValueError) as e:
         print(f"jobpost: {e}", file=sys.stderr)
         return 1
+    except DBAPIError as e:  # the driver's own words, not a traceback of ours
+        print(f"jobpost: {database_trouble(e)}", file=sys.stderr)
+        return 1
+
+
+def database_trouble(error: DBAPIError) -> str:
+    """One line for an operator: what the database said, and what to do about a schema that
+    is not there (a new database, or DATABASE_URL naming the wrong one)."""
+    said = str(error.orig).strip().splitlines()[0] if str(error.orig).strip() else repr(error)
+    if getattr(error.orig, "sqlstate", None) == "42P01" or said.startswith("no such table"):
+        return f"the database has no jobpost tables ({said}): run `jobpost db upgrade` first"
+    return f"the database (DATABASE_URL) failed: {said}"
 
 
 if __name__ == "__main__":

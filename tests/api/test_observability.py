@@ -13,6 +13,7 @@ import json
 import logging
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -248,6 +249,22 @@ def test_readyz_is_503_when_the_broker_does_not_answer_in_time(
     body = problem(api.get("/readyz"), 503, "not_ready")
     assert time.monotonic() - started < 1.5
     assert "broker" in body["detail"] and "0.2" in body["detail"]
+
+
+def test_readyz_still_names_only_the_database_after_many_probes_of_a_silent_one(
+    settings: Settings, sessions: sessionmaker[Session], clock: Any
+) -> None:
+    """A load balancer probes every second or so; a silent database holds each check's thread
+    for its connect timeout. The broker, which answers, is never named."""
+    silent = threading.Event()
+    quick = dataclasses.replace(settings, ready_timeout_seconds=0.1)
+    checks: dict[str, health.Check] = {"database": silent.wait, "broker": lambda: None}
+    api = build(quick, sessions, clock, ready_checks=checks)
+    try:
+        details = [problem(api.get("/readyz"), 503, "not_ready")["detail"] for _ in range(8)]
+    finally:
+        silent.set()
+    assert set(details) == {"Not ready: database (no answer within 0.1 s)."}
 
 
 def test_readyz_names_the_database_when_it_is_down(settings: Settings, clock: Any) -> None:

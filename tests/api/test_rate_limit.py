@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api import ratelimit
 from api.app import Collaborators, create_app
-from models.settings import Settings, networks
+from models.settings import Settings, networks, rate_limit
 from tests.conftest import Api
 from tests.factories import create_job, problem
 from tests.services import require_redis
@@ -237,7 +237,7 @@ def test_off_never_limits(
     ],
 )
 def test_parse(rule: str, parsed: tuple[int, int] | None) -> None:
-    assert ratelimit.parse(rule) == parsed
+    assert rate_limit(rule) == parsed
 
 
 @pytest.mark.parametrize(
@@ -245,7 +245,7 @@ def test_parse(rule: str, parsed: tuple[int, int] | None) -> None:
 )
 def test_a_bad_rule_is_a_value_error(rule: str) -> None:
     with pytest.raises(ValueError, match="APPLY_RATE_LIMIT"):
-        ratelimit.parse(rule)
+        rate_limit(rule)
     with pytest.raises(ValueError):
         ratelimit.build(rule, None)
 

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from models import employers
 from models.db import make_engine, make_sessionmaker
 from models.entities import Application, OutboxEntry
-from tests.conftest import copy_database
+from tests.conftest import copy_database, nowhere_url
 from workers.cli import main
 
 pytestmark = pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
@@ -95,3 +95,30 @@ def test_outbox_listing_prints_json(
     assert main(argv) == 0
     entries = orjson.loads(capsys.readouterr().out)["entries"]
     assert [e["application"] for e in entries] == ([] if "sent" in argv else [failed])
+
+
+@pytest.mark.parametrize(
+    ("where", "said"),
+    [
+        ("nowhere", "the database (DATABASE_URL) failed: connection failed: "),
+        ("empty", "the database has no jobpost tables (no such table: "),
+    ],
+)
+@pytest.mark.parametrize("argv", [["employers", "list", "--json"], ["outbox"]])
+def test_a_database_away_or_unmigrated_is_one_line_not_a_traceback(
+    copy: sessionmaker[Session],
+    unused_port: int,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: Any,
+    where: str,
+    said: str,
+    argv: list[str],
+) -> None:
+    """C9's exit 1, with what the database said and what to do."""
+    empty = f"sqlite:///{tmp_path / 'new.db'}"
+    monkeypatch.setenv("DATABASE_URL", nowhere_url(unused_port) if where == "nowhere" else empty)
+    assert main(argv) == 1
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    assert printed.err.startswith(f"jobpost: {said}") and printed.err.count("\n") == 1
