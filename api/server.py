@@ -92,6 +92,10 @@ def serve(
         "timeout": 30,
         "child_exit": child_exit,
         "logconfig_dict": LOGGING,
+        # gunicorn 25.1+ opens a control socket at one path per user ($XDG_RUNTIME_DIR or
+        # ~/.gunicorn): a second server on the machine takes it from the first, and nothing
+        # of ours uses it. A supervisor's signals (TERM, HUP, TTIN) still reach the master.
+        "control_socket_disable": True,
         **extra,
     }
     Server(options).run()

@@ -29,7 +29,7 @@ log = logging.getLogger("jobpost.task")
 SUCCEEDED, RETRIED, FAILED, ERROR = "succeeded", "retried", "failed", "error"
 TASKS = Counter(
     "jobpost_tasks",
-    "Task runs by task name and outcome (succeeded, retried, failed).",
+    "Task runs by task name and outcome (succeeded, retried, failed, error).",
     ["task", "outcome"],
 )
 # What jobpost.deliver returns (workers.delivery) as an outcome; "sent" and "skipped" succeed.

@@ -276,6 +276,9 @@ def test_request_counts_add_up_across_two_gunicorn_workers(
     tmp_path: Path, database: tuple[str, Engine]
 ) -> None:
     env = environment(tmp_path, database[0])
+    home = tmp_path / "home"  # where gunicorn would open its control socket, which we disable
+    env.update(HOME=str(home))
+    env.pop("XDG_RUNTIME_DIR", None)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     web = Service(
@@ -313,6 +316,7 @@ def test_request_counts_add_up_across_two_gunicorn_workers(
             assert metric(text, "jobpost_outbox_entries", status="pending") == 0
             assert metric(text, "jobpost_outbox_oldest_pending_seconds") == 0
             assert metric(text, "jobpost_queue_length", queue="email") == 0
+        assert not (home / ".gunicorn").exists()  # no control socket another server could take
     finally:
         web.stop()
     access = [line for line in web.json_lines() if line["event"] == "request"]
