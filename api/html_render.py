@@ -44,17 +44,19 @@ SCHEMA_UNIT = {1: "YEAR", 2: "MONTH", 3: "WEEK", 4: "DAY", 5: "HOUR"}
 EMPLOYMENT_TYPE = {1: "FULL_TIME", 2: "PART_TIME", 3: "CONTRACTOR", 4: "TEMPORARY", 5: "VOLUNTEER"}
 RESUME_TYPES = ".pdf,.doc,.docx,.odt,.rtf,.txt"
 
+# `main` wraps words anywhere: a title, an employer name or a link of any length fits a
+# 360 px phone without horizontal scrolling.
 STYLE = (
     "*{box-sizing:border-box}"
     "body{margin:0;font:1rem/1.5 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;"
     "color:#1b1b1b;background:#fff}"
-    "main{max-width:42rem;margin:0 auto;padding:1rem 1rem 3rem}"
+    "main{max-width:42rem;margin:0 auto;padding:1rem 1rem 3rem;overflow-wrap:anywhere}"
     "h1{font-size:1.6rem;line-height:1.25;margin:.5rem 0 .25rem}"
     "h2{font-size:1.25rem;margin:1.5rem 0 .5rem}"
     ".employer{font-weight:600;margin:0 0 1rem}"
     ".facts{display:grid;grid-template-columns:max-content 1fr;gap:.25rem 1rem;margin:0}"
     ".facts dt{color:#555}.facts dd{margin:0}"
-    ".description,#apply{border-top:1px solid #ddd;margin-top:1.5rem;overflow-wrap:anywhere}"
+    ".description,#apply{border-top:1px solid #ddd;margin-top:1.5rem}"
     "a{color:#0b57d0}"
     "label{display:block;font-weight:600;margin-top:1rem}"
     "input,textarea{display:block;width:100%;font:inherit;padding:.6rem;margin-top:.25rem;"
