@@ -241,14 +241,20 @@ def apply_section(job: Job, form: FormState) -> str:
     return f'<section id="apply">\n<h2>Apply</h2>\n{application_form(job.id, form)}</section>\n'
 
 
+# Not type="email": browsers refuse an address whose local part is outside ASCII
+# ("zoë@exemple.ca"), which the service takes (C8); inputmode keeps the phone's email keyboard.
+EMAIL_INPUT = {
+    "inputmode": "email",
+    "autocomplete": "email",
+    "autocapitalize": "none",
+    "spellcheck": "false",
+    "required": "",
+    "maxlength": "254",
+}
 FIELDS: tuple[tuple[str, str, dict[str, str]], ...] = (
     # (name, label, attributes of the input); "" makes a boolean attribute
     ("name", "Name", {"autocomplete": "name", "required": "", "maxlength": "100"}),
-    (
-        "email",
-        "Email",
-        {"type": "email", "autocomplete": "email", "required": "", "maxlength": "254"},
-    ),
+    ("email", "Email", EMAIL_INPUT),
     ("phone", "Phone", {"type": "tel", "autocomplete": "tel", "maxlength": "30"}),
 )
 

@@ -292,3 +292,21 @@ def test_long_words_fit_a_narrow_phone(chromium: Path, server: Server, tmp_path:
         assert page.locator("strong").inner_text() == title
         assert scroll_width(page) <= NARROW["width"]
     assert console_errors == []
+
+
+def test_the_form_takes_an_address_outside_ascii(
+    chromium: Path, server: Server, tmp_path: Path
+) -> None:
+    """The service takes "zoë@exemple.ca" (C8, email as C4); so must the form in a browser,
+    which checks an input of type email against ASCII-only rules before sending anything."""
+    key = employer_key(server, "Maple Bakery")
+    job = call(server.base, "POST", "/api/v1.1/jobs", key, job_body(status="active"))
+    with phone(chromium, tmp_path, NARROW, []) as page:
+        page.goto(f"{server.base}/jobs/{job['id']}")
+        page.fill("#name", "Zoë Tremblay")
+        page.fill("#email", "zoë@exemple.ca")
+        with page.expect_navigation(timeout=5000):
+            page.click("button[type=submit]")
+        assert page.url == f"{server.base}/jobs/{job['id']}/applied"
+    [application] = call(server.base, "GET", "/api/v1.1/applications", key)["data"]
+    assert application["email"] == "zoë@exemple.ca"
