@@ -285,9 +285,10 @@ def application_form(job_id: int, form: FormState) -> str:
     if form.errors:
         n = len(form.errors)
         fix = f"{n} field needs" if n == 1 else f"{n} fields need"
+        # Focused on load, without JavaScript: the page opens here, not at the job's title.
         parts.append(
-            '<div class="summary" role="alert"><p>Your application was not sent: '
-            f"{esc(fix)} fixing below.</p></div>\n"
+            '<div class="summary" role="alert" tabindex="-1" autofocus><p>Your application '
+            f"was not sent: {esc(fix)} fixing below.</p></div>\n"
         )
     action = attributes(
         {"method": "post", "action": f"/jobs/{job_id}/apply", "enctype": "multipart/form-data"}

@@ -310,3 +310,26 @@ def test_the_form_takes_an_address_outside_ascii(
         assert page.url == f"{server.base}/jobs/{job['id']}/applied"
     [application] = call(server.base, "GET", "/api/v1.1/applications", key)["data"]
     assert application["email"] == "zoë@exemple.ca"
+
+
+def test_a_refused_form_opens_at_its_messages(
+    chromium: Path, server: Server, tmp_path: Path
+) -> None:
+    """After a 422 the page opens at the form's summary, focused, not at the job's title
+    a long description away: the applicant sees, and a screen reader reads, what to fix."""
+    key = employer_key(server, "Maple Bakery")
+    description = "".join(f"<p>Duty number {n} of the baker.</p>" for n in range(40))
+    body = job_body(status="active", description=description)
+    job = call(server.base, "POST", "/api/v1.1/jobs", key, body)
+    with phone(chromium, tmp_path, NARROW, []) as page:
+        page.goto(f"{server.base}/jobs/{job['id']}")
+        page.fill("#name", "Zoë Tremblay")
+        page.fill("#email", "zoe@example.org")
+        page.fill("#phone", "call me")
+        with page.expect_navigation():
+            page.click("button[type=submit]")
+        summary = page.locator(".summary")
+        assert "1 field needs fixing" in summary.inner_text()
+        box = summary.bounding_box()
+        assert box is not None and 0 <= box["y"] < NARROW["height"]
+        assert summary.evaluate("e => e === document.activeElement")
