@@ -304,12 +304,13 @@ def application_form(job_id: int, form: FormState) -> str:
     parts.append(f"{label}<textarea{attributes(attrs)}>{letter}</textarea>\n{message}")
     label, attrs, message = _field("resume", "Résumé", form, optional=True)
     attrs |= {"type": "file", "accept": RESUME_TYPES}
-    parts.append(f"{label}<input{attributes(attrs)}>\n{message}")
-    if form.resume_dropped:
-        parts.append(
-            '<p class="error">Please choose your résumé again: files are not kept '
-            "when the form is sent back.</p>\n"
+    if form.resume_dropped:  # the file was fine (else `message`), but it is not kept
+        attrs["aria-describedby"] = "resume-again"
+        message = (
+            '<p class="error" id="resume-again">Please choose your résumé again: files are '
+            "not kept when the form is sent back.</p>\n"
         )
+    parts.append(f"{label}<input{attributes(attrs)}>\n{message}")
     parts.append(
         '<p class="hint">PDF, Word, OpenDocument, RTF or plain text; at most 5 MB.</p>\n'
         '<div class="hp"><label for="website">Leave this field empty</label>'
