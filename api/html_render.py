@@ -44,17 +44,19 @@ SCHEMA_UNIT = {1: "YEAR", 2: "MONTH", 3: "WEEK", 4: "DAY", 5: "HOUR"}
 EMPLOYMENT_TYPE = {1: "FULL_TIME", 2: "PART_TIME", 3: "CONTRACTOR", 4: "TEMPORARY", 5: "VOLUNTEER"}
 RESUME_TYPES = ".pdf,.doc,.docx,.odt,.rtf,.txt"
 
+# `main` wraps words anywhere: a title, an employer name or a link of any length fits a
+# 360 px phone without horizontal scrolling.
 STYLE = (
     "*{box-sizing:border-box}"
     "body{margin:0;font:1rem/1.5 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;"
     "color:#1b1b1b;background:#fff}"
-    "main{max-width:42rem;margin:0 auto;padding:1rem 1rem 3rem}"
+    "main{max-width:42rem;margin:0 auto;padding:1rem 1rem 3rem;overflow-wrap:anywhere}"
     "h1{font-size:1.6rem;line-height:1.25;margin:.5rem 0 .25rem}"
     "h2{font-size:1.25rem;margin:1.5rem 0 .5rem}"
     ".employer{font-weight:600;margin:0 0 1rem}"
     ".facts{display:grid;grid-template-columns:max-content 1fr;gap:.25rem 1rem;margin:0}"
     ".facts dt{color:#555}.facts dd{margin:0}"
-    ".description,#apply{border-top:1px solid #ddd;margin-top:1.5rem;overflow-wrap:anywhere}"
+    ".description,#apply{border-top:1px solid #ddd;margin-top:1.5rem}"
     "a{color:#0b57d0}"
     "label{display:block;font-weight:600;margin-top:1rem}"
     "input,textarea{display:block;width:100%;font:inherit;padding:.6rem;margin-top:.25rem;"
@@ -239,14 +241,20 @@ def apply_section(job: Job, form: FormState) -> str:
     return f'<section id="apply">\n<h2>Apply</h2>\n{application_form(job.id, form)}</section>\n'
 
 
+# Not type="email": browsers refuse an address whose local part is outside ASCII
+# ("zoë@exemple.ca"), which the service takes (C8); inputmode keeps the phone's email keyboard.
+EMAIL_INPUT = {
+    "inputmode": "email",
+    "autocomplete": "email",
+    "autocapitalize": "none",
+    "spellcheck": "false",
+    "required": "",
+    "maxlength": "254",
+}
 FIELDS: tuple[tuple[str, str, dict[str, str]], ...] = (
     # (name, label, attributes of the input); "" makes a boolean attribute
     ("name", "Name", {"autocomplete": "name", "required": "", "maxlength": "100"}),
-    (
-        "email",
-        "Email",
-        {"type": "email", "autocomplete": "email", "required": "", "maxlength": "254"},
-    ),
+    ("email", "Email", EMAIL_INPUT),
     ("phone", "Phone", {"type": "tel", "autocomplete": "tel", "maxlength": "30"}),
 )
 
@@ -277,9 +285,10 @@ def application_form(job_id: int, form: FormState) -> str:
     if form.errors:
         n = len(form.errors)
         fix = f"{n} field needs" if n == 1 else f"{n} fields need"
+        # Focused on load, without JavaScript: the page opens here, not at the job's title.
         parts.append(
-            '<div class="summary" role="alert"><p>Your application was not sent: '
-            f"{esc(fix)} fixing below.</p></div>\n"
+            '<div class="summary" role="alert" tabindex="-1" autofocus><p>Your application '
+            f"was not sent: {esc(fix)} fixing below.</p></div>\n"
         )
     action = attributes(
         {"method": "post", "action": f"/jobs/{job_id}/apply", "enctype": "multipart/form-data"}
@@ -295,12 +304,13 @@ def application_form(job_id: int, form: FormState) -> str:
     parts.append(f"{label}<textarea{attributes(attrs)}>{letter}</textarea>\n{message}")
     label, attrs, message = _field("resume", "Résumé", form, optional=True)
     attrs |= {"type": "file", "accept": RESUME_TYPES}
-    parts.append(f"{label}<input{attributes(attrs)}>\n{message}")
-    if form.resume_dropped:
-        parts.append(
-            '<p class="error">Please choose your résumé again: files are not kept '
-            "when the form is sent back.</p>\n"
+    if form.resume_dropped:  # the file was fine (else `message`), but it is not kept
+        attrs["aria-describedby"] = "resume-again"
+        message = (
+            '<p class="error" id="resume-again">Please choose your résumé again: files are '
+            "not kept when the form is sent back.</p>\n"
         )
+    parts.append(f"{label}<input{attributes(attrs)}>\n{message}")
     parts.append(
         '<p class="hint">PDF, Word, OpenDocument, RTF or plain text; at most 5 MB.</p>\n'
         '<div class="hp"><label for="website">Leave this field empty</label>'

@@ -14,12 +14,13 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import ConsoleMessage, ViewportSize, sync_playwright
+from playwright.sync_api import ConsoleMessage, Page, ViewportSize, sync_playwright
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import employers
@@ -45,6 +46,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 PHONE: ViewportSize = {"width": 390, "height": 844}
+NARROW: ViewportSize = {"width": 360, "height": 740}  # a small Android phone
 # C9 variables the server must not take from the caller's environment.
 UNSET = (
     "REDIS_URL",
@@ -175,12 +177,45 @@ def _keep_error(message: ConsoleMessage, errors: list[str]) -> None:
         errors.append(message.text)
 
 
+@contextmanager
+def phone(
+    chromium: Path, tmp_path: Path, viewport: ViewportSize, console_errors: list[str]
+) -> Iterator[Page]:
+    """A page in headless Chromium emulating a phone; console errors go to `console_errors`."""
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),
+            executable_path=str(chromium),
+            args=CHROMIUM_ARGS,
+            headless=True,
+            viewport=viewport,
+            device_scale_factor=2,
+            is_mobile=True,
+            has_touch=True,
+        )
+        try:
+            page = context.pages[0] if context.pages else context.new_page()
+            page.on("console", lambda m: _keep_error(m, console_errors))
+            yield page
+        finally:
+            context.close()
+
+
+def employer_key(server: Server, name: str) -> str:
+    with session_scope(server.sessions) as s:
+        employer = employers.create_employer(s, name)
+        return employers.issue_key(s, employer.id).key
+
+
+def scroll_width(page: Page) -> int:
+    width: int = page.evaluate("document.documentElement.scrollWidth")
+    return width
+
+
 def test_apply_in_chromium_and_the_copy_is_delivered(
     chromium: Path, server: Server, smtp_sink: SmtpSink, tmp_path: Path
 ) -> None:
-    with session_scope(server.sessions) as s:
-        employer = employers.create_employer(s, "Maple Bakery")
-        key = employers.issue_key(s, employer.id).key
+    key = employer_key(server, "Maple Bakery")
     salary = {"amount": 60000, "maxAmount": 70000, "period": {"id": 1}, "plusCommission": True}
     description = (
         "<p>Bake <strong>bread</strong> and pastries for our two shops.</p>"
@@ -194,43 +229,28 @@ def test_apply_in_chromium_and_the_copy_is_delivered(
     pdf.write_bytes(small_pdf("Elodie Cote - Baker"))
 
     console_errors: list[str] = []
-    with sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path=str(chromium),
-            args=CHROMIUM_ARGS,
-            headless=True,
-            viewport=PHONE,
-            device_scale_factor=2,
-            is_mobile=True,
-            has_touch=True,
-        )
-        try:
-            page = context.pages[0] if context.pages else context.new_page()
-            page.on("console", lambda m: _keep_error(m, console_errors))
-            response = page.goto(f"{server.base}/jobs/{job['id']}")
-            assert response is not None and response.status == 200
-            assert page.locator("h1").inner_text() == "Senior Baker"
-            assert "$60,000–$70,000 a year, plus commission" in page.content()
-            # The inline stylesheet applies under the CSP: the honeypot is hidden, and the
-            # page fits the phone's width (no horizontal scrolling).
-            assert page.locator("#website").is_hidden()
-            assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "job-page.png"), full_page=True)
+    with phone(chromium, tmp_path, PHONE, console_errors) as page:
+        response = page.goto(f"{server.base}/jobs/{job['id']}")
+        assert response is not None and response.status == 200
+        assert page.locator("h1").inner_text() == "Senior Baker"
+        assert "$60,000–$70,000 a year, plus commission" in page.content()
+        # The inline stylesheet applies under the CSP: the honeypot is hidden, and the
+        # page fits the phone's width (no horizontal scrolling).
+        assert page.locator("#website").is_hidden()
+        assert scroll_width(page) <= PHONE["width"]
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "job-page.png"), full_page=True)
 
-            page.fill("#name", "Élodie Côté")
-            page.fill("#email", "elodie@example.org")
-            page.fill("#phone", "+1 (514) 555-0199")
-            page.fill("#coverLetter", "Bonjour,\nI bake bread & croissants.\nMerci")
-            page.set_input_files("#resume", str(pdf))
-            with page.expect_navigation():
-                page.click("button[type=submit]")
-            assert page.url == f"{server.base}/jobs/{job['id']}/applied"
-            assert page.locator("h1").inner_text() == "Thank you"
-            page.screenshot(path=str(ARTIFACTS / "applied-page.png"))
-        finally:
-            context.close()
+        page.fill("#name", "Élodie Côté")
+        page.fill("#email", "elodie@example.org")
+        page.fill("#phone", "+1 (514) 555-0199")
+        page.fill("#coverLetter", "Bonjour,\nI bake bread & croissants.\nMerci")
+        page.set_input_files("#resume", str(pdf))
+        with page.expect_navigation():
+            page.click("button[type=submit]")
+        assert page.url == f"{server.base}/jobs/{job['id']}/applied"
+        assert page.locator("h1").inner_text() == "Thank you"
+        page.screenshot(path=str(ARTIFACTS / "applied-page.png"))
     assert console_errors == []  # a CSP violation would be reported here
 
     [application] = call(server.base, "GET", "/api/v1.1/applications", key)["data"]
@@ -250,3 +270,66 @@ def test_apply_in_chromium_and_the_copy_is_delivered(
     assert attachment.get_content() == pdf.read_bytes()
     fetched = call(server.base, "GET", f"/api/v1.1/applications/{application['id']}", key)
     assert fetched["status"] == "sent"
+
+
+def test_long_words_fit_a_narrow_phone(chromium: Path, server: Server, tmp_path: Path) -> None:
+    """C8 on a 360 px phone: a title, an employer name or a link without a break (up to 256
+    and 128 characters) wraps, on the job page and on the thank-you page."""
+    key = employer_key(server, "Boulangerie" * 11)
+    title = "Pâtissier" * 28
+    link = '<a href="https://maple.test/jobs">https://maple.test/' + "x" * 120 + "</a>"
+    body = job_body(status="active", title=title, description=f"<p>See {link}.</p>")
+    job = call(server.base, "POST", "/api/v1.1/jobs", key, body)
+    console_errors: list[str] = []
+    with phone(chromium, tmp_path, NARROW, console_errors) as page:
+        page.goto(f"{server.base}/jobs/{job['id']}")
+        assert page.locator("h1").inner_text() == title
+        assert scroll_width(page) <= NARROW["width"]
+        page.fill("#name", "Élodie Côté")
+        page.fill("#email", "elodie@example.org")
+        with page.expect_navigation():
+            page.click("button[type=submit]")
+        assert page.locator("strong").inner_text() == title
+        assert scroll_width(page) <= NARROW["width"]
+    assert console_errors == []
+
+
+def test_the_form_takes_an_address_outside_ascii(
+    chromium: Path, server: Server, tmp_path: Path
+) -> None:
+    """The service takes "zoë@exemple.ca" (C8, email as C4); so must the form in a browser,
+    which checks an input of type email against ASCII-only rules before sending anything."""
+    key = employer_key(server, "Maple Bakery")
+    job = call(server.base, "POST", "/api/v1.1/jobs", key, job_body(status="active"))
+    with phone(chromium, tmp_path, NARROW, []) as page:
+        page.goto(f"{server.base}/jobs/{job['id']}")
+        page.fill("#name", "Zoë Tremblay")
+        page.fill("#email", "zoë@exemple.ca")
+        with page.expect_navigation(timeout=5000):
+            page.click("button[type=submit]")
+        assert page.url == f"{server.base}/jobs/{job['id']}/applied"
+    [application] = call(server.base, "GET", "/api/v1.1/applications", key)["data"]
+    assert application["email"] == "zoë@exemple.ca"
+
+
+def test_a_refused_form_opens_at_its_messages(
+    chromium: Path, server: Server, tmp_path: Path
+) -> None:
+    """After a 422 the page opens at the form's summary, focused, not at the job's title
+    a long description away: the applicant sees, and a screen reader reads, what to fix."""
+    key = employer_key(server, "Maple Bakery")
+    description = "".join(f"<p>Duty number {n} of the baker.</p>" for n in range(40))
+    body = job_body(status="active", description=description)
+    job = call(server.base, "POST", "/api/v1.1/jobs", key, body)
+    with phone(chromium, tmp_path, NARROW, []) as page:
+        page.goto(f"{server.base}/jobs/{job['id']}")
+        page.fill("#name", "Zoë Tremblay")
+        page.fill("#email", "zoe@example.org")
+        page.fill("#phone", "call me")
+        with page.expect_navigation():
+            page.click("button[type=submit]")
+        summary = page.locator(".summary")
+        assert "1 field needs fixing" in summary.inner_text()
+        box = summary.bounding_box()
+        assert box is not None and 0 <= box["y"] < NARROW["height"]
+        assert summary.evaluate("e => e === document.activeElement")

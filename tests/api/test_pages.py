@@ -377,7 +377,11 @@ def test_a_dropped_resume_is_asked_for_again(app: WsgiApp, api: Any, employer: A
     )
     page = assert_html(result, 422)
     assert "Please enter your email address." in page
-    assert "Please choose your résumé again" in page
+    # The note is the file input's description, as an error message is (C8, accessible form).
+    tag = re.search(r'<input id="resume"[^>]*aria-describedby="([^"]+)"', page)
+    assert tag, "the résumé input is not described by the note"
+    note = rf'<p class="error" id="{tag.group(1)}">Please choose your résumé again'
+    assert re.search(note, page)
     assert 'value="Élodie Côté"' in page
 
 
