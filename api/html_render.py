@@ -111,15 +111,23 @@ def salary_words(job: Job) -> str | None:
 
     An amount alone is the salary ("$25.50 an hour"); with a higher maximum it is a range
     with an en dash ("$60,000–$70,000 a year"); a maximum equal to the amount is one figure.
-    Commission adds ", plus commission". Whole dollars show no cents.
+    Commission adds ", plus commission"; with no pay besides, it is "Commission only". Whole
+    dollars show no cents.
     """
     if job.salary_amount is None or job.salary_period_id is None:
         return None
+    if job.salary_commission and not _pays(job):
+        return "Commission only"
     words = money(job.salary_amount)
     if job.salary_max is not None and job.salary_max != job.salary_amount:
         words += "–" + money(job.salary_max)
     words += " " + PER_PERIOD.get(job.salary_period_id, "")
     return words.rstrip() + (", plus commission" if job.salary_commission else "")
+
+
+def _pays(job: Job) -> bool:
+    """Whether the salary names any pay above zero (commission aside)."""
+    return bool(job.salary_amount) or bool(job.salary_max)
 
 
 def employer_name(job: Job) -> str:
@@ -166,7 +174,8 @@ def job_posting(job: Job, tz: ZoneInfo) -> dict[str, Any]:
     data["jobLocation"] = places
     if job.position_type_id in EMPLOYMENT_TYPE:
         data["employmentType"] = EMPLOYMENT_TYPE[job.position_type_id]
-    if job.salary_amount is not None and job.salary_period_id in SCHEMA_UNIT:
+    # A salary of $0 (commission only, say) is no base salary: search engines would list it.
+    if job.salary_amount is not None and job.salary_period_id in SCHEMA_UNIT and _pays(job):
         value: dict[str, Any] = {
             "@type": "QuantitativeValue",
             "unitText": SCHEMA_UNIT[job.salary_period_id],

@@ -199,6 +199,24 @@ def test_hourly_salary_contract_and_province(app: WsgiApp, api: Any, employer: A
     }
 
 
+@pytest.mark.parametrize(
+    ("salary", "words"),
+    [
+        ({"amount": 0, "period": {"id": 1}, "plusCommission": True}, "Commission only"),
+        ({"amount": 0, "period": {"id": 5}}, "$0 an hour"),
+    ],
+)
+def test_a_salary_of_nothing_is_no_base_salary(
+    app: WsgiApp, api: Any, employer: Any, salary: dict[str, Any], words: str
+) -> None:
+    """C8: pay of $0 is said as it is (commission only, or unpaid), and the JSON-LD states
+    no baseSalary, which search engines would show as a $0 salary."""
+    job = active_job(api, employer, salary=salary)
+    page = pages(app).simulate_get(f"/jobs/{job['id']}").text
+    assert f"<dd>{words}</dd>" in page
+    assert "baseSalary" not in json_ld(page)
+
+
 def test_confidential_job_hides_the_employer(app: WsgiApp, api: Any, employer: Any) -> None:
     """C2, C8: the name is hidden from applicants, in the page and in the JSON-LD."""
     job = active_job(api, employer, confidential=True)
