@@ -158,6 +158,8 @@ def job_posting(job: Job, tz: ZoneInfo) -> dict[str, Any]:
         "description": job.description,
         "datePosted": job.publish_date.isoformat(),
         "validThrough": valid_through(job.close_date, tz),
+        # Google's recommended flag: applicants apply on this page (Email routing, C8).
+        "directApply": job.routing_type != URL_ROUTE,
     }
     if not job.confidential:
         data["hiringOrganization"] = {"@type": "Organization", "name": job.employer.name}

@@ -150,6 +150,7 @@ def test_json_ld_job_posting_has_the_fields(app: WsgiApp, api: Any, employer: An
     assert data["description"] == job["description"]
     assert data["datePosted"] == "2026-03-10"
     assert data["validThrough"] == "2026-05-09T23:59:59-04:00"  # America/Toronto, EDT
+    assert data["directApply"] is True  # the form is on the page (Email routing)
     assert data["hiringOrganization"] == {"@type": "Organization", "name": "Maple Corp"}
     assert data["jobLocation"] == [
         {
@@ -296,6 +297,7 @@ def test_url_routed_job_shows_the_link_and_no_form(app: WsgiApp, api: Any, emplo
     page = assert_html(client.simulate_get(f"/jobs/{job['id']}"), 200)
     assert 'href="https://careers.maple.test/apply?job=7&amp;lang=en"' in page
     assert "<form" not in page and 'name="website"' not in page
+    assert json_ld(page)["directApply"] is False  # applicants apply on the employer's site
     posted = client.simulate_post(f"/jobs/{job['id']}/apply", **multipart(APPLICANT))
     page = assert_html(posted, 409)
     assert 'href="https://careers.maple.test/apply?job=7&amp;lang=en"' in page
