@@ -26,6 +26,12 @@ from models.settings import Network
 Enqueue = Callable[[int, str | None], object]
 
 
+def private(resp: falcon.Response) -> None:
+    """Applications are personal data (C8) behind a key that is no Authorization header, so
+    no cache, shared or the browser's, may keep them or hand them to another client."""
+    resp.set_header("Cache-Control", "no-store")
+
+
 def timestamp(moment: datetime | None) -> str | None:
     return None if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -173,6 +179,7 @@ def _send_page(
     )
     job = str(wanted.job_id) if carry_job and wanted.job_id is not None else None
     filters = {"jobId": job, "status": wanted.status}
+    private(resp)
     send_json(
         resp,
         {
@@ -188,6 +195,7 @@ class Item:
         a = applications.get(
             req.context.db.session, employer_of(req), path_id(application_id, "application")
         )
+        private(resp)
         send_json(resp, represent(a))
 
 
@@ -197,6 +205,7 @@ class ResumeFile:
         session = req.context.db.session
         a = applications.get(session, employer_of(req), path_id(application_id, "application"))
         resp.data = applications.resume_bytes(session, a)
+        private(resp)
         resp.content_type = a.resume_content_type or "application/octet-stream"
         resp.downloadable_as = a.resume_filename
         resp.set_header("X-Content-Type-Options", "nosniff")  # the detected type, never a guess

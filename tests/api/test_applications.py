@@ -176,6 +176,22 @@ def test_resume_bytes_come_back_exactly_with_the_detected_type(
     assert result.headers["x-content-type-options"] == "nosniff"
 
 
+@pytest.mark.parametrize("view", ["", "/resume", "list", "job list"])
+def test_no_cache_may_keep_the_employers_view(
+    api: Api, employer: Any, job: dict[str, Any], view: str
+) -> None:
+    # C8: personal data, behind an API-Key header that caches do not treat as Authorization.
+    app_id = received(apply(api, job["id"]))
+    path = {
+        "list": f"{API}/applications",
+        "job list": f"{API}/jobs/{job['id']}/applications",
+    }.get(view, f"{API}/applications/{app_id}{view}")
+    for method in ("GET", "HEAD"):
+        result = api.request(method, path, key=employer.key)
+        assert result.status_code == 200
+        assert result.headers["cache-control"] == "no-store"
+
+
 def test_multipart_application_with_a_file_part(
     api: Api, employer: Any, job: dict[str, Any]
 ) -> None:
