@@ -17,7 +17,7 @@ from api.clients import client_address
 from api.errors import Problem
 from api.ratelimit import Limiter
 from api.responses import INT32_MAX, path_id, send_json
-from models import applications, jobs
+from models import applications, jobs, resumes
 from models.db import after_commit
 from models.entities import Application
 from models.errors import FieldError
@@ -206,6 +206,6 @@ class ResumeFile:
         a = applications.get(session, employer_of(req), path_id(application_id, "application"))
         resp.data = applications.resume_bytes(session, a)
         private(resp)
-        resp.content_type = a.resume_content_type or "application/octet-stream"
+        resp.content_type = resumes.served_type(a.resume_content_type or "application/octet-stream")
         resp.downloadable_as = a.resume_filename
         resp.set_header("X-Content-Type-Options", "nosniff")  # the detected type, never a guess

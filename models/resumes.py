@@ -198,6 +198,14 @@ def _is_rtf(data: bytes) -> bool:
     return len(_CONTROL_BYTES.findall(data)) <= len(data) * _MAX_CONTROL_RATIO
 
 
+def served_type(content_type: str) -> str:
+    """The Content-Type a stored résumé is served with: TXT is UTF-8 only, and says so, since
+    text/plain without a charset is US-ASCII (RFC 2046) and read as such by browsers."""
+    return (
+        f"{TXT.content_type}; charset=utf-8" if content_type == TXT.content_type else content_type
+    )
+
+
 def safe_filename(name: str | None, kind: ResumeKind) -> str:
     """A harmless base name for the résumé, ending in the detected extension (C8)."""
     base = re.split(r"[\\/]", name or "")[-1]

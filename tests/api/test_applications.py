@@ -176,6 +176,21 @@ def test_resume_bytes_come_back_exactly_with_the_detected_type(
     assert result.headers["x-content-type-options"] == "nosniff"
 
 
+def test_a_text_resume_is_served_as_utf_8(api: Api, employer: Any, job: dict[str, Any]) -> None:
+    # C8: TXT is UTF-8 only; text/plain without a charset would be read as US-ASCII.
+    data = "Élodie Côté — Boulangère\n".encode()
+    resume = {"filename": "cv.txt", "content": b64(data)}
+    app_id = received(apply(api, job["id"], applicant(resume=resume)))
+    result = api.get(f"{API}/applications/{app_id}/resume", key=employer.key)
+    assert result.content == data
+    assert result.headers["content-type"] == "text/plain; charset=utf-8"
+    assert api.get(f"{API}/applications/{app_id}", key=employer.key).json["resume"] == {
+        "filename": "cv.txt",
+        "size": len(data),
+        "contentType": "text/plain",
+    }
+
+
 @pytest.mark.parametrize("view", ["", "/resume", "list", "job list"])
 def test_no_cache_may_keep_the_employers_view(
     api: Api, employer: Any, job: dict[str, Any], view: str
