@@ -21,6 +21,7 @@ from models.errors import ApplyViaUrl, FieldError, NotFound, ValidationFailed
 
 PHONE = re.compile(r"[0-9 +\-().]{1,30}")
 DELIVERY_STATES = ("pending", "sending", "sent", "failed")
+MAX_EMAIL = 254  # an address's longest path (RFC 5321, section 4.5.3.1.3, less the brackets)
 URL_ROUTE = 2
 
 
@@ -87,7 +88,7 @@ def _required(value: Any, field: str, max_len: int) -> str:
 def _required_email(value: Any) -> str:
     if value is None or (isinstance(value, str) and not value.strip()):
         raise Invalid("email", "required", "email is required.")
-    return checks.email(value, "email", max_len=254)
+    return checks.email(value, "email", max_len=MAX_EMAIL)
 
 
 def _optional_text(value: Any, field: str, max_len: int) -> str | None:
