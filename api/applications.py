@@ -17,13 +17,19 @@ from api.clients import client_address
 from api.errors import Problem
 from api.ratelimit import Limiter
 from api.responses import INT32_MAX, path_id, send_json
-from models import applications, jobs
+from models import applications, jobs, resumes
 from models.db import after_commit
 from models.entities import Application
 from models.errors import FieldError
 from models.settings import Network
 
 Enqueue = Callable[[int, str | None], object]
+
+
+def private(resp: falcon.Response) -> None:
+    """Applications are personal data (C8) behind a key that is no Authorization header, so
+    no cache, shared or the browser's, may keep them or hand them to another client."""
+    resp.set_header("Cache-Control", "no-store")
 
 
 def timestamp(moment: datetime | None) -> str | None:
@@ -173,6 +179,7 @@ def _send_page(
     )
     job = str(wanted.job_id) if carry_job and wanted.job_id is not None else None
     filters = {"jobId": job, "status": wanted.status}
+    private(resp)
     send_json(
         resp,
         {
@@ -188,6 +195,7 @@ class Item:
         a = applications.get(
             req.context.db.session, employer_of(req), path_id(application_id, "application")
         )
+        private(resp)
         send_json(resp, represent(a))
 
 
@@ -197,6 +205,7 @@ class ResumeFile:
         session = req.context.db.session
         a = applications.get(session, employer_of(req), path_id(application_id, "application"))
         resp.data = applications.resume_bytes(session, a)
-        resp.content_type = a.resume_content_type or "application/octet-stream"
+        private(resp)
+        resp.content_type = resumes.served_type(a.resume_content_type or "application/octet-stream")
         resp.downloadable_as = a.resume_filename
         resp.set_header("X-Content-Type-Options", "nosniff")  # the detected type, never a guess

@@ -21,6 +21,7 @@ from models.errors import ApplyViaUrl, FieldError, NotFound, ValidationFailed
 
 PHONE = re.compile(r"[0-9 +\-().]{1,30}")
 DELIVERY_STATES = ("pending", "sending", "sent", "failed")
+MAX_EMAIL = 254  # an address's longest path (RFC 5321, section 4.5.3.1.3, less the brackets)
 URL_ROUTE = 2
 
 
@@ -87,7 +88,7 @@ def _required(value: Any, field: str, max_len: int) -> str:
 def _required_email(value: Any) -> str:
     if value is None or (isinstance(value, str) and not value.strip()):
         raise Invalid("email", "required", "email is required.")
-    return checks.email(value, "email", max_len=254)
+    return checks.email(value, "email", max_len=MAX_EMAIL)
 
 
 def _optional_text(value: Any, field: str, max_len: int) -> str | None:
@@ -224,8 +225,16 @@ def listing(
 def purge(session: Session, *, now: datetime, retention_days: int) -> int:
     """Delete applications older than the retention whose delivery is over (C8)."""
     cutoff = now - timedelta(days=retention_days)
-    over = select(OutboxEntry.application_id).where(OutboxEntry.status.in_(("sent", "failed")))
-    old = (Application.received_at < cutoff) & Application.id.in_(over)
+    # FOR UPDATE: on PostgreSQL a copy an operator sends back (failed → pending) while the
+    # purge runs is locked first and its new status checked again, so it is left alone, where
+    # the plain subquery's snapshot still saw it failed and the cascade deleted it pending.
+    over = (
+        select(OutboxEntry.application_id)
+        .join(Application)
+        .where(OutboxEntry.status.in_(("sent", "failed")), Application.received_at < cutoff)
+        .with_for_update(of=OutboxEntry)
+    )
+    old = Application.id.in_(over)
     # Résumés and outbox entries go with them: ON DELETE CASCADE (foreign keys are on in SQLite).
     result = session.execute(delete(Application).where(old))
     return int(result.rowcount)  # type: ignore[attr-defined]

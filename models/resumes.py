@@ -1,6 +1,8 @@
 """Résumé rules of C8: the type is judged by the content, never by the filename.
 
-- PDF: starts with `%PDF-`. RTF: starts with `{\\rtf`.
+- PDF: starts with `%PDF-`.
+- RTF: starts with `{\\rtf` and is text (see `_is_rtf`): an executable or a zip behind the
+  prefix is refused.
 - DOC: a Word 97-2003 document, an OLE2 compound file ([MS-CFB]) whose root storage holds a
   `WordDocument` stream; other compound files (Excel, PowerPoint, Outlook messages…) are refused.
 - DOCX: a zip with `word/document.xml`, whose `[Content_Types].xml` declares the WordprocessingML
@@ -32,6 +34,7 @@ _ODT_MIMETYPE = b"application/vnd.oasis.opendocument.text"
 _DOCX_MAIN = b"application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"
 _MAX_CONTENT_TYPES = 1024 * 1024
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")  # all Cc but \t \n \f \r
+_CONTROL_BYTES = re.compile(rb"[\x00-\x08\x0b\x0e-\x1f\x7f]")  # the same, in 7-bit bytes
 _MAX_CONTROL_RATIO = 0.02
 _MAX_NAME = 100
 _ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, OSError, EOFError, RuntimeError, ValueError)
@@ -60,7 +63,7 @@ def detect(data: bytes) -> ResumeKind | None:
     if data.startswith(_OLE2):
         return DOC if _is_word_document(data) else None
     if data.startswith(b"{\\rtf"):
-        return RTF
+        return RTF if _is_rtf(data) else None
     if data.startswith(_ZIP):
         return _zip_kind(data)
     return TXT if _is_text(data) else None
@@ -183,6 +186,24 @@ def _is_text(data: bytes) -> bool:
     if not text.strip():
         return False
     return len(_CONTROL.findall(text)) <= len(text) * _MAX_CONTROL_RATIO
+
+
+def _is_rtf(data: bytes) -> bool:
+    """No NUL and almost no control characters, as for TXT, counted on the bytes: RTF is 7-bit
+    text, though writers also put 8-bit text of the document's code page in it. Pictures and
+    objects are written in hex; raw bytes after `\\bin`, which no résumé writer uses, are
+    refused with the executables and archives that would otherwise pass as RTF."""
+    if b"\x00" in data:
+        return False
+    return len(_CONTROL_BYTES.findall(data)) <= len(data) * _MAX_CONTROL_RATIO
+
+
+def served_type(content_type: str) -> str:
+    """The Content-Type a stored résumé is served with: TXT is UTF-8 only, and says so, since
+    text/plain without a charset is US-ASCII (RFC 2046) and read as such by browsers."""
+    return (
+        f"{TXT.content_type}; charset=utf-8" if content_type == TXT.content_type else content_type
+    )
 
 
 def safe_filename(name: str | None, kind: ResumeKind) -> str:

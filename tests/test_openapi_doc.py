@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from models.applications import MAX_EMAIL
 from tests.openapi_check import DOC_PATH, check_response, document, loaded, match_template
 
 V = "/api/v1.1"
@@ -282,6 +283,13 @@ def test_every_error_is_a_problem() -> None:
             if int(status) >= 400:
                 content = resolve(response["$ref"])["content"]
                 assert list(content) == [PROBLEM], (method, path, status)
+
+
+@pytest.mark.parametrize("schema", ["ApplicationCreate", "ApplicationForm", "Application"])
+def test_the_applicants_email_has_the_services_limit(schema: str) -> None:
+    # C8: a client validating by the document must not send what the service refuses.
+    email = document()["components"]["schemas"][schema]["properties"]["email"]
+    assert email["maxLength"] == MAX_EMAIL
 
 
 def test_path_ids_are_strings_so_a_non_int32_id_may_be_a_404() -> None:

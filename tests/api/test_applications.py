@@ -176,6 +176,37 @@ def test_resume_bytes_come_back_exactly_with_the_detected_type(
     assert result.headers["x-content-type-options"] == "nosniff"
 
 
+def test_a_text_resume_is_served_as_utf_8(api: Api, employer: Any, job: dict[str, Any]) -> None:
+    # C8: TXT is UTF-8 only; text/plain without a charset would be read as US-ASCII.
+    data = "Élodie Côté — Boulangère\n".encode()
+    resume = {"filename": "cv.txt", "content": b64(data)}
+    app_id = received(apply(api, job["id"], applicant(resume=resume)))
+    result = api.get(f"{API}/applications/{app_id}/resume", key=employer.key)
+    assert result.content == data
+    assert result.headers["content-type"] == "text/plain; charset=utf-8"
+    assert api.get(f"{API}/applications/{app_id}", key=employer.key).json["resume"] == {
+        "filename": "cv.txt",
+        "size": len(data),
+        "contentType": "text/plain",
+    }
+
+
+@pytest.mark.parametrize("view", ["", "/resume", "list", "job list"])
+def test_no_cache_may_keep_the_employers_view(
+    api: Api, employer: Any, job: dict[str, Any], view: str
+) -> None:
+    # C8: personal data, behind an API-Key header that caches do not treat as Authorization.
+    app_id = received(apply(api, job["id"]))
+    path = {
+        "list": f"{API}/applications",
+        "job list": f"{API}/jobs/{job['id']}/applications",
+    }.get(view, f"{API}/applications/{app_id}{view}")
+    for method in ("GET", "HEAD"):
+        result = api.request(method, path, key=employer.key)
+        assert result.status_code == 200
+        assert result.headers["cache-control"] == "no-store"
+
+
 def test_multipart_application_with_a_file_part(
     api: Api, employer: Any, job: dict[str, Any]
 ) -> None:

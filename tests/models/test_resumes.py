@@ -57,6 +57,7 @@ PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + b"\x00" * 32
         (make_zip({"[Content_Types].xml": DOCX_TYPES, "word/document.xml": DOCUMENT_XML}), DOCX),
         (ODT_BYTES, ODT),
         (b"{\\rtf1\\ansi {\\b Curriculum} vitae}", RTF),
+        (b"{\\rtf1\\ansi\\ansicpg1252 \xc9lodie C\xf4t\xe9\\par\r\n}", RTF),  # raw 8-bit text
         ("Élodie Côté\nDéveloppeuse\tMontréal\r\n".encode(), TXT),
         ("\ufeffRésumé with a BOM\f".encode(), TXT),
         (b"<html><script>alert(1)</script></html>", TXT),  # served as a text/plain attachment
@@ -70,6 +71,7 @@ PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + b"\x00" * 32
         "docx-bare",
         "odt",
         "rtf",
+        "rtf-8-bit",
         "txt",
         "txt-bom",
         "html",
@@ -94,6 +96,9 @@ def test_allowed_types_are_detected(data: bytes, kind: ResumeKind) -> None:
         "Élodie Côté, Montréal".encode("latin-1"),  # only UTF-8 is text
         "Élodie Côté, Montréal".encode("utf-16"),  # with its BOM
         b"mostly\x01\x02\x03\x04\x05 control\x06\x07\x08\x0e\x0f",
+        b"{\\rtf1" + b"MZ\x90\x00\x03\x00\x00\x00\x04\x00" * 50,  # an executable behind the prefix
+        b"{\\rtf" + make_zip({"readme.md": b"hello"}),
+        b"{\\rtf1 " + bytes(range(1, 9)) * 40,  # control characters, no NUL
     ],
     ids=[
         "png",
@@ -108,6 +113,9 @@ def test_allowed_types_are_detected(data: bytes, kind: ResumeKind) -> None:
         "latin-1",
         "utf-16",
         "controls",
+        "rtf-exe",
+        "rtf-zip",
+        "rtf-controls",
     ],
 )
 def test_other_content_is_refused(data: bytes) -> None:

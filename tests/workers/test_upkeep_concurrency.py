@@ -329,3 +329,29 @@ def test_sweep_overlapping_a_run_in_progress_enqueues_a_lease_run_out_once(
     a, b, waited = overlapped(factory, lambda s: len(outbox.sweep(s, now=now, timing=long_grace)))
     assert (a, b) == (10, 0)
     assert waited >= 0.5
+
+
+def test_a_copy_sent_back_while_the_purge_runs_is_not_purged(
+    factory: sessionmaker[Session],
+) -> None:
+    """C8: never a copy still pending. An operator's retry (failed → pending) holds its
+    entry when the purge starts and commits meanwhile: the purge must see it pending."""
+    seed_applications(factory, 3, age=timedelta(days=200))  # sent, failed, pending
+    retried = threading.Event()
+
+    def operator_retry() -> None:
+        with session_scope(factory) as s:
+            assert len(outbox.retry_failed(s, None, now=utcnow())) == 1
+            retried.set()
+            time.sleep(1.0)
+
+    operator = threading.Thread(target=operator_retry)
+    operator.start()
+    assert retried.wait(30), "the retry did not get going"
+    with session_scope(factory) as s:
+        purged = purge_now(s)
+    operator.join(30)
+    assert purged == 1  # the sent copy only
+    assert counts(factory) == (2, 2, 2)
+    with factory() as s:
+        assert sorted(s.scalars(select(OutboxEntry.status))) == ["pending", "pending"]
