@@ -198,12 +198,17 @@ def _is_rtf(data: bytes) -> bool:
     return len(_CONTROL_BYTES.findall(data)) <= len(data) * _MAX_CONTROL_RATIO
 
 
+def charset(content_type: str) -> str | None:
+    """The charset a stored résumé of this type is in, where its type needs one said: TXT is
+    UTF-8 only, and text/plain without a charset is US-ASCII (RFC 2046), read as such by
+    browsers and mail programs."""
+    return "utf-8" if content_type == TXT.content_type else None
+
+
 def served_type(content_type: str) -> str:
-    """The Content-Type a stored résumé is served with: TXT is UTF-8 only, and says so, since
-    text/plain without a charset is US-ASCII (RFC 2046) and read as such by browsers."""
-    return (
-        f"{TXT.content_type}; charset=utf-8" if content_type == TXT.content_type else content_type
-    )
+    """The Content-Type a stored résumé is served (and attached) with."""
+    named = charset(content_type)
+    return f"{content_type}; charset={named}" if named else content_type
 
 
 def safe_filename(name: str | None, kind: ResumeKind) -> str:

@@ -40,6 +40,7 @@ from email.utils import encode_rfc2231, format_datetime, getaddresses, parseaddr
 from functools import lru_cache
 from typing import Any
 
+from models import resumes
 from models.checks import ENCODED_WORD
 
 
@@ -246,7 +247,7 @@ def _attachment(
     data: bytes, content_type: str | None, name: str | None, fold: policies.EmailPolicy[Any]
 ) -> bytes:
     maintype, _, subtype = (content_type or "application/octet-stream").partition("/")
-    kind = _header("Content-Type", f"{maintype}/{subtype or 'octet-stream'}")
+    kind = _header("Content-Type", resumes.served_type(f"{maintype}/{subtype or 'octet-stream'}"))
     filename = name or "resume"
     if ENCODED_WORD in filename:  # percent-encoded as is: the email package would decode it
         disposition = f"Content-Disposition: attachment; {_rfc2231(filename)}\r\n"
@@ -268,7 +269,10 @@ def _rfc2231(filename: str) -> str:
 
 def _attach(msg: EmailMessage, data: bytes, content_type: str | None, name: str | None) -> None:
     maintype, _, subtype = (content_type or "application/octet-stream").partition("/")
-    msg.add_attachment(data, maintype, subtype or "octet-stream", filename=name or "resume")
+    subtype = subtype or "octet-stream"
+    named = resumes.charset(f"{maintype}/{subtype}")
+    params = {"charset": named} if named else None
+    msg.add_attachment(data, maintype, subtype, filename=name or "resume", params=params)
 
 
 def _utc(moment: datetime) -> datetime:

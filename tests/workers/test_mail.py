@@ -120,6 +120,15 @@ def test_resume_is_attached_unchanged(smtp_sink: Any) -> None:
     assert attachment.get_payload(decode=True) == RESUME
 
 
+def test_a_text_resume_says_it_is_utf8() -> None:
+    """Only UTF-8 is taken as TXT (models.resumes); text/plain without a charset would be read
+    as US-ASCII, and its accents garbled, by the employer's mail program (C8)."""
+    [attachment] = list(parsed(TEXT_RESUME).iter_attachments())
+    assert attachment.get_content_type() == "text/plain"
+    assert attachment.get_content_charset() == "utf-8"
+    assert attachment.get_content() == "Résumé de Zoë\n"
+
+
 def test_no_attachment_without_resume(smtp_sink: Any) -> None:
     copy = dataclasses.replace(COPY, resume=None, resume_filename=None, resume_content_type=None)
     assert list(deliver(smtp_sink, copy).iter_attachments()) == []
@@ -171,7 +180,19 @@ PLAIN = dataclasses.replace(
     resume_content_type=None,
 )
 INTERNATIONAL = dataclasses.replace(PLAIN, to="recrutement@société.example", name="Łukasz Żółw")
-COPIES = {"full": COPY, "odd": ODD, "plain": PLAIN, "international": INTERNATIONAL}
+TEXT_RESUME = dataclasses.replace(
+    COPY,
+    resume="Résumé de Zoë\n".encode(),
+    resume_filename="cv.txt",
+    resume_content_type="text/plain",
+)
+COPIES = {
+    "full": COPY,
+    "odd": ODD,
+    "plain": PLAIN,
+    "international": INTERNATIONAL,
+    "text résumé": TEXT_RESUME,
+}
 SENDERS = [MAIL_FROM, "Jobpost Québec <emplois@jobs.example>", "jobpost@localhost"]
 
 
