@@ -52,6 +52,9 @@ class JobCollection(_JobResource):
             page=paging.page,
             page_size=paging.page_size,
         )
+        # An employer's own jobs, behind a key no cache takes for Authorization: no shared
+        # cache may keep the page for another employer, as for one job (PrivateNoCache).
+        resp.set_header("Cache-Control", "private, no-cache")
         send_json(
             resp,
             {

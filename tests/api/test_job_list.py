@@ -45,6 +45,14 @@ def test_an_empty_list_has_zero_pages_and_no_links(api: Any, employer: Any) -> N
     }
 
 
+def test_no_shared_cache_keeps_an_employers_list(api: Any, employer: Any) -> None:
+    """The list answers for the key's employer, and the key is no Authorization header that
+    caches would know to keep apart: private, as GET of one job is (C2, C6)."""
+    result = api.get(JOBS, key=employer.key)
+    assert result.status_code == 200
+    assert result.headers["Cache-Control"] == "private, no-cache"
+
+
 def test_defaults_are_page_1_of_10_with_absolute_links(api: Any, employer: Any) -> None:
     for i in range(12):
         create_job(api, employer, title=f"Job {i:02}")
