@@ -65,9 +65,20 @@ def _why(error: Exception) -> str:
     return str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
 
 
-def _number(low: float, *, above: bool = False, whole: bool = False) -> Callable[[str], float]:
-    """A finite number at least `low` (above it when `above`), a whole one when `whole`."""
+# The longest span a setting of days, hours or seconds may give: dates a hundred years on are
+# still dates, where ten thousand years on is past what a datetime holds (the purge, a retry
+# or a lease would fail on every run, with an OverflowError).
+MOST_SECONDS = 100 * 366 * 86400
+
+
+def _number(
+    low: float, *, above: bool = False, whole: bool = False, most: float | None = None
+) -> Callable[[str], float]:
+    """A finite number at least `low` (above it when `above`) and at most `most`, a whole one
+    when `whole`."""
     bound = f"{'above' if above else 'at least'} {low:g}"
+    if most is not None:
+        bound += f" and at most {most:,.0f}"
     kind = "a whole number" if whole else "a number"
 
     def parse(raw: str) -> float:
@@ -75,11 +86,17 @@ def _number(low: float, *, above: bool = False, whole: bool = False) -> Callable
             value = int(raw) if whole else float(raw)
         except ValueError:
             raise ValueError(f"not {kind}") from None
-        if not math.isfinite(value) or value < low or (above and value == low):
+        too_high = most is not None and value > most
+        if not math.isfinite(value) or value < low or (above and value == low) or too_high:
             raise ValueError(f"must be {bound}")
         return value
 
     return parse
+
+
+def _span(unit_seconds: int, *, above: bool = False, whole: bool = False) -> Callable[[str], float]:
+    """A span of time in units of `unit_seconds`, up to MOST_SECONDS."""
+    return _number(0, above=above, whole=whole, most=MOST_SECONDS // unit_seconds)
 
 
 def _port(raw: str) -> int:
@@ -209,21 +226,21 @@ class Settings:
             smtp_user=e.get("SMTP_USER") or None,
             smtp_password=e.get("SMTP_PASSWORD") or None,
             smtp_starttls=_bool(e.get("SMTP_STARTTLS", "false")),
-            smtp_timeout=_read(e, "SMTP_TIMEOUT", "30", _number(0, above=True)),
+            smtp_timeout=_read(e, "SMTP_TIMEOUT", "30", _span(1, above=True)),
             mail_from=e.get("MAIL_FROM", "jobpost@localhost"),
             timezone=_read(e, "JOBPOST_TIMEZONE", "America/Toronto", _zone),
             public_base_url=_read(e, "PUBLIC_BASE_URL", "", _base_url),
             application_retention_days=int(
-                _read(e, "APPLICATION_RETENTION_DAYS", "180", _number(0, whole=True))
+                _read(e, "APPLICATION_RETENTION_DAYS", "180", _span(86400, whole=True))
             ),
             apply_rate_limit=_rule(e.get("APPLY_RATE_LIMIT", "10/minute")),
-            outbox_sweep_grace_seconds=_read(e, "OUTBOX_SWEEP_GRACE_SECONDS", "120", _number(0)),
-            outbox_lease_seconds=_read(e, "OUTBOX_LEASE_SECONDS", "300", _number(0, above=True)),
+            outbox_sweep_grace_seconds=_read(e, "OUTBOX_SWEEP_GRACE_SECONDS", "120", _span(1)),
+            outbox_lease_seconds=_read(e, "OUTBOX_LEASE_SECONDS", "300", _span(1, above=True)),
             delivery_retry_base_seconds=_read(
-                e, "DELIVERY_RETRY_BASE_SECONDS", "60", _number(0, above=True)
+                e, "DELIVERY_RETRY_BASE_SECONDS", "60", _span(1, above=True)
             ),
-            delivery_retry_hours=_read(e, "DELIVERY_RETRY_HOURS", "24", _number(0)),
-            ready_timeout_seconds=_read(e, "READY_TIMEOUT_SECONDS", "2", _number(0, above=True)),
+            delivery_retry_hours=_read(e, "DELIVERY_RETRY_HOURS", "24", _span(3600)),
+            ready_timeout_seconds=_read(e, "READY_TIMEOUT_SECONDS", "2", _span(1, above=True)),
             prometheus_multiproc_dir=e.get("PROMETHEUS_MULTIPROC_DIR", str(var / "prometheus")),
             worker_metrics_port=_read(e, "WORKER_METRICS_PORT", "9808", _port),
             job_cache_mb=_read(e, "JOB_CACHE_MB", "4", _number(0)),

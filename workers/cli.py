@@ -168,15 +168,24 @@ def dev(args: argparse.Namespace, settings: Settings) -> int:
     return run(args.host, args.port, settings.smtp_host, settings.smtp_port, var_dir())
 
 
+# --today's years: the tasks count days and seconds back and forth from it (refresh's 7 days,
+# the purge's retention, the time zone's offset), which the first and last years cannot hold.
+TODAY_YEARS = (1900, 9000)
+
+
 def iso_date(text: str) -> str:
-    """--today: anything but a real date written YYYY-MM-DD is a usage error (exit 2), caught
-    before anything runs. date.fromisoformat alone also takes 20261201 and 2026-W49-2."""
+    """--today: anything but a real date written YYYY-MM-DD in TODAY_YEARS is a usage error
+    (exit 2), caught before anything runs. date.fromisoformat alone also takes 20261201 and
+    2026-W49-2."""
     try:
         if not re.fullmatch("[0-9]{4}-[0-9]{2}-[0-9]{2}", text):
             raise ValueError(text)
-        date.fromisoformat(text)
+        day = date.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
+    first, last = TODAY_YEARS
+    if not first <= day.year <= last:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a year from {first} to {last}")
     return text
 
 

@@ -33,6 +33,9 @@ from workers.cli import main
         ("DELIVERY_RETRY_HOURS", "inf"),
         ("APPLICATION_RETENTION_DAYS", "-2"),
         ("APPLICATION_RETENTION_DAYS", "1.5"),
+        ("APPLICATION_RETENTION_DAYS", "3650000"),  # the purge's cut-off would be no date
+        ("DELIVERY_RETRY_HOURS", "1e9"),
+        ("OUTBOX_LEASE_SECONDS", "1e12"),
         ("JOB_CACHE_MB", "-1"),
         ("PUBLIC_BASE_URL", "jobs.example.com"),
     ],

@@ -711,6 +711,8 @@ def test_cli_tasks_run_prints_the_count_for_people_too(cli: Any, capsys: Any) ->
         "2026-03-10T00:00",
         " 2026-03-10",
         "２０２６-03-10",  # digits, but not ASCII ones
+        "0001-01-01",  # a real date, but refresh's 7 days back would be none
+        "9999-12-31",  # and purge's instant of that day, in Toronto, would be past any
     ],
 )
 def test_cli_tasks_run_refuses_a_malformed_date_as_a_usage_error(
