@@ -75,7 +75,7 @@ def create_app(
         f"{API}/locations": reference.Locations(base),
         f"{API}/locations/{{location_id}}": reference.LocationItem(),
         f"{API}/openapi.json": OpenApi(),
-        "/jobs/{job_id}": JobPage(settings.timezone),  # C8 public pages (HTML)
+        "/jobs/{job_id}": JobPage(settings.timezone, base),  # C8 public pages (HTML)
         "/jobs/{job_id}/apply": ApplyForm(intake, settings.timezone),
         "/jobs/{job_id}/applied": Applied(),
         "/healthz": health.Health(),

@@ -210,8 +210,11 @@ class FormState:
     resume_dropped: bool = False
 
 
-def job_page(job: Job, tz: ZoneInfo, form: FormState | None = None) -> str:
-    """The public job page (C8): the job, and the form (Email) or a link (URL)."""
+def job_page(
+    job: Job, tz: ZoneInfo, form: FormState | None = None, *, canonical: str | None = None
+) -> str:
+    """The public job page (C8): the job, and the form (Email) or a link (URL). `canonical`:
+    the page's one address (`/jobs/01` and `/jobs/1/` serve it too), for search engines."""
     locations = "; ".join(loc.description for loc in job.locations)
     facts = [
         ("Location" if len(job.locations) == 1 else "Locations", locations),
@@ -234,7 +237,8 @@ def job_page(job: Job, tz: ZoneInfo, form: FormState | None = None) -> str:
         f"{apply_section(job, form or FormState())}</article>\n"
     )
     title = f"{job.title} · {employer_name(job)}"
-    return layout(title, body, head=script_json(job_posting(job, tz)))
+    head = f'<link rel="canonical" href="{esc(canonical)}">\n' if canonical else ""
+    return layout(title, body, head=head + script_json(job_posting(job, tz)))
 
 
 def apply_section(job: Job, form: FormState) -> str:

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 import falcon
 from sqlalchemy.orm import Session
 
-from api import errors, html_render
+from api import errors, html_render, query
 from api.applications import Intake
 from api.responses import path_id
 from models.applications import Upload
@@ -90,15 +90,16 @@ def public_job(session: Session, raw_id: str) -> Job | None:
 class JobPage:
     """GET /jobs/{id}: the job in HTML with JSON-LD, and its apply section (C8)."""
 
-    def __init__(self, timezone: ZoneInfo) -> None:
-        self.timezone = timezone
+    def __init__(self, timezone: ZoneInfo, public_base_url: str | None = None) -> None:
+        self.timezone, self.public_base_url = timezone, public_base_url
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         job = public_job(req.context.db.session, job_id)
         if job is None:
             send_not_found(resp)
             return
-        send_html(resp, html_render.job_page(job, self.timezone))
+        canonical = f"{query.base_url(req, self.public_base_url)}/jobs/{job.id}"
+        send_html(resp, html_render.job_page(job, self.timezone, canonical=canonical))
 
 
 class ApplyRedirect:

@@ -103,7 +103,8 @@ def test_email_job_page_shows_each_field_and_the_form(
         assert f'name="{name}"' in page
     assert re.search(r'<input id="website" name="website"[^>]*>', page)
     assert 'type="file"' in page
-    assert re.findall(r"<link[^>]*>", page) == ['<link rel="icon" href="data:,">']
+    loaded = [link for link in re.findall(r"<link[^>]*>", page) if "canonical" not in link]
+    assert loaded == ['<link rel="icon" href="data:,">']  # a canonical link loads nothing
     assert "src=" not in page  # no external assets
 
 
@@ -216,6 +217,18 @@ def test_a_salary_of_nothing_is_no_base_salary(
     page = pages(app).simulate_get(f"/jobs/{job['id']}").text
     assert f"<dd>{words}</dd>" in page
     assert "baseSalary" not in json_ld(page)
+
+
+def test_each_address_of_a_job_page_names_one_canonical_address(
+    app: WsgiApp, api: Any, employer: Any
+) -> None:
+    """/jobs/01 and /jobs/7/ serve the page of /jobs/7: a search engine is told which to list
+    (the request's scheme and host, or PUBLIC_BASE_URL, as for the API's links, C6)."""
+    job = active_job(api, employer)
+    for path in (f"/jobs/{job['id']}", f"/jobs/0{job['id']}", f"/jobs/{job['id']}/"):
+        page = assert_html(pages(app).simulate_get(path), 200)
+        links = re.findall(r'<link rel="canonical" href="([^"]+)">', page)
+        assert links == [f"http://falconframework.org/jobs/{job['id']}"], path
 
 
 def test_confidential_job_hides_the_employer(app: WsgiApp, api: Any, employer: Any) -> None:
