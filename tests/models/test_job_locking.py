@@ -141,7 +141,11 @@ def _apply(job_id: int) -> Callable[[Session], object]:
 
 
 def _delete(employer: Employer, job_id: int) -> Callable[[Session], object]:
-    return lambda s: jobs.delete(s, jobs.get(s, employer, job_id, for_update=True))
+    return lambda s: jobs.delete_by_id(s, employer, job_id)
+
+
+def _delete_reference(employer: Employer, ref: str) -> Callable[[Session], object]:
+    return lambda s: jobs.delete_by_reference(s, employer, {"referenceId": ref})
 
 
 def _put(employer: Employer, job_id: int, body: dict[str, Any]) -> Callable[[Session], object]:
@@ -177,3 +181,29 @@ def test_an_application_to_a_job_being_closed_to_it_is_refused(
     with factory() as s:
         stored = select(func.count()).where(Application.employer_id == employer.id)
         assert s.scalar(stored) == 0
+
+
+def test_a_delete_of_a_job_being_deleted_is_a_404(
+    committed: tuple[sessionmaker[Session], Employer, int],
+) -> None:
+    """Two DELETEs of one job at once: one 204, one 404 (C4), as if sent one after the other.
+    Unlocked, both deleted it (the second's DELETE matching no row) and both answered 204."""
+    factory, employer, job_id = committed
+    delete = _delete(employer, job_id)
+    assert _while_held(factory, delete, delete) == {"waited": True, "refused": "not_found"}
+
+
+def test_a_delete_by_a_reference_id_being_changed_is_a_404(
+    committed: tuple[sessionmaker[Session], Employer, int],
+) -> None:
+    """A PUT moves the job from referenceId A to B while a DELETE of A is sent: the DELETE
+    finds no A (404), and the job stays, under B (C4). Unlocked, it deleted the renamed job."""
+    factory, employer, job_id = committed
+    with factory() as s:
+        jobs.update(s, employer, jobs.get(s, employer, job_id), {"referenceId": "A"}, today=TODAY)
+        s.commit()
+    rename = _put(employer, job_id, {"referenceId": "B"})
+    outcome = _while_held(factory, rename, _delete_reference(employer, "A"))
+    assert outcome == {"waited": True, "refused": "not_found"}
+    with factory() as s:
+        assert jobs.get(s, employer, job_id).reference_id == "B"
