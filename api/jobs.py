@@ -110,6 +110,5 @@ class JobItem(_JobResource):
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         read_json(req, optional=True)  # a body is not needed, but must be JSON if sent (C1)
-        session = req.context.db.session
-        jobs.delete(session, jobs.get(session, employer_of(req), path_id(job_id)))
+        jobs.delete_by_id(req.context.db.session, employer_of(req), path_id(job_id))
         resp.status = 204

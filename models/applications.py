@@ -49,8 +49,21 @@ INTAKE_LOADS = (lazyload(Job.job_locations), lazyload(Job.job_categories))
 
 
 def open_job(session: Session, job_id: int) -> Job:
-    """The job an applicant may apply to: active (404 otherwise), routed by email (C8)."""
-    job = session.get(Job, job_id, options=INTAKE_LOADS)
+    """The job an applicant may apply to: active (404 otherwise), routed by email (C8).
+
+    On PostgreSQL the job row is share-locked until the application commits: a PUT or
+    DELETE of the job in flight is waited for and its result read, and none can change the
+    job before the application is stored. Unlocked, a job deleted meanwhile made the insert
+    break its foreign key (a 500), and one archived or routed to a URL meanwhile still took
+    the application, its snapshot (C8) of a job that no longer was. SQLite writers hold the
+    whole database from their first statement."""
+    job = session.get(
+        Job,
+        job_id,
+        options=INTAKE_LOADS,
+        populate_existing=True,
+        with_for_update={"read": True, "of": Job},
+    )
     if job is None or job.status != "active":
         raise NotFound(f"No open job has id {job_id}.")
     if job.routing_type == URL_ROUTE and job.application_url:

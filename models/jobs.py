@@ -221,6 +221,13 @@ def delete(session: Session, job: Job) -> None:
     session.flush()
 
 
+def delete_by_id(session: Session, employer: Employer, job_id: int) -> None:
+    """DELETE /jobs/{id}: 404 when unknown. The job is found locked (`get`), as by a PUT:
+    a DELETE that read it unlocked went on to delete it after a concurrent DELETE had, and
+    answered 204 twice for one job (C4: the second is a 404)."""
+    delete(session, get(session, employer, job_id, for_update=True))
+
+
 def delete_by_reference(session: Session, employer: Employer, body: dict[str, Any]) -> None:
     """DELETE /jobs with {"referenceId": …}: 404 when unknown; the referenceId is then free."""
     try:
@@ -230,7 +237,10 @@ def delete_by_reference(session: Session, employer: Employer, body: dict[str, An
         if body.get("referenceId") in (None, ""):
             field = FieldError("referenceId", "required", "referenceId is required.")
         raise ValidationFailed([field], subject="request") from None
-    job = find_by_reference(session, employer, ref)
+    # Locked: a PUT changing this job's referenceId is waited for, and the job is then no
+    # longer found by the old one (unlocked, the renamed job was deleted: a DELETE answered
+    # 204 for a referenceId the PUT's 200 had already given up, and took the job with it).
+    job = find_by_reference(session, employer, ref, for_update=True)
     if job is None:
         raise NotFound(f"No job has referenceId {ref!r}.")
     delete(session, job)

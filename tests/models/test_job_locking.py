@@ -1,21 +1,23 @@
-"""C4 partial PUTs of one job at once, on PostgreSQL's committed transactions: the second
-waits for the first and merges into its result, so both go through and the stored job is one
-both rules and both requests agree with."""
+"""Writes of one job at once, on PostgreSQL's committed transactions. C4: of two partial
+PUTs the second waits for the first and merges into its result, so both go through and the
+stored job is one both rules and both requests agree with. C8: an application waits for a
+write of its job in flight and answers as the job then is."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import date
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, delete
+from sqlalchemy import Engine, delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import employers, jobs
+from models import applications, employers, jobs
 from models.db import make_sessionmaker
-from models.entities import Employer
+from models.entities import Application, Employer
+from models.errors import DomainError
 from tests.factories import job_body
 
 TODAY = date(2026, 11, 22)
@@ -86,3 +88,122 @@ def test_a_put_waits_for_a_concurrent_put_of_the_same_job(
         route = (stored.routing_type, stored.application_url, stored.application_email)
         assert route == (2, "https://maple.test/apply", None)
         assert stored.version == 3  # created, then each PUT once
+
+
+def _while_held(
+    factory: sessionmaker[Session],
+    write: Callable[[Session], object],
+    then: Callable[[Session], object],
+) -> dict[str, Any]:
+    """`write` runs and holds its transaction open while `then` is run in another, which
+    must wait for it. Returns whether it waited and how it ended: done, refused (with the
+    domain error's code) or an unexpected error."""
+    written, may_commit = threading.Event(), threading.Event()
+    outcome: dict[str, Any] = {}
+
+    def writer() -> None:
+        with factory() as s:
+            write(s)
+            written.set()
+            may_commit.wait(10)
+            s.commit()
+
+    def second() -> None:
+        try:
+            with factory() as s:
+                then(s)
+                s.commit()
+                outcome["done"] = True
+        except DomainError as e:
+            outcome["refused"] = e.code
+        except Exception as e:  # shown by the assertion
+            outcome["error"] = repr(e)
+
+    one = threading.Thread(target=writer)
+    one.start()
+    assert written.wait(10)
+    two = threading.Thread(target=second)
+    two.start()
+    two.join(0.5)
+    outcome["waited"] = two.is_alive()
+    may_commit.set()
+    one.join(10)
+    two.join(10)
+    return outcome
+
+
+APPLICANT = applications.Submission("Ann Smith", "ann@example.test", None, None, None)
+TO_URL = {"applicantRoutingType": {"id": 2}, "applicationUrl": "https://maple.test/apply"}
+
+
+def _apply(job_id: int) -> Callable[[Session], object]:
+    return lambda s: applications.submit(s, applications.open_job(s, job_id), APPLICANT)
+
+
+def _delete(employer: Employer, job_id: int) -> Callable[[Session], object]:
+    return lambda s: jobs.delete_by_id(s, employer, job_id)
+
+
+def _delete_reference(employer: Employer, ref: str) -> Callable[[Session], object]:
+    return lambda s: jobs.delete_by_reference(s, employer, {"referenceId": ref})
+
+
+def _put(employer: Employer, job_id: int, body: dict[str, Any]) -> Callable[[Session], object]:
+    def put(s: Session) -> None:
+        jobs.update(s, employer, jobs.get(s, employer, job_id, for_update=True), body, today=TODAY)
+
+    return put
+
+
+def test_an_application_to_a_job_being_deleted_is_a_404(
+    committed: tuple[sessionmaker[Session], Employer, int],
+) -> None:
+    """Read before the delete committed and inserted after, the application broke its
+    foreign key: a 500 where C8 answers 404 for a job that is not open."""
+    factory, employer, job_id = committed
+    outcome = _while_held(factory, _delete(employer, job_id), _apply(job_id))
+    assert outcome == {"waited": True, "refused": "not_found"}
+
+
+@pytest.mark.parametrize(
+    ("change", "refused"),
+    [({"status": "archived"}, "not_found"), (TO_URL, "apply_via_url")],
+    ids=["archived", "url-routed"],
+)
+def test_an_application_to_a_job_being_closed_to_it_is_refused(
+    committed: tuple[sessionmaker[Session], Employer, int], change: dict[str, Any], refused: str
+) -> None:
+    """No 202 for a job that, when the application commits, is archived or routed to a URL
+    (C8): nothing is stored, so no copy goes to an address the employer has given up."""
+    factory, employer, job_id = committed
+    outcome = _while_held(factory, _put(employer, job_id, change), _apply(job_id))
+    assert outcome == {"waited": True, "refused": refused}
+    with factory() as s:
+        stored = select(func.count()).where(Application.employer_id == employer.id)
+        assert s.scalar(stored) == 0
+
+
+def test_a_delete_of_a_job_being_deleted_is_a_404(
+    committed: tuple[sessionmaker[Session], Employer, int],
+) -> None:
+    """Two DELETEs of one job at once: one 204, one 404 (C4), as if sent one after the other.
+    Unlocked, both deleted it (the second's DELETE matching no row) and both answered 204."""
+    factory, employer, job_id = committed
+    delete = _delete(employer, job_id)
+    assert _while_held(factory, delete, delete) == {"waited": True, "refused": "not_found"}
+
+
+def test_a_delete_by_a_reference_id_being_changed_is_a_404(
+    committed: tuple[sessionmaker[Session], Employer, int],
+) -> None:
+    """A PUT moves the job from referenceId A to B while a DELETE of A is sent: the DELETE
+    finds no A (404), and the job stays, under B (C4). Unlocked, it deleted the renamed job."""
+    factory, employer, job_id = committed
+    with factory() as s:
+        jobs.update(s, employer, jobs.get(s, employer, job_id), {"referenceId": "A"}, today=TODAY)
+        s.commit()
+    rename = _put(employer, job_id, {"referenceId": "B"})
+    outcome = _while_held(factory, rename, _delete_reference(employer, "A"))
+    assert outcome == {"waited": True, "refused": "not_found"}
+    with factory() as s:
+        assert jobs.get(s, employer, job_id).reference_id == "B"
