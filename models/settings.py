@@ -168,6 +168,11 @@ def database_url(raw: str) -> str:
     return raw
 
 
+# A password with an '@' not percent-encoded spills into the host (and the port), where
+# SQLAlchemy's and the driver's messages repeat it.
+UNESCAPED = " (an '@' in the user or password is written %40)"
+
+
 def _database(raw: str) -> str:
     """A URL SQLAlchemy reads, whose driver is installed (psycopg2 is not: psycopg 3 is)."""
     from sqlalchemy.engine import make_url
@@ -175,11 +180,16 @@ def _database(raw: str) -> str:
 
     url = database_url(raw)
     try:
-        make_url(url).get_dialect().import_dbapi()
+        parsed = make_url(url)
+        parsed.get_dialect().import_dbapi()
     except (ArgumentError, NoSuchModuleError):
         raise ValueError("not a SQLAlchemy URL (sqlite:///… or postgresql://…)") from None
+    except ValueError:  # int() of the port, whose message repeats it: a password's tail, say
+        raise ValueError(f"its port is not a number{UNESCAPED}") from None
     except ImportError as e:
         raise ValueError(f"its driver is not installed ({e.name}); use postgresql://") from None
+    if "@" in (parsed.host or ""):  # the driver would repeat this "host" in every error
+        raise ValueError(f"its host holds an '@'{UNESCAPED}")
     return url
 
 

@@ -52,6 +52,9 @@ def test_a_value_jobpost_cannot_use_is_refused_by_name(name: str, value: str) ->
         ("DATABASE_URL", "postgresql+psycopg2://jobpost:secret@db/jobpost", "(psycopg2)"),
         ("DATABASE_URL", "mysql://jobpost:secret@db/jobpost", "driver is not installed"),
         ("REDIS_URL", "jobpost:secret@redis.internal:6379", "not a redis://"),
+        # a password's '@' not percent-encoded: its tail read as the host, or host and port
+        ("DATABASE_URL", "postgresql://jobpost:Xy7@secret@db.internal/jobpost", "holds an '@'"),
+        ("DATABASE_URL", "postgresql://jobpost:Xy7@k:secret@db:5432/jobpost", "not a number"),
     ],
 )
 def test_a_url_jobpost_cannot_use_is_refused_without_repeating_it(
