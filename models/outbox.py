@@ -34,7 +34,8 @@ class Timing:
 class Claim:
     """The claim of C8: pending (due) or sending (lease run out) → sending, with a lease and
     one attempt more, in one conditional UPDATE. If won, it returns the claimed row:
-    `attempts` and `retry_from`, then the named `columns` of the entry's application, then
+    `attempts`, `retry_from` and `lease_until` (the claim's own, which its finishing mark
+    names), then the named `columns` of the entry's application, then
     the résumé's bytes as `resume` (None without one) if asked; None if not won. Statements
     are built once: building and keying one costs more than running it.
 
@@ -58,6 +59,7 @@ class Claim:
         read: list[ColumnElement[Any]] = [
             c.attempts,
             c.retry_from,
+            c.lease_until,
             *(a[name] for name in columns),
         ]
         resume_data = select(r.data).where(r.application_id == c.application_id)
@@ -81,11 +83,19 @@ class Claim:
 
 
 def _finishing(**values: object) -> Update:
-    """sending → another state, for the entry bound as `entry`; the lease ends."""
+    """sending → another state, for the entry bound as `entry` under the claim whose lease
+    is bound as `lease`; the lease ends. A worker whose lease ran out, and whose entry another
+    worker has claimed since, changes nothing: its late outcome (a retry, say) must not undo
+    the other's (sent). The lease is the claim's own: attempts would not tell the claims apart
+    once an operator's retry has set them back to 0."""
     c = OUTBOX.c
     return (
         update(OUTBOX)
-        .where(c.application_id == bindparam("entry"), c.status == "sending")
+        .where(
+            c.application_id == bindparam("entry"),
+            c.status == "sending",
+            c.lease_until == bindparam("lease"),
+        )
         .values(lease_until=None, **values)
     )
 
@@ -93,20 +103,20 @@ def _finishing(**values: object) -> Update:
 _SENT = _finishing(status="sent", sent_at=bindparam("now"), last_error=None)  # built once
 
 
-def _finish(session: Session, application_id: int, **values: object) -> bool:
-    return _run(session, _finishing(**values), {"entry": application_id})
+def _finish(session: Session, application_id: int, lease: datetime, **values: object) -> bool:
+    return _run(session, _finishing(**values), {"entry": application_id, "lease": lease})
 
 
 def _run(session: Session, statement: Update, params: dict[str, Any]) -> bool:
     return int(session.connection().execute(statement, params).rowcount) == 1
 
 
-def mark_sent(session: Session, application_id: int, *, now: datetime) -> bool:
-    return _run(session, _SENT, {"entry": application_id, "now": now})
+def mark_sent(session: Session, application_id: int, *, now: datetime, lease: datetime) -> bool:
+    return _run(session, _SENT, {"entry": application_id, "now": now, "lease": lease})
 
 
-def mark_failed(session: Session, application_id: int, error: str) -> bool:
-    return _finish(session, application_id, status="failed", last_error=error[:2000])
+def mark_failed(session: Session, application_id: int, error: str, *, lease: datetime) -> bool:
+    return _finish(session, application_id, lease, status="failed", last_error=error[:2000])
 
 
 def backoff(attempts: int, timing: Timing, rng: random.Random | None = None) -> float:
@@ -124,6 +134,7 @@ def mark_retry(
     now: datetime,
     since: datetime,
     attempts: int,
+    lease: datetime,
     timing: Timing,
 ) -> str:
     """A transient failure: pending again at a later time, or failed once retries run out.
@@ -134,12 +145,14 @@ def mark_retry(
     overshooting them."""
     deadline = since + timedelta(hours=timing.retry_hours)
     if now >= deadline:
-        mark_failed(session, application_id, f"gave up after {attempts} attempts: {error}")
+        gave_up = f"gave up after {attempts} attempts: {error}"
+        mark_failed(session, application_id, gave_up, lease=lease)
         return "failed"
     next_at = min(now + timedelta(seconds=backoff(attempts, timing)), deadline)
     _finish(
         session,
         application_id,
+        lease,
         status="pending",
         next_attempt_at=next_at,
         enqueued_at=None,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Row
@@ -116,13 +117,15 @@ def _send(
     try:
         message = mail.render(copy, mail_from=settings.mail_from)
     except ValueError as e:  # the copy's own data makes no safe message: no retry mends it
-        outbox.mark_failed(s, application_id, f"the copy could not be written: {e}")
+        outbox.mark_failed(
+            s, application_id, f"the copy could not be written: {e}", lease=claimed.lease_until
+        )
         log.error("application %s: the copy could not be written: %s", application_id, e)
         return "failed"
     try:
         mail.send(message, smtp_settings(settings))
     except mail.PermanentFailure as e:
-        outbox.mark_failed(s, application_id, str(e))
+        outbox.mark_failed(s, application_id, str(e), lease=claimed.lease_until)
         log.warning("application %s: permanent failure: %s", application_id, e)
         return "failed"
     except mail.TransientFailure as e:
@@ -133,11 +136,13 @@ def _send(
             now=utcnow(),
             since=claimed.retry_from or copy.received_at,
             attempts=attempts,
+            lease=claimed.lease_until,
             timing=t,
         )
         log.info("application %s: transient failure (%s): %s", application_id, state, e)
         return "retry" if state == "pending" else "failed"
-    _record_sent(s, steps, application_id, within=min(RECORD_SECONDS, t.lease_seconds / 2))
+    within = min(RECORD_SECONDS, t.lease_seconds / 2)
+    _record_sent(s, steps, application_id, claimed.lease_until, within=within)
     return "sent"
 
 
@@ -146,13 +151,18 @@ RECORD_SECONDS = 60.0
 
 
 def _record_sent(
-    s: Session, steps: sessionmaker[Session], application_id: int, *, within: float
+    s: Session,
+    steps: sessionmaker[Session],
+    application_id: int,
+    lease: datetime,
+    *,
+    within: float,
 ) -> None:
     """Mark the copy sent. A connection lost during the send (the database restarted, say)
     is not the crash C8 allows a second copy for: the mark is made on a new connection, tried
     again for `within` seconds, before the lease could run out and the sweeper resend it."""
     try:
-        outbox.mark_sent(s, application_id, now=utcnow())
+        outbox.mark_sent(s, application_id, now=utcnow(), lease=lease)
         return
     except DBAPIError as e:
         if not connection_lost(e):
@@ -163,7 +173,7 @@ def _record_sent(
         log.warning("application %s: sent; recording it on a new connection", application_id)
         try:
             with session_scope(steps) as fresh:
-                outbox.mark_sent(fresh, application_id, now=utcnow())
+                outbox.mark_sent(fresh, application_id, now=utcnow(), lease=lease)
             return
         except DBAPIError as e:
             if not connection_lost(e) or time.monotonic() + pause > deadline:

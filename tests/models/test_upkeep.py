@@ -467,28 +467,61 @@ def test_a_lease_run_out_is_enqueued_once_per_lease_and_never_after_the_copy_is_
             s.commit()
             return ids
 
-    def claim(after: float) -> bool:
+    def claim(after: float) -> Any:
         with sessions() as s:
-            won = CLAIM(s, app_id, now=t0 + timedelta(seconds=after), timing=timing) is not None
+            won = CLAIM(s, app_id, now=t0 + timedelta(seconds=after), timing=timing)
             s.commit()
             return won
 
     assert sweep(0) == [app_id]  # the lease ran out: at once
     assert sweep(60) == sweep(599) == []  # enqueued since: not on every sweep
     assert sweep(601) == [app_id]  # the grace is over: that message may be lost
-    assert claim(610) is True
-    assert claim(611) is False  # the other message: the lease is live
+    assert claim(610) is not None
+    assert claim(611) is None  # the other message: the lease is live
     assert sweep(900) == []
     assert sweep(911) == [app_id]  # that worker died too: its lease ran out, at once
-    assert claim(920) is True
+    won = claim(920)
     with sessions() as s:
-        assert outbox.mark_sent(s, app_id, now=t0 + timedelta(seconds=921))
+        assert outbox.mark_sent(s, app_id, now=t0 + timedelta(seconds=921), lease=won.lease_until)
         s.commit()
-    assert claim(5000) is False
+    assert claim(5000) is None
     assert sweep(5000) == []
     with sessions() as s:
         entry = s.get(OutboxEntry, app_id)
         assert entry is not None and (entry.status, entry.attempts) == ("sent", 2)
+
+
+def test_a_worker_whose_lease_ran_out_cannot_undo_the_next_workers_outcome(
+    sessions: sessionmaker[Session],
+) -> None:
+    """C8: a send outlived its lease (OUTBOX_LEASE_SECONDS set below the send, by mistake) and
+    another worker claimed the copy and sent it. The first worker's late outcome, a transient
+    failure here, changes nothing: pending again, the copy would go out a third time."""
+    timing = outbox.Timing(lease_seconds=30)
+    job = add_job(sessions, employer_id(sessions, "standard"))
+    app_id = add_application(sessions, job, age=timedelta(minutes=10), delivery="pending")
+    t0 = models.dates.utcnow()
+    with sessions() as s:
+        first = CLAIM(s, app_id, now=t0, timing=timing)
+        second = CLAIM(s, app_id, now=t0 + timedelta(seconds=31), timing=timing)
+        assert first is not None and second is not None and second.attempts == 2
+        late = outbox.mark_retry(
+            s,
+            app_id,
+            "451 try again later",
+            now=t0 + timedelta(seconds=40),
+            since=t0,
+            attempts=first.attempts,
+            lease=first.lease_until,
+            timing=timing,
+        )
+        assert late == "pending"  # what the first worker reports; the entry is not its own
+        assert not outbox.mark_failed(s, app_id, "550 no", lease=first.lease_until)
+        assert outbox.mark_sent(s, app_id, now=t0 + timedelta(seconds=41), lease=second.lease_until)
+        s.commit()
+    with sessions() as s:
+        entry = s.get_one(OutboxEntry, app_id)
+        assert (entry.status, entry.attempts, entry.last_error) == ("sent", 2, None)
 
 
 # --- every task twice --------------------------------------------------------------------------
