@@ -196,21 +196,19 @@ def sweep(session: Session, *, now: datetime, timing: Timing, limit: int = 1000)
 def retry_failed(session: Session, application_id: int | None, *, now: datetime) -> list[int]:
     """Operators: failed entries (one, or all) back to pending, due now, with the whole of
     retry_hours from now for their retries (a relay that greylists the first attempt must not
-    fail them again at once)."""
-    query = select(OutboxEntry.application_id).where(OutboxEntry.status == "failed")
+    fail them again at once). One statement, so an entry a worker or another retry has taken
+    meanwhile (no longer failed) is left as it is."""
+    failed = OutboxEntry.status == "failed"
     if application_id is not None:
-        query = query.where(OutboxEntry.application_id == application_id)
-    ids = list(session.scalars(query))
-    if ids:
-        session.execute(
-            update(OutboxEntry)
-            .where(OutboxEntry.application_id.in_(ids))
-            .values(
-                status="pending", next_attempt_at=now, enqueued_at=now, attempts=0, retry_from=now
-            )
-            .execution_options(synchronize_session=False)
-        )
-    return ids
+        failed = failed & (OutboxEntry.application_id == application_id)
+    retried = session.scalars(
+        update(OutboxEntry)
+        .where(failed)
+        .values(status="pending", next_attempt_at=now, enqueued_at=now, attempts=0, retry_from=now)
+        .returning(OutboxEntry.application_id)
+        .execution_options(synchronize_session=False)
+    )
+    return sorted(retried)
 
 
 def counts(session: Session) -> dict[str, int]:
