@@ -50,39 +50,11 @@ def test_a_put_waits_for_a_concurrent_put_of_the_same_job(
     the email beside the URL route, which C4 forbids ("the field of the other route is stored
     and returned as null"). Waiting, it merges into the first's result, as if sent after it."""
     factory, employer, job_id = committed
-    first_flushed, first_may_commit = threading.Event(), threading.Event()
-    outcome: dict[str, Any] = {}
-    to_url = {"applicantRoutingType": {"id": 2}, "applicationUrl": "https://maple.test/apply"}
-
-    def first() -> None:
-        with factory() as s:
-            job = jobs.get(s, employer, job_id, for_update=True)
-            jobs.update(s, employer, job, to_url, today=TODAY)
-            first_flushed.set()
-            first_may_commit.wait(10)
-            s.commit()
-
-    def second() -> None:
-        try:
-            with factory() as s:
-                job = jobs.get(s, employer, job_id, for_update=True)
-                jobs.update(s, employer, job, {"applicationEmail": "hr@maple.test"}, today=TODAY)
-                s.commit()
-                outcome["done"] = True
-        except Exception as e:  # shown by the assertion
-            outcome["error"] = repr(e)
-
-    one = threading.Thread(target=first)
-    one.start()
-    assert first_flushed.wait(10)
-    two = threading.Thread(target=second)
-    two.start()
-    two.join(0.5)
-    assert two.is_alive()  # waiting for the first to commit
-    first_may_commit.set()
-    one.join(10)
-    two.join(10)
-    assert outcome == {"done": True}
+    email = _put(employer, job_id, {"applicationEmail": "hr@maple.test"})
+    assert _while_held(factory, _put(employer, job_id, TO_URL), email) == {
+        "waited": True,
+        "done": True,
+    }
     with factory() as s:
         stored = jobs.get(s, employer, job_id)
         route = (stored.routing_type, stored.application_url, stored.application_email)
