@@ -10,7 +10,7 @@ import falcon
 import orjson
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from models.db import connection_lost
+from models.db import connection_lost, database_said
 from models.errors import (
     ApplyViaUrl,
     DomainError,
@@ -123,8 +123,7 @@ def handle_unexpected(
         raise ex
     request_id = getattr(req.context, "request_id", None)
     if database_unavailable(ex):
-        cause = str(getattr(ex, "orig", None) or ex).strip().splitlines()[0]
-        log.error("database unavailable: %s", cause, extra={"request_id": request_id})
+        log.error("database unavailable: %s", database_said(ex), extra={"request_id": request_id})
         raise Problem(
             503,
             "database_unavailable",

@@ -52,12 +52,12 @@ def parse_multipart(content_type: str, data: bytes) -> dict[str, Any]:
     try:
         return _fields(parser.parsebytes(head + data))
     except RecursionError:  # comments nested thousands deep in a part's header
-        raise unreadable() from None
+        raise unreadable_form() from None
 
 
 def _fields(message: EmailMessage) -> dict[str, Any]:
     if not message.is_multipart() or message.defects:
-        raise unreadable()
+        raise unreadable_form()
     fields: dict[str, Any] = {}
     for part in message.iter_parts():
         name = part.get_param("name", header="content-disposition")
@@ -102,7 +102,7 @@ def newlines(value: str) -> str:
     return value.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def unreadable() -> Problem:
+def unreadable_form() -> Problem:
     return malformed("The multipart/form-data body could not be read.")
 
 
@@ -111,7 +111,7 @@ def check_part_count(boundary: str | None, data: bytes) -> None:
     Its delimiters are lines (broken at CR, LF or CRLF) that start with `--boundary`: counting
     every such line, the closing one too, can only overcount."""
     if boundary is None or not boundary.isascii():
-        raise unreadable()  # no boundary, or one no line of bytes can match: no parts
+        raise unreadable_form()  # no boundary, or one no line of bytes can match: no parts
     mark = b"--" + boundary.encode("ascii")
     lines = data.count(b"\n" + mark) + data.count(b"\r" + mark) + int(data.startswith(mark))
     if lines > MAX_PARTS + 1:

@@ -18,6 +18,7 @@ from gunicorn.workers.sync import SyncWorker
 
 from api.errors import PROBLEM, problem_body, title
 
+INTERNAL = (500, "internal_error", "The server could not answer.")
 # What a request gunicorn refuses is answered with, by its exception (first match wins);
 # every other parse error is 400 malformed_request. The details name the limit, not the
 # request's content: a header gunicorn refused is not echoed back.
@@ -36,11 +37,10 @@ REFUSALS: tuple[tuple[type[Exception], int, str, str], ...] = (
         "unsupported_transfer_coding",
         "Only the chunked transfer coding is supported.",
     ),
-    (parse.ConfigurationProblem, 500, "internal_error", "The server could not answer."),
+    (parse.ConfigurationProblem, *INTERNAL),
     (parse.ForbiddenProxyRequest, 403, "forbidden", "The proxy is not allowed."),
 )
 MALFORMED = (400, "malformed_request", "The request is not valid HTTP/1.1.")
-INTERNAL = (500, "internal_error", "The server could not answer.")
 
 
 def refusal(exc: BaseException) -> tuple[int, str, str]:

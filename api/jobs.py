@@ -16,6 +16,10 @@ from models import jobs
 from models.errors import FieldError, NotFound
 from models.job_rules import STATUSES
 
+# An employer's own jobs, one or a page, behind a key no cache takes for Authorization: no
+# shared cache may keep them for another employer (PrivateNoCache in openapi.json).
+PRIVATE = "private, no-cache"
+
 
 class _JobResource:
     requires_employer = True  # also read by MethodOverride: 401 outranks its 400 (C1)
@@ -52,9 +56,7 @@ class JobCollection(_JobResource):
             page=paging.page,
             page_size=paging.page_size,
         )
-        # An employer's own jobs, behind a key no cache takes for Authorization: no shared
-        # cache may keep the page for another employer, as for one job (PrivateNoCache).
-        resp.set_header("Cache-Control", "private, no-cache")
+        resp.set_header("Cache-Control", PRIVATE)
         send_json(
             resp,
             {
@@ -99,7 +101,7 @@ class JobItem(_JobResource):
             job = jobs.get(req.context.db.session, employer_of(req), wanted)
             body = orjson.dumps(representations.job(job))
             entry = self.kept.put(job.id, job.version, access.employer_name, body)
-        send_validated(req, resp, entry.body, entry.etag, "private, no-cache")
+        send_validated(req, resp, entry.body, entry.etag, PRIVATE)
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         body = read_json(req)  # 400 outranks 404 (C1)

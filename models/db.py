@@ -96,6 +96,13 @@ def connection_lost(error: Exception) -> bool:
     return isinstance(error, DBAPIError) and error.connection_invalidated
 
 
+def database_said(error: Exception) -> str:
+    """The first line of what the database or its driver said (a SQLAlchemy error's `orig`),
+    for a log line or an operator's message; its repr when it said nothing."""
+    said = str(getattr(error, "orig", None) or error).strip()
+    return said.splitlines()[0] if said else repr(error)
+
+
 def _spoke_unasked(dbapi_conn: Any) -> bool:
     """Whether an idle connection's socket has something to read (or is closed): between
     statements the server only speaks to end the connection. Drivers without a socket to

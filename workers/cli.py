@@ -16,7 +16,7 @@ import orjson
 from sqlalchemy.exc import DBAPIError
 
 from models import employers, logs
-from models.db import make_engine, session_scope, sessionmaker_for
+from models.db import database_said, make_engine, session_scope, sessionmaker_for
 from models.errors import DomainError
 from models.settings import Settings
 
@@ -307,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def database_trouble(error: DBAPIError) -> str:
     """One line for an operator: what the database said, and what to do about a schema that
     is not there (a new database, or DATABASE_URL naming the wrong one)."""
-    said = str(error.orig).strip().splitlines()[0] if str(error.orig).strip() else repr(error)
+    said = database_said(error)
     if getattr(error.orig, "sqlstate", None) == "42P01" or said.startswith("no such table"):
         return f"the database has no jobpost tables ({said}): run `jobpost db upgrade` first"
     return f"the database (DATABASE_URL) failed: {said}"
