@@ -13,7 +13,7 @@ from typing import TypeVar
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-VAR = Path(os.environ.get("JOBPOST_VAR_DIR", "var"))
+VAR = Path(os.environ.get("JOBPOST_VAR_DIR") or "var")
 # Every environment variable jobpost reads: C9's, plus where local files go and a test aid.
 VARIABLES = (
     "DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL", "SMTP_HOST", "SMTP_PORT", "SMTP_USER",
@@ -222,7 +222,7 @@ class Settings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         e = os.environ if env is None else env
-        var = Path(e.get("JOBPOST_VAR_DIR", str(VAR)))
+        var = Path(e.get("JOBPOST_VAR_DIR") or VAR)
         broker = e.get("CELERY_BROKER_URL") or f"sqla+sqlite:///{var}/broker.sqlite"
         redis_default = broker if is_redis(broker) else None
         return cls(
@@ -231,19 +231,19 @@ class Settings:
             ),
             broker_url=broker,
             redis_url=_read(e, "REDIS_URL", "", _redis, secret=True) or redis_default,
-            smtp_host=e.get("SMTP_HOST", "127.0.0.1"),
+            smtp_host=e.get("SMTP_HOST") or "127.0.0.1",
             smtp_port=_read(e, "SMTP_PORT", "1025", _port),
             smtp_user=e.get("SMTP_USER") or None,
             smtp_password=e.get("SMTP_PASSWORD") or None,
             smtp_starttls=_bool(e.get("SMTP_STARTTLS", "false")),
             smtp_timeout=_read(e, "SMTP_TIMEOUT", "30", _span(1, above=True)),
-            mail_from=e.get("MAIL_FROM", "jobpost@localhost"),
+            mail_from=e.get("MAIL_FROM") or "jobpost@localhost",
             timezone=_read(e, "JOBPOST_TIMEZONE", "America/Toronto", _zone),
             public_base_url=_read(e, "PUBLIC_BASE_URL", "", _base_url),
             application_retention_days=int(
                 _read(e, "APPLICATION_RETENTION_DAYS", "180", _span(86400, whole=True))
             ),
-            apply_rate_limit=_rule(e.get("APPLY_RATE_LIMIT", "10/minute")),
+            apply_rate_limit=_rule(e.get("APPLY_RATE_LIMIT") or "10/minute"),
             outbox_sweep_grace_seconds=_read(e, "OUTBOX_SWEEP_GRACE_SECONDS", "120", _span(1)),
             outbox_lease_seconds=_read(e, "OUTBOX_LEASE_SECONDS", "300", _span(1, above=True)),
             delivery_retry_base_seconds=_read(
@@ -251,7 +251,7 @@ class Settings:
             ),
             delivery_retry_hours=_read(e, "DELIVERY_RETRY_HOURS", "24", _span(3600)),
             ready_timeout_seconds=_read(e, "READY_TIMEOUT_SECONDS", "2", _span(1, above=True)),
-            prometheus_multiproc_dir=e.get("PROMETHEUS_MULTIPROC_DIR", str(var / "prometheus")),
+            prometheus_multiproc_dir=e.get("PROMETHEUS_MULTIPROC_DIR") or str(var / "prometheus"),
             worker_metrics_port=_read(e, "WORKER_METRICS_PORT", "9808", _port),
             job_cache_mb=_read(e, "JOB_CACHE_MB", "4", _number(0)),
             trusted_proxies=networks(e.get("TRUSTED_PROXIES", "")),

@@ -117,7 +117,7 @@ def demo(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def var_dir() -> Path:
-    return Path(os.environ.get("JOBPOST_VAR_DIR", "var"))
+    return Path(os.environ.get("JOBPOST_VAR_DIR") or "var")
 
 
 def serve(args: argparse.Namespace, settings: Settings) -> int:
