@@ -246,8 +246,7 @@ def _qp(text: str) -> bytes:
 def _attachment(
     data: bytes, content_type: str | None, name: str | None, fold: policies.EmailPolicy[Any]
 ) -> bytes:
-    maintype, _, subtype = (content_type or "application/octet-stream").partition("/")
-    kind = _header("Content-Type", resumes.served_type(f"{maintype}/{subtype or 'octet-stream'}"))
+    kind = _header("Content-Type", resumes.served_type("/".join(_mime_type(content_type))))
     filename = name or "resume"
     if ENCODED_WORD in filename:  # percent-encoded as is: the email package would decode it
         disposition = f"Content-Disposition: attachment; {_rfc2231(filename)}\r\n"
@@ -267,9 +266,14 @@ def _rfc2231(filename: str) -> str:
     return "filename*=" + encode_rfc2231(filename, "utf-8")
 
 
-def _attach(msg: EmailMessage, data: bytes, content_type: str | None, name: str | None) -> None:
+def _mime_type(content_type: str | None) -> tuple[str, str]:
+    """The résumé's stored type as (maintype, subtype); octet-stream where it says none."""
     maintype, _, subtype = (content_type or "application/octet-stream").partition("/")
-    subtype = subtype or "octet-stream"
+    return maintype, subtype or "octet-stream"
+
+
+def _attach(msg: EmailMessage, data: bytes, content_type: str | None, name: str | None) -> None:
+    maintype, subtype = _mime_type(content_type)
     named = resumes.charset(f"{maintype}/{subtype}")
     params = {"charset": named} if named else None
     msg.add_attachment(data, maintype, subtype, filename=name or "resume", params=params)
