@@ -14,12 +14,14 @@ import pytest
 from alembic import command
 from sqlalchemy import (
     Engine,
+    Integer,
     Select,
     bindparam,
     create_engine,
     insert,
     inspect,
     literal,
+    literal_column,
     select,
     text,
 )
@@ -174,6 +176,26 @@ def test_a_precompiled_statement_answers_as_sqlalchemy_does(engine: Engine) -> N
         assert row[2] == NOW and row[2].tzinfo is not None
         assert precompiled.first(conn, {"name": "nobody"}) is None
         conn.rollback()
+
+
+def test_a_precompiled_statement_that_fails_leaves_the_connection_fit(postgres_url: str) -> None:
+    """On PostgreSQL the statements share the connection's one kept cursor (making a cursor
+    costs more than the key's lookup); one that fails is dropped, and the next statement on
+    that connection gets a fresh cursor and its answer."""
+    reads = autocommit(make_engine(postgres_url, pool_size=1))
+    ratio = Precompiled(select(literal_column("1") / bindparam("d", type_=Integer)))
+    with reads.connect() as conn:
+        assert ratio.first(conn, {"d": 1}) == (1,)
+        kept = conn.connection.info[db.KEPT_CURSOR]
+        assert ratio.first(conn, {"d": 1}) == (1,)
+        assert conn.connection.info[db.KEPT_CURSOR] is kept
+        with pytest.raises(DBAPIError, match="division by zero") as raised:
+            ratio.first(conn, {"d": 0})
+        assert not raised.value.connection_invalidated
+        assert db.KEPT_CURSOR not in conn.connection.info and kept.closed
+        assert ratio.first(conn, {"d": 1}) == (1,)
+        assert conn.connection.info[db.KEPT_CURSOR] is not kept
+    reads.dispose()
 
 
 def test_a_connection_lost_under_a_precompiled_statement_is_replaced(postgres_url: str) -> None:
