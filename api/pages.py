@@ -18,6 +18,7 @@ from api.responses import path_id
 from models.applications import Upload
 from models.entities import Job
 from models.errors import ApplyViaUrl, FieldError, NotFound, ValidationFailed
+from models.reference import URL_ROUTE
 
 HTML = "text/html; charset=utf-8"
 SECURITY_HEADERS = {
@@ -111,7 +112,7 @@ class ApplyRedirect:
             send_not_found(resp)
             return
         resp.status = 302
-        if job.routing_type == html_render.URL_ROUTE and job.application_url:
+        if job.routing_type == URL_ROUTE and job.application_url:
             resp.location = job.application_url
         else:
             resp.location = f"/jobs/{job.id}#apply"

@@ -18,11 +18,11 @@ from models.dates import utcnow
 from models.db import planned_for_values
 from models.entities import Application, Employer, Job, OutboxEntry, Resume
 from models.errors import ApplyViaUrl, FieldError, NotFound, ValidationFailed
+from models.reference import URL_ROUTE
 
 PHONE = re.compile(r"[0-9 +\-().]{1,30}")
 DELIVERY_STATES = ("pending", "sending", "sent", "failed")
 MAX_EMAIL = 254  # an address's longest path (RFC 5321, section 4.5.3.1.3, less the brackets)
-URL_ROUTE = 2
 
 
 @dataclass(frozen=True)
