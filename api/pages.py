@@ -15,10 +15,9 @@ from sqlalchemy.orm import Session
 from api import errors, html_render, query
 from api.applications import Intake
 from api.responses import path_id
-from models.applications import Upload
+from models.applications import Upload, elsewhere
 from models.entities import Job
 from models.errors import ApplyViaUrl, FieldError, NotFound, ValidationFailed
-from models.reference import URL_ROUTE
 
 HTML = "text/html; charset=utf-8"
 SECURITY_HEADERS = {
@@ -112,10 +111,7 @@ class ApplyRedirect:
             send_not_found(resp)
             return
         resp.status = 302
-        if job.routing_type == URL_ROUTE and job.application_url:
-            resp.location = job.application_url
-        else:
-            resp.location = f"/jobs/{job.id}#apply"
+        resp.location = elsewhere(job) or f"/jobs/{job.id}#apply"
 
 
 class ApplyForm(ApplyRedirect):
