@@ -21,8 +21,8 @@ from zoneinfo import ZoneInfo
 from api.representations import number
 from models.entities import Job
 from models.html import with_link_rel
+from models.reference import URL_ROUTE
 
-URL_ROUTE = 2
 CONFIDENTIAL = "Confidential employer"
 LINK_REL = "nofollow noopener noreferrer"
 MONTHS = (

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from api import errors, html_render, query
 from api.applications import Intake
 from api.responses import path_id
-from models.applications import Upload
+from models.applications import Upload, elsewhere
 from models.entities import Job
 from models.errors import ApplyViaUrl, FieldError, NotFound, ValidationFailed
 
@@ -111,10 +111,7 @@ class ApplyRedirect:
             send_not_found(resp)
             return
         resp.status = 302
-        if job.routing_type == html_render.URL_ROUTE and job.application_url:
-            resp.location = job.application_url
-        else:
-            resp.location = f"/jobs/{job.id}#apply"
+        resp.location = elsewhere(job) or f"/jobs/{job.id}#apply"
 
 
 class ApplyForm(ApplyRedirect):

@@ -18,11 +18,11 @@ from models.dates import utcnow
 from models.db import planned_for_values
 from models.entities import Application, Employer, Job, OutboxEntry, Resume
 from models.errors import ApplyViaUrl, FieldError, NotFound, ValidationFailed
+from models.reference import URL_ROUTE
 
 PHONE = re.compile(r"[0-9 +\-().]{1,30}")
 DELIVERY_STATES = ("pending", "sending", "sent", "failed")
 MAX_EMAIL = 254  # an address's longest path (RFC 5321, section 4.5.3.1.3, less the brackets)
-URL_ROUTE = 2
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,11 @@ class Submission:
 INTAKE_LOADS = (lazyload(Job.job_locations), lazyload(Job.job_categories))
 
 
+def elsewhere(job: Job) -> str | None:
+    """The address where a job routed to a URL takes its applications instead of here (C8)."""
+    return job.application_url if job.routing_type == URL_ROUTE else None
+
+
 def open_job(session: Session, job_id: int) -> Job:
     """The job an applicant may apply to: active (404 otherwise), routed by email (C8).
 
@@ -66,8 +71,8 @@ def open_job(session: Session, job_id: int) -> Job:
     )
     if job is None or job.status != "active":
         raise NotFound(f"No open job has id {job_id}.")
-    if job.routing_type == URL_ROUTE and job.application_url:
-        raise ApplyViaUrl(job.application_url)
+    if url := elsewhere(job):
+        raise ApplyViaUrl(url)
     return job
 
 

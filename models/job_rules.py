@@ -12,7 +12,7 @@ from models import checks, html, places
 from models.checks import Invalid
 from models.entities import Category, Employer, Job, Location, PositionType, SalaryPeriod
 from models.errors import FieldError, ValidationFailed
-from models.reference import ROUTING_TYPES
+from models.reference import EMAIL_ROUTE, ROUTING_TYPES
 
 STATUSES = ("active", "archived", "draft")
 REQUIRED = (
@@ -23,7 +23,6 @@ REQUIRED = (
     "description",
     "applicantRoutingType",
 )
-EMAIL, URL = 1, 2
 
 
 class _Context:
@@ -272,7 +271,7 @@ def _check_route(ctx: _Context, body: dict[str, Any]) -> None:
         return  # the missing routing type is reported already
     own, other, name = (
         ("application_email", "application_url", "applicationEmail")
-        if route == EMAIL
+        if route == EMAIL_ROUTE
         else ("application_url", "application_email", "applicationUrl")
     )
     ctx.out[other] = None

@@ -87,7 +87,8 @@ PROVINCES: tuple[tuple[int, str, str, str], ...] = (
     (13, "YT", "Yukon", "Territory"),
 )
 
-ROUTING_TYPES: dict[int, str] = {1: "Email", 2: "URL"}
+EMAIL_ROUTE, URL_ROUTE = 1, 2  # applicantRoutingType ids
+ROUTING_TYPES: dict[int, str] = {EMAIL_ROUTE: "Email", URL_ROUTE: "URL"}
 
 CITY = "City"
 LISTED_POPULATION = 15_000  # the locations list starts with places at least this large (C3)

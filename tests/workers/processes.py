@@ -65,7 +65,7 @@ def _log_tail(path: Path, limit: int = 20_000) -> str:
     return text if len(text) <= limit else "…" + text[-limit:]
 
 
-def _stop_group(proc: subprocess.Popen[bytes], timeout: float) -> None:
+def stop_group(proc: subprocess.Popen[bytes], timeout: float = 15) -> None:
     """SIGTERM to the main process (a warm shutdown), then SIGKILL to its group."""
     if proc.poll() is None:
         proc.terminate()
@@ -136,7 +136,7 @@ class RedisServer:
 
     def stop(self) -> None:
         if self.proc is not None:
-            _stop_group(self.proc, timeout=5)
+            stop_group(self.proc, timeout=5)
 
 
 # A worker whose task time limits are the two numbers after the script (soft, hard).
@@ -225,7 +225,7 @@ class Worker:
 
     def stop(self, timeout: float = 15) -> None:
         """SIGTERM (a warm shutdown), then SIGKILL to the group after `timeout` seconds."""
-        _stop_group(self.proc, timeout=timeout)
+        stop_group(self.proc, timeout=timeout)
 
 
 def worker_env(

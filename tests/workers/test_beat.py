@@ -9,14 +9,10 @@ archived by the beat-sent `jobpost.expire`.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import itertools
 import os
 import re
-import shutil
-import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -38,8 +34,7 @@ from models.db import make_engine, make_sessionmaker, session_scope
 from models.entities import Job
 from models.settings import Settings
 from tests.conftest import copy_database, free_port
-from tests.services import missing
-from tests.workers.processes import wait_for
+from tests.workers.processes import RedisServer, stop_group, wait_for
 from workers.app import MAINTENANCE_QUEUE, celery_app, make_celery, schedule_from_env
 
 JOBPOST = Path(sys.executable).with_name("jobpost")
@@ -199,58 +194,15 @@ def test_jobpost_beat_every_seconds_replaces_every_crontab() -> None:
 # --- beat and a worker, for real ---------------------------------------------------------------
 
 
-def stop(proc: subprocess.Popen[bytes], timeout: float = 15) -> None:
-    """SIGTERM (a warm shutdown), then SIGKILL to the whole process group."""
-    if proc.poll() is None:
-        proc.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(10)
-
-
 @pytest.fixture
 def redis_url(tmp_path: Path) -> Iterator[str]:
     """A private redis-server on a free port, for this test only."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        missing("redis-server (to start a private Redis)")
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(tmp_path),
-            "--daemonize",
-            "no",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-
-    def answers() -> bool:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
-                sock.sendall(b"PING\r\n")
-                return sock.recv(16).startswith(b"+PONG")
-        except OSError:
-            return False
-
+    server = RedisServer(tmp_path)
+    server.start()
     try:
-        wait_for(answers, timeout=10, what="redis-server")
-        yield f"redis://127.0.0.1:{port}/0"
+        yield server.url
     finally:
-        stop(proc)
+        server.stop()
 
 
 @pytest.mark.slow
@@ -343,7 +295,7 @@ def test_beat_fires_expire_and_a_worker_archives_the_expired_job(
             ) from None
     finally:
         for proc in procs.values():
-            stop(proc)
+            stop_group(proc)
         engine.dispose()
 
     assert "Sending due task expire-closed-jobs (jobpost.expire)" in logs["beat"].read_text()
