@@ -50,8 +50,7 @@ class Representations:
             return entry
 
     def put(self, job_id: int, version: int, employer_name: str, body: bytes) -> Entry:
-        etag = '"' + hashlib.blake2b(body, digest_size=16).hexdigest() + '"'
-        entry = Entry(version, employer_name, body, etag)
+        entry = Entry(version, employer_name, body, etag(body))
         if _size(entry) > self.max_entry:
             return entry
         with self._lock:
@@ -74,6 +73,11 @@ class Representations:
         entry = self._entries.pop(job_id, None)
         if entry is not None:
             self._bytes -= _size(entry)
+
+
+def etag(body: bytes) -> str:
+    """The strong validator of a job's JSON: the same for GET and for the write that made it."""
+    return '"' + hashlib.blake2b(body, digest_size=16).hexdigest() + '"'
 
 
 def _size(entry: Entry) -> int:

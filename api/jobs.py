@@ -13,6 +13,7 @@ from api.auth import access_of, employer_of, require_employer
 from api.body import read_json
 from api.responses import path_id, send_json, send_validated
 from models import jobs
+from models.entities import Job
 from models.errors import FieldError, NotFound
 from models.job_rules import STATUSES
 
@@ -36,6 +37,14 @@ class _JobResource:
 
     def _location(self, req: falcon.Request, job_id: int) -> str:
         return f"{query.base_url(req, self.public_base_url)}/api/v1.1/jobs/{job_id}"
+
+
+def _send_job(resp: falcon.Response, job: Job, status: int = 200) -> None:
+    """A written job with the ETag a GET of it answers, so a client keeping the job can
+    revalidate it with If-None-Match without reading it again."""
+    body = orjson.dumps(representations.job(job))
+    resp.status, resp.data, resp.content_type = status, body, "application/json"
+    resp.set_header("ETag", cache.etag(body))
 
 
 @falcon.before(require_employer)
@@ -71,7 +80,7 @@ class JobCollection(_JobResource):
         body = read_json(req)
         job = jobs.create(req.context.db.session, employer_of(req), body, today=self.today())
         resp.location = self._location(req, job.id)
-        send_json(resp, representations.job(job), 201)
+        _send_job(resp, job, 201)
 
     def on_put(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req)
@@ -80,7 +89,7 @@ class JobCollection(_JobResource):
         )
         if created:
             resp.location = self._location(req, job.id)
-        send_json(resp, representations.job(job), 201 if created else 200)
+        _send_job(resp, job, 201 if created else 200)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req, optional=True)
@@ -108,7 +117,7 @@ class JobItem(_JobResource):
         session, employer = req.context.db.session, employer_of(req)
         job = jobs.get(session, employer, path_id(job_id), for_update=True)
         job = jobs.update(session, employer, job, body, today=self.today())
-        send_json(resp, representations.job(job))
+        _send_job(resp, job)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         read_json(req, optional=True)  # a body is not needed, but must be JSON if sent (C1)

@@ -54,7 +54,9 @@ def _close_date(ctx: _Context, value: Any) -> None:
     if ctx.job is not None and close == ctx.job.close_date:
         return  # sent back as stored (a GET result PUT back, a repeated upsert): not a write (C4)
     if close < ctx.today:
-        raise Invalid("closeDate", "in_the_past", "closeDate must not be before today.")
+        raise Invalid(
+            "closeDate", "in_the_past", f"closeDate must not be before today ({ctx.today})."
+        )
     if ctx.job is not None and close < ctx.job.publish_date:
         raise Invalid("closeDate", "out_of_range", "closeDate must not be before publishDate.")
     ctx.out["close_date"] = close
@@ -259,9 +261,34 @@ def validate(
         except Invalid as e:
             ctx.errors.append(e.error)
     _check_route(ctx, body)
+    _check_republish(ctx, body)
     if ctx.errors:
         raise ValidationFailed(ctx.errors, subject="job")
     return ctx.out
+
+
+def _check_republish(ctx: _Context, body: dict[str, Any]) -> None:
+    """Re-publishing (C5) with a past closeDate sent back as stored: the request sets closeDate,
+    so it is not moved, and a job cannot be active after its closeDate. Taking it as left out
+    (today + 60) answered an ATS repeating its unchanged upsert of an expired job with the job
+    live again for 60 days, and the same PUT the next time with in_the_past."""
+    job = ctx.job
+    if (
+        job is None
+        or job.status == "active"
+        or ctx.out.get("status") != "active"
+        or body.get("closeDate") is None
+        or "close_date" in ctx.out  # a new date, checked by _close_date
+        or job.close_date >= ctx.today
+        or any(e.field == "closeDate" for e in ctx.errors)
+    ):
+        return
+    ctx.fail(
+        "closeDate",
+        "in_the_past",
+        f"closeDate {job.close_date} is before today ({ctx.today}): to re-publish, send a later"
+        " closeDate, or null or none for 60 days from today.",
+    )
 
 
 def _check_route(ctx: _Context, body: dict[str, Any]) -> None:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from datetime import date, timedelta
 from typing import Any
 
@@ -18,7 +19,7 @@ from models import employers, upkeep
 from models.entities import Job
 from models.settings import Settings
 from tests.conftest import Api
-from tests.factories import JOBS, create_job, problem
+from tests.factories import JOBS, create_job, job_body, problem
 
 
 def test_get_one_job_has_an_etag_and_a_matching_if_none_match_is_304(
@@ -33,6 +34,26 @@ def test_get_one_job_has_an_etag_and_a_matching_if_none_match_is_304(
     assert again.headers["ETag"] == etag
     other = api.get(f"{JOBS}/{job['id']}", key=employer.key, headers={"If-None-Match": '"x"'})
     assert other.status_code == 200 and other.json == first.json
+
+
+def test_every_write_answers_the_etag_a_get_of_the_job_answers(api: Any, employer: Any) -> None:
+    """A client keeping the job it wrote revalidates it with If-None-Match without reading it
+    again: POST, PUT by referenceId (created, updated) and PUT by id sent no ETag at all."""
+    v = employer.key
+    created = api.post(JOBS, key=v, json=job_body())
+    path = f"{JOBS}/{created.json['id']}"
+    writes: list[Callable[[], Any]] = [
+        lambda: created,
+        lambda: api.put(JOBS, key=v, json=job_body(referenceId="E-1")),
+        lambda: api.put(JOBS, key=v, json={"referenceId": "E-1", "title": "Head baker"}),
+        lambda: api.put(path, key=v, json={"title": "Baker"}),
+    ]
+    for write, status in zip(writes, [201, 201, 200, 200], strict=True):
+        written = write()
+        assert written.status_code == status
+        etag = written.headers["ETag"]
+        kept = api.get(f"{JOBS}/{written.json['id']}", key=v, headers={"If-None-Match": etag})
+        assert kept.status_code == 304 and kept.headers["ETag"] == etag
 
 
 def test_a_change_through_the_api_gives_a_new_body_and_etag(api: Any, employer: Any) -> None:

@@ -264,12 +264,13 @@ def test_an_expired_stored_close_date_does_not_fail_a_put_that_does_not_write_it
     assert result.status_code == 200 and result.json["closeDate"] == "2026-03-12"
 
 
-def test_an_expired_job_put_back_as_read_is_unchanged_and_republishes_as_c5_says(
+def test_an_expired_job_put_back_as_read_is_unchanged_but_not_republished(
     api: Any, employer: Any, clock: Any
 ) -> None:
     """C4: a closeDate sent back as stored is not written: an ATS that PUTs its whole copy
     of an expired job (or repeats an upsert once the date has passed) is not refused; a new
-    past date still is. Re-publishing such a PUT moves the date as if it were left out (C5)."""
+    past date still is. Re-publishing with it is refused, naming what to send (C5: the request
+    sets closeDate, so it does not move); left out, it moves to today + 60."""
     job = create_job(api, employer, referenceId="ECHO-1", status="active", closeDate="2026-03-12")
     clock.today = clock.today.replace(month=4)
     fetched = api.get(f"{JOBS}/{job['id']}", key=employer.key).json
@@ -280,8 +281,14 @@ def test_an_expired_job_put_back_as_read_is_unchanged_and_republishes_as_c5_says
     moved = api.put(f"{JOBS}/{job['id']}", json={"closeDate": "2026-03-13"}, key=employer.key)
     assert entries(moved) == [("closeDate", "in_the_past")]
     archived = api.put(f"{JOBS}/{job['id']}", json={"status": "archived"}, key=employer.key)
-    republished = api.put(
+    refused = api.put(
         f"{JOBS}/{job['id']}", json={**archived.json, "status": "active"}, key=employer.key
+    )
+    assert entries(refused) == [("closeDate", "in_the_past")]
+    assert "2026-03-12 is before today (2026-04-10)" in refused.json["errors"][0]["message"]
+    left_out = {k: v for k, v in archived.json.items() if k != "closeDate"}
+    republished = api.put(
+        f"{JOBS}/{job['id']}", json={**left_out, "status": "active"}, key=employer.key
     )
     assert republished.status_code == 200
     assert (republished.json["publishDate"], republished.json["closeDate"]) == (

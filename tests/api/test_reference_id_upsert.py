@@ -4,8 +4,12 @@ referenceId frees it."""
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
+from sqlalchemy.orm import Session, sessionmaker
+
+from models import upkeep
 from tests.factories import JOBS, create_job, entries, job_body, problem
 
 
@@ -65,6 +69,23 @@ def test_repeating_the_same_put_yields_the_same_job_and_state(api: Any, employer
     assert "location" not in second.headers
     listed = api.get(JOBS, key=employer.key).json
     assert listed["paging"]["total"] == 1
+
+
+def test_repeating_an_upsert_after_its_job_expired_answers_the_same_each_time(
+    api: Any, employer: Any, sessions: sessionmaker[Session], clock: Any
+) -> None:
+    """C4 (the same PUT, the same job and state) with C5 expiry: an ATS re-sending its unchanged
+    copy of a job the service expired. The first repeat made the job active again until today
+    + 60 (a closed job taking applications), and the next one was 422 in_the_past."""
+    body = job_body(referenceId="EXP-1", status="active", closeDate="2026-03-20")
+    assert api.put(JOBS, json=body, key=employer.key).status_code == 201
+    clock.today = date(2026, 3, 25)
+    with sessions() as s:
+        assert upkeep.expire(s, today=clock.today) == 1
+        s.commit()
+    answers = [api.put(JOBS, json=body, key=employer.key) for _ in range(2)]
+    assert [entries(a) for a in answers] == [[("closeDate", "in_the_past")]] * 2
+    assert api.get(JOBS, key=employer.key).json["data"][0]["status"] == "archived"
 
 
 def test_put_with_a_known_reference_id_is_a_partial_update(api: Any, employer: Any) -> None:
