@@ -198,5 +198,15 @@ class Metrics:
         else:
             registry.register(_Default())
         registry.register(self.state)
-        resp.data = generate_latest(registry)
+        resp.data = scrape(registry)
         resp.content_type = CONTENT_TYPE_PLAIN_0_0_4
+
+
+def scrape(registry: CollectorRegistry) -> bytes:
+    """The registry as Prometheus text. The master folds a dead worker's files into one
+    (`api.server.fold_dead`): one it removed between the listing of the folder and its
+    reading is a FileNotFoundError, and the scrape is made again, from a new listing."""
+    try:
+        return generate_latest(registry)
+    except FileNotFoundError:
+        return generate_latest(registry)

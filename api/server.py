@@ -9,6 +9,7 @@ Nothing in this module may import prometheus_client at import time.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -53,10 +54,48 @@ def prepare_metrics_dir(path: str | Path) -> str:
 
 
 def child_exit(server: Any, worker: Any) -> None:
-    """A gunicorn hook in the master: a worker is gone; its live gauges go with it."""
+    """A gunicorn hook in the master: a worker is gone; its live gauges go with it, and its
+    counts are added to those of the workers gone before (`fold_dead`)."""
     from prometheus_client import multiprocess
 
-    multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
+    folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if folder:
+        multiprocess.mark_process_dead(worker.pid, folder)  # type: ignore[no-untyped-call]
+        fold_dead(folder, worker.pid)
+
+
+# The kinds of metric files whose values add up across processes (a gauge's do not).
+ADDITIVE = ("counter", "histogram", "summary")
+
+
+def fold_dead(folder: str | Path, pid: int) -> None:
+    """Add the counts of a dead process into one file per kind (`counter_gone.db`), and
+    remove its own. Each worker counts into files of its pid, kept after it exits so that no
+    count goes down; a worker replaced (a timeout, a HUP reload) left two, and every scrape
+    read them all: 1,000 replacements made a scrape 0.4 s slower. The sum is written beside
+    and renamed into place, so a scrape reads the old sum or the new one, never half."""
+    from prometheus_client.mmap_dict import MmapedDict
+
+    for kind in ADDITIVE:
+        dead = Path(folder) / f"{kind}_{pid}.db"
+        if not dead.exists():
+            continue
+        gone = Path(folder) / f"{kind}_gone.db"
+        staged = Path(folder) / f"{kind}_gone.staged"  # not *.db: no scrape reads it
+        if gone.exists():
+            shutil.copyfile(gone, staged)
+        else:
+            staged.unlink(missing_ok=True)
+        merged = MmapedDict(str(staged))  # type: ignore[no-untyped-call]
+        counted = MmapedDict.read_all_values_from_file(str(dead))  # type: ignore[no-untyped-call]
+        try:
+            for key, value, timestamp, _ in counted:
+                total = merged.read_value(key)[0] + value  # type: ignore[no-untyped-call]
+                merged.write_value(key, total, timestamp)  # type: ignore[no-untyped-call]
+        finally:
+            merged.close()  # type: ignore[no-untyped-call]
+        os.replace(staged, gone)
+        dead.unlink()
 
 
 # gunicorn's own lines (start, worker boot and timeout) as JSON on stderr too (C9); the

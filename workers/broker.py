@@ -9,7 +9,7 @@ from kombu.connection import Connection
 from kombu.exceptions import ChannelError
 
 from models.settings import is_redis
-from workers.app import EMAIL_QUEUE, MAINTENANCE_QUEUE, prepare_embedded
+from workers.app import EMAIL_QUEUE, EMBEDDED_SCHEMES, MAINTENANCE_QUEUE, prepare_embedded
 
 QUEUES = (EMAIL_QUEUE, MAINTENANCE_QUEUE)
 
@@ -51,3 +51,22 @@ def _depth(conn: Connection, queue: str) -> int:
         return int(conn.default_channel.queue_declare(queue, passive=True).message_count)
     except ChannelError:  # never declared (Redis: no list until a message comes): empty
         return 0
+
+
+def forget_taken(url: str) -> int:
+    """Delete the messages workers have taken from the embedded broker; the count deleted.
+
+    kombu's SQLAlchemy transport never deletes a message: a worker that takes one only marks
+    it invisible (it is never read again; a message handed back is written anew). Kept, they
+    grew the SQLite file by about 1.4 KB a task (the sweep's every minute, every delivery),
+    and every poll of a worker (ten a second per queue) scanned past all of them: 200,000
+    kept took an idle worker from 6% of a core to 64%. Other brokers delete what is acked."""
+    if not url.startswith(EMBEDDED_SCHEMES):
+        return 0
+    with Connection(url) as conn:
+        channel: Any = conn.default_channel
+        message = channel.message_cls
+        taken = channel.session.query(message).filter(message.visible.is_(False))
+        count = int(taken.delete(synchronize_session=False))
+        channel.session.commit()
+    return count

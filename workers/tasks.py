@@ -14,7 +14,7 @@ from models import applications, outbox, upkeep
 from models.dates import on_day, today_in, utcnow
 from models.db import session_scope, sessionmaker_for
 from models.settings import Settings
-from workers import delivery, enqueue, mail, observability  # noqa: F401  (task signals, C9)
+from workers import broker, delivery, enqueue, mail, observability  # noqa: F401  (task signals, C9)
 from workers.app import celery_app
 
 log = logging.getLogger("jobpost.tasks")
@@ -82,11 +82,17 @@ def run_sweep(
     factory: sessionmaker[Session], s: Settings, today: Any = None, *, celery: Celery | None = None
 ) -> int:
     """Enqueue what is due (through `celery`, by default this process's app); entries stay
-    marked enqueued even if the broker refuses, and come round again after the grace period."""
+    marked enqueued even if the broker refuses, and come round again after the grace period.
+    On the embedded broker, the messages workers have taken are deleted too (the transport
+    keeps them: `workers.broker.forget_taken`)."""
     with session_scope(factory) as session:
         ids = outbox.sweep(session, now=utcnow(), timing=delivery.timing(s))
     for application_id in ids:
         enqueue.deliver(celery or celery_app, application_id)
+    try:
+        broker.forget_taken(s.broker_url)
+    except Exception as e:  # the next sweep tries again; what is due was enqueued all the same
+        log.warning("sweep: cannot delete the broker's taken messages: %s", e)
     return changed("sweep", len(ids), "outbox entries enqueued")
 
 

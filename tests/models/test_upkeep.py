@@ -8,8 +8,10 @@ committed SQLite database of the module's own.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+import sqlite3
 from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -18,6 +20,7 @@ from zoneinfo import ZoneInfo
 
 import orjson
 import pytest
+from kombu.connection import Connection
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -29,6 +32,8 @@ from models.entities import Application, Employer, Job, OutboxEntry, Resume
 from models.settings import Settings
 from tests.conftest import copy_database
 from tests.factories import JOBS, create_job
+from workers import broker
+from workers.app import make_celery
 from workers.cli import main
 from workers.tasks import run_expire, run_purge, run_refresh, run_sweep
 
@@ -417,6 +422,34 @@ def test_sweep_enqueues_due_entries_once_within_the_grace(
     assert enqueued == [due]
     assert run_sweep(sessions, settings) == 0
     assert enqueued == [due]
+
+
+def test_sweep_deletes_the_messages_workers_took_from_the_embedded_broker(
+    sessions: sessionmaker[Session], settings: Settings
+) -> None:
+    """kombu's SQLAlchemy transport only marks a message it hands a worker as invisible; kept,
+    they filled the broker's SQLite file and every poll scanned past them. The sweep deletes
+    them; a message still waiting stays."""
+    url = settings.broker_url
+    assert url.startswith("sqla+sqlite:")
+    publisher = make_celery(settings, publisher=True)
+    for application_id in (1, 2, 3):
+        assert workers.enqueue.deliver(publisher, application_id)
+    with Connection(url) as conn:  # type: ignore[no-untyped-call]  # a worker takes two
+        for _ in range(2):
+            taken = conn.default_channel.basic_get("email")
+            assert taken is not None
+            taken.ack()
+
+    def stored() -> int:
+        database = url.removeprefix("sqla+sqlite:///")
+        with contextlib.closing(sqlite3.connect(database)) as db:
+            return int(db.execute("SELECT count(*) FROM kombu_message").fetchone()[0])
+
+    assert stored() == 3
+    assert run_sweep(sessions, settings) == 0
+    assert stored() == 1
+    assert broker.depths(url) == {"email": 1, "maintenance": 0}
 
 
 def set_entry(sessions: sessionmaker[Session], application_id: int, **values: Any) -> None:
