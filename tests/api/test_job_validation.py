@@ -161,6 +161,12 @@ CASES = [
         "unknown_salary_period",
         "period-0",
     ),
+    case(
+        {"salary": {"amount": 1, "period": {"id": "1"}}},
+        "salary.period.id",
+        "invalid_type",
+        "period-id-string",
+    ),
     case({"salary": {"amount": 1}}, "salary.period.id", "required", "salary-without-period"),
     case(
         {"salary": {"amount": 1, "period": {}}},

@@ -160,6 +160,13 @@ def test_an_empty_or_null_reference_id_means_none(api: Any, employer: Any, given
     assert create_job(api, employer, referenceId=given)["referenceId"] is None
 
 
+def test_a_salary_max_amount_equal_to_its_amount_is_accepted(api: Any, employer: Any) -> None:
+    """C4: maxAmount ≥ amount: a maxAmount equal to the amount is no range below it."""
+    salary = {"amount": 60000, "maxAmount": 60000, "period": {"id": 1}}
+    job = create_job(api, employer, salary=salary)
+    assert (job["salary"]["amount"], job["salary"]["maxAmount"]) == (60000, 60000)
+
+
 def test_amounts_are_exact_numbers_with_at_most_two_decimals(api: Any, employer: Any) -> None:
     """C4: numbers parsed exactly; returned as numbers without trailing zeros."""
     job = create_job(
