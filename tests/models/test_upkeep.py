@@ -491,6 +491,25 @@ def test_a_lease_run_out_is_enqueued_once_per_lease_and_never_after_the_copy_is_
         assert entry is not None and (entry.status, entry.attempts) == ("sent", 2)
 
 
+def test_a_pending_copy_is_due_at_its_next_attempt_time_not_before(
+    sessions: sessionmaker[Session],
+) -> None:
+    """C8: entries that are pending and due, "their next attempt time has come", are swept
+    and claimed: at that instant, not a microsecond before."""
+    timing = outbox.Timing()
+    job = add_job(sessions, employer_id(sessions, "standard"))
+    app_id = add_application(sessions, job, age=timedelta(minutes=10), delivery="pending")
+    due = models.dates.utcnow().replace(microsecond=0) + timedelta(minutes=1)
+    set_entry(sessions, app_id, next_attempt_at=due, enqueued_at=None)
+    before = due - timedelta(microseconds=1)
+    with sessions() as s:
+        assert outbox.sweep(s, now=before, timing=timing) == []
+        assert CLAIM(s, app_id, now=before, timing=timing) is None
+        assert outbox.sweep(s, now=due, timing=timing) == [app_id]
+        won = CLAIM(s, app_id, now=due, timing=timing)
+        assert won is not None and won.attempts == 1
+
+
 def test_a_worker_whose_lease_ran_out_cannot_undo_the_next_workers_outcome(
     sessions: sessionmaker[Session],
 ) -> None:
