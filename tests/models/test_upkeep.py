@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import random
 from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -508,6 +509,31 @@ def test_a_pending_copy_is_due_at_its_next_attempt_time_not_before(
         assert outbox.sweep(s, now=due, timing=timing) == [app_id]
         won = CLAIM(s, app_id, now=due, timing=timing)
         assert won is not None and won.attempts == 1
+
+
+class Jitter(random.Random):
+    """A random source that always draws `value`: the ends of the jitter."""
+
+    def __init__(self, value: float) -> None:
+        super().__init__()
+        self.value = value
+
+    def random(self) -> float:
+        return self.value
+
+
+@pytest.mark.parametrize("draw", [0.0, 0.999999])
+def test_the_retry_delay_doubles_each_attempt_within_its_jitter_up_to_six_hours(
+    draw: float,
+) -> None:
+    """C9 DELIVERY_RETRY_BASE_SECONDS: the first retry waits the base, and the delay doubles
+    each attempt, with jitter over its upper half (base * 2^(n-1) * [0.5, 1]); C8: it stops
+    doubling at 6 hours, so a long outage is still tried several times a day."""
+    timing = outbox.Timing(retry_base_seconds=60)
+    for attempts, full in [(1, 60), (2, 120), (3, 240), (4, 480), (9, 15360), (20, 6 * 3600)]:
+        delay = outbox.backoff(attempts, timing, Jitter(draw))
+        assert full * 0.5 <= delay <= full
+        assert delay == pytest.approx(full * (0.5 + 0.5 * draw))
 
 
 def test_a_worker_whose_lease_ran_out_cannot_undo_the_next_workers_outcome(
