@@ -44,6 +44,19 @@ CASES = [
         "out_of_range",
         "position-type-id-under-int32",
     ),
+    # the ends of Int32 themselves are ids, of no category here (C4)
+    case(
+        {"categories": [{"id": -(2**31)}]},
+        "categories[0].id",
+        "unknown_category",
+        "category-id-int32-min",
+    ),
+    case(
+        {"categories": [{"id": INT32_MAX}]},
+        "categories[0].id",
+        "unknown_category",
+        "category-id-int32-max",
+    ),
     case({"positionType": {"id": "1"}}, "positionType.id", "invalid_type", "position-type-string"),
     case({"positionType": 1}, "positionType", "invalid_type", "position-type-not-object"),
     case(
