@@ -379,11 +379,14 @@ def test_a_broken_write_rule_is_422_naming_field_and_code(
 
 
 def test_values_at_the_length_limits_are_accepted(api: Any, employer: Any) -> None:
-    """The limits themselves are allowed: email 50, URL 200, title 256, referenceId 50."""
+    """The limits themselves are allowed: email 50, URL 200, title 1 and 256, referenceId 1
+    and 50 (C4)."""
     email = "j" * 39 + "@maple.test"
     url = "https://maple.test/" + "x" * 181
     assert (len(email), len(url)) == (50, 200)
     create_job(api, employer, applicationEmail=email, title="t" * 256, referenceId="r" * 50)
+    shortest = create_job(api, employer, title=" t ", referenceId="r")
+    assert (shortest["title"], shortest["referenceId"]) == ("t", "r")
     job = create_job(api, employer, applicantRoutingType={"id": 2}, applicationUrl=url)
     assert job["applicationUrl"] == url
 
