@@ -511,6 +511,39 @@ def test_a_pending_copy_is_due_at_its_next_attempt_time_not_before(
         assert won is not None and won.attempts == 1
 
 
+def test_an_operator_retry_of_one_copy_leaves_the_other_failed_copies_alone(
+    sessions: sessionmaker[Session],
+) -> None:
+    """C9 `jobpost outbox retry APPLICATION_ID`: that failed entry back to pending, no other;
+    `--all-failed` takes every failed one, and neither a pending nor a sent one."""
+    job = add_job(sessions, employer_id(sessions, "standard"))
+    one, other, third = (
+        add_application(sessions, job, age=timedelta(hours=30), delivery="failed") for _ in range(3)
+    )
+    pending = add_application(sessions, job, age=timedelta(hours=1), delivery="pending")
+    sent = add_application(sessions, job, age=timedelta(hours=1), delivery="sent")
+
+    def statuses() -> dict[int, str]:
+        with sessions() as s:
+            return dict(s.execute(select(OutboxEntry.application_id, OutboxEntry.status)).all())
+
+    with sessions() as s:
+        assert outbox.retry_failed(s, one, now=models.dates.utcnow()) == [one]
+        assert outbox.retry_failed(s, pending, now=models.dates.utcnow()) == []
+        s.commit()
+    assert statuses() == {
+        one: "pending",
+        other: "failed",
+        third: "failed",
+        pending: "pending",
+        sent: "sent",
+    }
+    with sessions() as s:
+        assert outbox.retry_failed(s, None, now=models.dates.utcnow()) == [other, third]
+        s.commit()
+    assert set(statuses().values()) == {"pending", "sent"}
+
+
 class Jitter(random.Random):
     """A random source that always draws `value`: the ends of the jitter."""
 
