@@ -167,6 +167,13 @@ def test_a_salary_max_amount_equal_to_its_amount_is_accepted(api: Any, employer:
     assert (job["salary"]["amount"], job["salary"]["maxAmount"]) == (60000, 60000)
 
 
+def test_a_salary_amount_of_zero_is_accepted(api: Any, employer: Any) -> None:
+    """C4: amount ≥ 0, so 0 is an amount (a volunteer position, id 5, may state it)."""
+    salary = {"amount": 0, "maxAmount": 0, "period": {"id": 5}}
+    job = create_job(api, employer, positionType={"id": 5}, salary=salary)
+    assert (job["salary"]["amount"], job["salary"]["maxAmount"]) == (0, 0)
+
+
 def test_amounts_are_exact_numbers_with_at_most_two_decimals(api: Any, employer: Any) -> None:
     """C4: numbers parsed exactly; returned as numbers without trailing zeros."""
     job = create_job(
