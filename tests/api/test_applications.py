@@ -445,6 +445,19 @@ BAD_INPUT = {
 }
 
 
+def test_values_at_the_length_limits_are_accepted(
+    api: Api, employer: Any, job: dict[str, Any]
+) -> None:
+    """C8: name 1 to 100 and an address of 254 (the longest a mailbox has), and the limits
+    themselves are taken as sent."""
+    email = "e" * 64 + "@" + ".".join(["d" * 61] * 3) + ".org"
+    assert len(email) == 254
+    app_id = received(apply(api, job["id"], applicant(name="N" * 100, email=email)))
+    shown = api.get(f"{API}/applications/{app_id}", key=employer.key).json
+    assert (shown["name"], shown["email"]) == ("N" * 100, email)
+    received(apply(api, job["id"], applicant(name="N")))
+
+
 @pytest.mark.parametrize("case", BAD_INPUT.values(), ids=BAD_INPUT.keys())
 def test_bad_input_is_422_listing_every_broken_rule(
     api: Api, employer: Any, job: dict[str, Any], enqueued: Enqueued, case: Any
@@ -744,6 +757,7 @@ def test_filters_by_job_and_status_newest_first(
     assert ids(status="pending") == [a2, a1]
     assert ids(jobId=job["id"], status="pending") == [a1]
     assert ids(status="failed") == []
+    assert ids(status="sending") == []  # C8: one of the four delivery states, a filter too
     assert ids(jobId=999999) == []
     assert ids(jobId="") == [a3, a2, a1]  # C1: an empty value means absent
     assert ids(f"{API}/jobs/{job['id']}/applications") == [a3, a1]
