@@ -448,13 +448,15 @@ BAD_INPUT = {
 def test_values_at_the_length_limits_are_accepted(
     api: Api, employer: Any, job: dict[str, Any]
 ) -> None:
-    """C8: name 1 to 100 and an address of 254 (the longest a mailbox has), and the limits
-    themselves are taken as sent."""
+    """C8: name 1 to 100, an address of 254 (the longest a mailbox has) and a cover letter of
+    10,000 characters: the limits themselves are taken as sent."""
     email = "e" * 64 + "@" + ".".join(["d" * 61] * 3) + ".org"
     assert len(email) == 254
-    app_id = received(apply(api, job["id"], applicant(name="N" * 100, email=email)))
+    letter = "x" * 10_000
+    body = applicant(name="N" * 100, email=email, coverLetter=letter)
+    app_id = received(apply(api, job["id"], body))
     shown = api.get(f"{API}/applications/{app_id}", key=employer.key).json
-    assert (shown["name"], shown["email"]) == ("N" * 100, email)
+    assert (shown["name"], shown["email"], shown["coverLetter"]) == ("N" * 100, email, letter)
     received(apply(api, job["id"], applicant(name="N")))
 
 
