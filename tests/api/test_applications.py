@@ -408,6 +408,7 @@ BAD_INPUT = {
     ),
     "bad phone": ({"phone": "call me maybe"}, [("phone", "invalid_format")]),
     "phone too long": ({"phone": "1" * 31}, [("phone", "too_long")]),
+    "phone without a digit": ({"phone": "+ (-) ."}, [("phone", "invalid_format")]),
     "cover letter too long": ({"coverLetter": "x" * 10_001}, [("coverLetter", "too_long")]),
     "resume over 5 MiB": (
         {"resume": {"filename": "cv.txt", "content": b64(b"a" * (5 * MiB + 1))}},
@@ -448,15 +449,18 @@ BAD_INPUT = {
 def test_values_at_the_length_limits_are_accepted(
     api: Api, employer: Any, job: dict[str, Any]
 ) -> None:
-    """C8: name 1 to 100, an address of 254 (the longest a mailbox has) and a cover letter of
-    10,000 characters: the limits themselves are taken as sent."""
+    """C8: name 1 to 100, an address of 254 (the longest a mailbox has), a phone of 30 and a
+    cover letter of 10,000 characters: the limits themselves are taken as sent."""
     email = "e" * 64 + "@" + ".".join(["d" * 61] * 3) + ".org"
     assert len(email) == 254
     letter = "x" * 10_000
-    body = applicant(name="N" * 100, email=email, coverLetter=letter)
+    phone = "+1 (514) 555-0199 " + "1" * 12
+    assert len(phone) == 30
+    body = applicant(name="N" * 100, email=email, coverLetter=letter, phone=phone)
     app_id = received(apply(api, job["id"], body))
     shown = api.get(f"{API}/applications/{app_id}", key=employer.key).json
-    assert (shown["name"], shown["email"], shown["coverLetter"]) == ("N" * 100, email, letter)
+    assert (shown["name"], shown["email"]) == ("N" * 100, email)
+    assert (shown["coverLetter"], shown["phone"]) == (letter, phone)
     received(apply(api, job["id"], applicant(name="N")))
 
 
