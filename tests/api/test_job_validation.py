@@ -340,6 +340,12 @@ CASES = [
         "url-without-host",
     ),
     case(
+        {**URL_ROUTE, "applicationUrl": "https://[maple.test/jobs"},
+        "applicationUrl",
+        "invalid_format",
+        "url-unclosed-bracket",
+    ),
+    case(
         {**URL_ROUTE, "applicationUrl": "https://maple.test/a b"},
         "applicationUrl",
         "invalid_format",
