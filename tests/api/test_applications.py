@@ -408,6 +408,7 @@ BAD_INPUT = {
     ),
     "bad phone": ({"phone": "call me maybe"}, [("phone", "invalid_format")]),
     "phone too long": ({"phone": "1" * 31}, [("phone", "too_long")]),
+    "phone without a digit": ({"phone": "+ (-) ."}, [("phone", "invalid_format")]),
     "cover letter too long": ({"coverLetter": "x" * 10_001}, [("coverLetter", "too_long")]),
     "resume over 5 MiB": (
         {"resume": {"filename": "cv.txt", "content": b64(b"a" * (5 * MiB + 1))}},
@@ -443,6 +444,24 @@ BAD_INPUT = {
         ],
     ),
 }
+
+
+def test_values_at_the_length_limits_are_accepted(
+    api: Api, employer: Any, job: dict[str, Any]
+) -> None:
+    """C8: name 1 to 100, an address of 254 (the longest a mailbox has), a phone of 30 and a
+    cover letter of 10,000 characters: the limits themselves are taken as sent."""
+    email = "e" * 64 + "@" + ".".join(["d" * 61] * 3) + ".org"
+    assert len(email) == 254
+    letter = "x" * 10_000
+    phone = "+1 (514) 555-0199 " + "1" * 12
+    assert len(phone) == 30
+    body = applicant(name="N" * 100, email=email, coverLetter=letter, phone=phone)
+    app_id = received(apply(api, job["id"], body))
+    shown = api.get(f"{API}/applications/{app_id}", key=employer.key).json
+    assert (shown["name"], shown["email"]) == ("N" * 100, email)
+    assert (shown["coverLetter"], shown["phone"]) == (letter, phone)
+    received(apply(api, job["id"], applicant(name="N")))
 
 
 @pytest.mark.parametrize("case", BAD_INPUT.values(), ids=BAD_INPUT.keys())
@@ -744,6 +763,7 @@ def test_filters_by_job_and_status_newest_first(
     assert ids(status="pending") == [a2, a1]
     assert ids(jobId=job["id"], status="pending") == [a1]
     assert ids(status="failed") == []
+    assert ids(status="sending") == []  # C8: one of the four delivery states, a filter too
     assert ids(jobId=999999) == []
     assert ids(jobId="") == [a3, a2, a1]  # C1: an empty value means absent
     assert ids(f"{API}/jobs/{job['id']}/applications") == [a3, a1]

@@ -247,6 +247,7 @@ def test_a_malformed_or_out_of_range_parameter_is_400_naming_it(
         ("q=%ED%A0%80", "q"),  # a surrogate
         ("q=caf%C3", "q"),  # cut short
         ("q=cook&q=%FF", "q"),
+        ("pageSize=10&q=%FF", "q"),  # not the first parameter
         ("%71=%FF", "q"),
         ("status=%FF", "status"),
         ("page=%FF", "page"),
@@ -270,6 +271,10 @@ def test_an_encoded_replacement_character_is_a_character_like_any_other(
     body = listing(api, employer, q="\ufffd", pageSize=1)
     assert body["paging"]["total"] == 2
     assert body["paging"]["next"] == f"{HOST}{JOBS}?q=%EF%BF%BD&pageSize=1&page=2"
+    # C1: an unknown parameter is ignored, bytes that are not UTF-8 too: it does not make
+    # the search for U+FFFD beside it malformed.
+    result = api.get(JOBS, key=employer.key, query_string="q=%EF%BF%BD&utm=%FF")
+    assert result.status_code == 200 and result.json["paging"]["total"] == 2
 
 
 def test_every_bad_parameter_is_named(api: Any, employer: Any) -> None:

@@ -44,6 +44,19 @@ CASES = [
         "out_of_range",
         "position-type-id-under-int32",
     ),
+    # the ends of Int32 themselves are ids, of no category here (C4)
+    case(
+        {"categories": [{"id": -(2**31)}]},
+        "categories[0].id",
+        "unknown_category",
+        "category-id-int32-min",
+    ),
+    case(
+        {"categories": [{"id": INT32_MAX}]},
+        "categories[0].id",
+        "unknown_category",
+        "category-id-int32-max",
+    ),
     case({"positionType": {"id": "1"}}, "positionType.id", "invalid_type", "position-type-string"),
     case({"positionType": 1}, "positionType", "invalid_type", "position-type-not-object"),
     case(
@@ -160,6 +173,12 @@ CASES = [
         "salary.period.id",
         "unknown_salary_period",
         "period-0",
+    ),
+    case(
+        {"salary": {"amount": 1, "period": {"id": "1"}}},
+        "salary.period.id",
+        "invalid_type",
+        "period-id-string",
     ),
     case({"salary": {"amount": 1}}, "salary.period.id", "required", "salary-without-period"),
     case(
@@ -321,6 +340,12 @@ CASES = [
         "url-without-host",
     ),
     case(
+        {**URL_ROUTE, "applicationUrl": "https://[maple.test/jobs"},
+        "applicationUrl",
+        "invalid_format",
+        "url-unclosed-bracket",
+    ),
+    case(
         {**URL_ROUTE, "applicationUrl": "https://maple.test/a b"},
         "applicationUrl",
         "invalid_format",
@@ -360,11 +385,14 @@ def test_a_broken_write_rule_is_422_naming_field_and_code(
 
 
 def test_values_at_the_length_limits_are_accepted(api: Any, employer: Any) -> None:
-    """The limits themselves are allowed: email 50, URL 200, title 256, referenceId 50."""
+    """The limits themselves are allowed: email 50, URL 200, title 1 and 256, referenceId 1
+    and 50 (C4)."""
     email = "j" * 39 + "@maple.test"
     url = "https://maple.test/" + "x" * 181
     assert (len(email), len(url)) == (50, 200)
     create_job(api, employer, applicationEmail=email, title="t" * 256, referenceId="r" * 50)
+    shortest = create_job(api, employer, title=" t ", referenceId="r")
+    assert (shortest["title"], shortest["referenceId"]) == ("t", "r")
     job = create_job(api, employer, applicantRoutingType={"id": 2}, applicationUrl=url)
     assert job["applicationUrl"] == url
 

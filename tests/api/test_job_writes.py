@@ -160,6 +160,20 @@ def test_an_empty_or_null_reference_id_means_none(api: Any, employer: Any, given
     assert create_job(api, employer, referenceId=given)["referenceId"] is None
 
 
+def test_a_salary_max_amount_equal_to_its_amount_is_accepted(api: Any, employer: Any) -> None:
+    """C4: maxAmount ≥ amount: a maxAmount equal to the amount is no range below it."""
+    salary = {"amount": 60000, "maxAmount": 60000, "period": {"id": 1}}
+    job = create_job(api, employer, salary=salary)
+    assert (job["salary"]["amount"], job["salary"]["maxAmount"]) == (60000, 60000)
+
+
+def test_a_salary_amount_of_zero_is_accepted(api: Any, employer: Any) -> None:
+    """C4: amount ≥ 0, so 0 is an amount (a volunteer position, id 5, may state it)."""
+    salary = {"amount": 0, "maxAmount": 0, "period": {"id": 5}}
+    job = create_job(api, employer, positionType={"id": 5}, salary=salary)
+    assert (job["salary"]["amount"], job["salary"]["maxAmount"]) == (0, 0)
+
+
 def test_amounts_are_exact_numbers_with_at_most_two_decimals(api: Any, employer: Any) -> None:
     """C4: numbers parsed exactly; returned as numbers without trailing zeros."""
     job = create_job(
@@ -239,6 +253,32 @@ def test_allowed_html_is_stored(api: Any, employer: Any) -> None:
 
 def test_close_date_today_is_allowed(api: Any, employer: Any) -> None:
     assert create_job(api, employer, closeDate="2026-03-10")["closeDate"] == "2026-03-10"
+
+
+def test_close_date_today_may_be_written_on_put_to_a_job_published_today(
+    api: Any, employer: Any
+) -> None:
+    """C4/C5: a job is still active on its closeDate, so today is a closeDate a PUT may set
+    on a job published today: it is neither before today nor before publishDate."""
+    job = create_job(api, employer, closeDate="2026-04-30")
+    assert job["publishDate"] == "2026-03-10"
+    result = api.put(f"{JOBS}/{job['id']}", json={"closeDate": "2026-03-10"}, key=employer.key)
+    assert result.status_code == 200 and result.json["closeDate"] == "2026-03-10"
+
+
+def test_a_close_date_before_the_publish_date_is_422_even_when_not_before_today(
+    api: Any, employer: Any, clock: Any
+) -> None:
+    """C4: closeDate must not be before today nor before publishDate. The service date can
+    fall behind a publishDate (JOBPOST_TIMEZONE moved west, C5): the day between is not
+    before today, but is before publishDate, and is refused on closeDate."""
+    job = create_job(api, employer)
+    clock.today = clock.today.replace(day=8)
+    result = api.put(f"{JOBS}/{job['id']}", json={"closeDate": "2026-03-09"}, key=employer.key)
+    assert entries(result) == [("closeDate", "out_of_range")]
+    assert api.get(f"{JOBS}/{job['id']}", key=employer.key).json == job
+    allowed = api.put(f"{JOBS}/{job['id']}", json={"closeDate": "2026-03-10"}, key=employer.key)
+    assert allowed.status_code == 200 and allowed.json["closeDate"] == "2026-03-10"
 
 
 def test_a_null_close_date_on_put_resets_it_to_publish_date_plus_60(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import random
 import sqlite3
 from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, timedelta
@@ -522,6 +523,83 @@ def test_a_lease_run_out_is_enqueued_once_per_lease_and_never_after_the_copy_is_
     with sessions() as s:
         entry = s.get(OutboxEntry, app_id)
         assert entry is not None and (entry.status, entry.attempts) == ("sent", 2)
+
+
+def test_a_pending_copy_is_due_at_its_next_attempt_time_not_before(
+    sessions: sessionmaker[Session],
+) -> None:
+    """C8: entries that are pending and due, "their next attempt time has come", are swept
+    and claimed: at that instant, not a microsecond before."""
+    timing = outbox.Timing()
+    job = add_job(sessions, employer_id(sessions, "standard"))
+    app_id = add_application(sessions, job, age=timedelta(minutes=10), delivery="pending")
+    due = models.dates.utcnow().replace(microsecond=0) + timedelta(minutes=1)
+    set_entry(sessions, app_id, next_attempt_at=due, enqueued_at=None)
+    before = due - timedelta(microseconds=1)
+    with sessions() as s:
+        assert outbox.sweep(s, now=before, timing=timing) == []
+        assert CLAIM(s, app_id, now=before, timing=timing) is None
+        assert outbox.sweep(s, now=due, timing=timing) == [app_id]
+        won = CLAIM(s, app_id, now=due, timing=timing)
+        assert won is not None and won.attempts == 1
+
+
+def test_an_operator_retry_of_one_copy_leaves_the_other_failed_copies_alone(
+    sessions: sessionmaker[Session],
+) -> None:
+    """C9 `jobpost outbox retry APPLICATION_ID`: that failed entry back to pending, no other;
+    `--all-failed` takes every failed one, and neither a pending nor a sent one."""
+    job = add_job(sessions, employer_id(sessions, "standard"))
+    one, other, third = (
+        add_application(sessions, job, age=timedelta(hours=30), delivery="failed") for _ in range(3)
+    )
+    pending = add_application(sessions, job, age=timedelta(hours=1), delivery="pending")
+    sent = add_application(sessions, job, age=timedelta(hours=1), delivery="sent")
+
+    def statuses() -> dict[int, str]:
+        with sessions() as s:
+            return dict(s.execute(select(OutboxEntry.application_id, OutboxEntry.status)).all())
+
+    with sessions() as s:
+        assert outbox.retry_failed(s, one, now=models.dates.utcnow()) == [one]
+        assert outbox.retry_failed(s, pending, now=models.dates.utcnow()) == []
+        s.commit()
+    assert statuses() == {
+        one: "pending",
+        other: "failed",
+        third: "failed",
+        pending: "pending",
+        sent: "sent",
+    }
+    with sessions() as s:
+        assert outbox.retry_failed(s, None, now=models.dates.utcnow()) == [other, third]
+        s.commit()
+    assert set(statuses().values()) == {"pending", "sent"}
+
+
+class Jitter(random.Random):
+    """A random source that always draws `value`: the ends of the jitter."""
+
+    def __init__(self, value: float) -> None:
+        super().__init__()
+        self.value = value
+
+    def random(self) -> float:
+        return self.value
+
+
+@pytest.mark.parametrize("draw", [0.0, 0.999999])
+def test_the_retry_delay_doubles_each_attempt_within_its_jitter_up_to_six_hours(
+    draw: float,
+) -> None:
+    """C9 DELIVERY_RETRY_BASE_SECONDS: the first retry waits the base, and the delay doubles
+    each attempt, with jitter over its upper half (base * 2^(n-1) * [0.5, 1]); C8: it stops
+    doubling at 6 hours, so a long outage is still tried several times a day."""
+    timing = outbox.Timing(retry_base_seconds=60)
+    for attempts, full in [(1, 60), (2, 120), (3, 240), (4, 480), (9, 15360), (20, 6 * 3600)]:
+        delay = outbox.backoff(attempts, timing, Jitter(draw))
+        assert full * 0.5 <= delay <= full
+        assert delay == pytest.approx(full * (0.5 + 0.5 * draw))
 
 
 def test_a_worker_whose_lease_ran_out_cannot_undo_the_next_workers_outcome(
