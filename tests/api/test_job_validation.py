@@ -267,6 +267,12 @@ CASES = [
     case({"description": "<h1>Baker</h1>"}, "description", "html_tag_not_allowed", "h1-tag"),
     case({"description": "<img src=x>"}, "description", "html_tag_not_allowed", "img-tag"),
     case(
+        {"description": '<p>x</p><img src="x.png"/>'},
+        "description",
+        "html_tag_not_allowed",
+        "self-closing-img-tag",
+    ),
+    case(
         {"description": '<p class="lead">x</p>'},
         "description",
         "html_attribute_not_allowed",
@@ -421,6 +427,15 @@ def test_values_at_the_length_limits_are_accepted(api: Any, employer: Any) -> No
     assert (shortest["title"], shortest["referenceId"]) == ("t", "r")
     job = create_job(api, employer, applicantRoutingType={"id": 2}, applicationUrl=url)
     assert job["applicationUrl"] == url
+
+
+def test_a_long_description_of_paragraphs_and_line_breaks_is_accepted(
+    api: Any, employer: Any
+) -> None:
+    """C4: the service's nesting limit (models.html.MAX_OPEN) counts elements open inside
+    each other, not paragraphs side by side nor line breaks."""
+    description = "<p>Bake.</p>" * 1001 + "Knead.<br>" * 1001
+    assert create_job(api, employer, description=description)["description"] == description
 
 
 def test_every_required_property_missing_is_listed(api: Any, employer: Any) -> None:
