@@ -66,6 +66,25 @@ CASES = [
         "location-id-over-int32",
     ),
     case(
+        {"locations": [{"id": -(2**31) - 1}]},
+        "locations[0].id",
+        "out_of_range",
+        "location-id-under-int32",
+    ),
+    # the ends of Int32 are ids, of no location (C3, C4)
+    case(
+        {"locations": [{"id": -(2**31)}]},
+        "locations[0].id",
+        "unknown_location",
+        "location-id-int32-min",
+    ),
+    case(
+        {"locations": [{"id": INT32_MAX}]},
+        "locations[0].id",
+        "unknown_location",
+        "location-id-int32-max",
+    ),
+    case(
         {"locations": [{"id": "6167865"}]}, "locations[0].id", "invalid_type", "location-id-string"
     ),
     case(
@@ -137,6 +156,13 @@ CASES = [
         "locations[0].description",
         "too_long",
         "location-301",
+    ),
+    # 300 characters is a description (interface: max 300), of no place here
+    case(
+        {"locations": [{"description": "x" * 300}]},
+        "locations[0].description",
+        "unknown_location",
+        "location-300",
     ),
     case({"locations": [{"id": 42}]}, "locations[0].id", "unknown_location", "location-unknown-id"),
     case(
@@ -240,6 +266,12 @@ CASES = [
     ),
     case({"description": "<h1>Baker</h1>"}, "description", "html_tag_not_allowed", "h1-tag"),
     case({"description": "<img src=x>"}, "description", "html_tag_not_allowed", "img-tag"),
+    case(
+        {"description": '<p>x</p><img src="x.png"/>'},
+        "description",
+        "html_tag_not_allowed",
+        "self-closing-img-tag",
+    ),
     case(
         {"description": '<p class="lead">x</p>'},
         "description",
@@ -397,6 +429,15 @@ def test_values_at_the_length_limits_are_accepted(api: Any, employer: Any) -> No
     assert job["applicationUrl"] == url
 
 
+def test_a_long_description_of_paragraphs_and_line_breaks_is_accepted(
+    api: Any, employer: Any
+) -> None:
+    """C4: the service's nesting limit (models.html.MAX_OPEN) counts elements open inside
+    each other, not paragraphs side by side nor line breaks."""
+    description = "<p>Bake.</p>" * 1001 + "Knead.<br>" * 1001
+    assert create_job(api, employer, description=description)["description"] == description
+
+
 def test_every_required_property_missing_is_listed(api: Any, employer: Any) -> None:
     """C1: every broken rule; C4: an empty body lists each required property."""
     result = api.post(JOBS, json={}, key=employer.key)
@@ -423,6 +464,20 @@ def test_an_unknown_location_suggests_up_to_three_descriptions(api: Any, employe
     assert 1 <= len(entry["suggestions"]) <= 3
     assert entry["suggestions"][0] == "Toronto, ON"
     assert "Toronto, ON" in entry["message"]
+
+
+def test_a_misspelt_name_of_four_places_suggests_the_three_most_populous(
+    api: Any, employer: Any
+) -> None:
+    """C1/C3: at most 3 suggestions, the nearest first and, among equally near places, the
+    most populous: the gazetteer has four Richmonds (BC, AB, ON, QC) and Richmond Hill."""
+    result = api.post(JOBS, json=job_body(locations=[{"description": "Richmnd"}]), key=employer.key)
+    assert entries(result) == [("locations[0].description", "unknown_location")]
+    assert result.json["errors"][0]["suggestions"] == [
+        "Richmond, BC",
+        "Richmond, AB",
+        "Richmond, ON",
+    ]
 
 
 def test_a_place_that_is_nowhere_is_unknown_with_few_or_no_suggestions(

@@ -106,6 +106,7 @@ def test_href_scheme_must_be_http_https_or_mailto(href: str) -> None:
         '<a href="mailto:jobs@example.com">x</a>',
         '<a href="https://example.com" target="_blank">x</a>',
         '<A HREF=" https://example.com " TARGET="_self">x</A>',
+        '<a href="ht&#9;tps://example.com">x</a>',  # a browser drops the tab, nh3 keeps it
     ],
 )
 def test_valid_links_are_accepted(html: str) -> None:
@@ -133,6 +134,21 @@ def test_comments_are_allowed_but_doctype_and_processing_instructions_are_not() 
     assert check_description("<p>x<!-- note --></p>") == []
     assert codes("<!DOCTYPE html><p>x</p>") == ["html_tag_not_allowed"]
     assert codes("<?xml version='1.0'?><p>x</p>") == ["html_tag_not_allowed"]
+    assert codes("<![CDATA[x]]><p>x</p>") == ["html_tag_not_allowed"]
+
+
+@pytest.mark.parametrize(
+    ("html", "code"),
+    [
+        ('<img src="x.png"/>', "html_tag_not_allowed"),
+        ('<br class="x"/>', "html_attribute_not_allowed"),
+        ("<a/>", "html_href_required"),
+        ('<a href="javascript:alert(1)"/>', "html_href_scheme"),
+    ],
+)
+def test_a_self_closing_tag_is_checked_as_an_opening_one(html: str, code: str) -> None:
+    """C4: `<img/>` is a tag like `<img>`: the allow-list and the rules of a hold for it."""
+    assert codes(f"<p>x</p>{html}") == [code]
 
 
 def test_clean_keeps_the_allow_list_and_adds_no_rel() -> None:
@@ -240,4 +256,16 @@ def test_a_description_may_nest_as_deep_as_a_reader_could_follow() -> None:
     assert check_description("<p>" * MAX_OPEN + "x") == []
     assert check_description("pay < 50k, 3<4, a <b>bold</b> move, 1 << 2" * 50) == []
     assert [e.code for e in check_description("<p>" * (MAX_OPEN + 1))] == ["too_long"]
+    assert "invalid_format" not in codes("a <b " * MAX_UNENDED)
+    assert [e.code for e in check_description("</b " * (MAX_UNENDED + 1))] == ["invalid_format"]
     assert [e.code for e in check_description("<b " * (MAX_UNENDED + 1))] == ["invalid_format"]
+
+
+def test_only_elements_open_inside_each_other_count_towards_the_nesting_limit() -> None:
+    """C4: paragraphs side by side and line breaks are not nested, however many; `</br>`
+    closes nothing (models.html.MAX_OPEN)."""
+    assert check_description("<p>x</p>" * (MAX_OPEN + 1)) == []
+    assert check_description("x<br>" * (MAX_OPEN + 1)) == []
+    assert codes("<div></br>" * (MAX_OPEN + 1)) == ["too_long"]
+    # closing the inner element leaves the outer one open
+    assert codes("<div><p>x</p>" * MAX_OPEN) == ["too_long"]
