@@ -427,6 +427,14 @@ BAD_INPUT = {
         [("resume.content", "required")],
     ),
     "resume not an object": ({"resume": "cv.pdf"}, [("resume", "invalid_type")]),
+    "resume filename not a string": (
+        {"resume": {"filename": 7, "content": b64(PDF)}},
+        [("resume.filename", "invalid_type")],
+    ),
+    "resume filename too long": (
+        {"resume": {"filename": "c" * 252 + ".pdf", "content": b64(PDF)}},
+        [("resume.filename", "too_long")],
+    ),
     "several at once": (
         {
             "name": ...,
@@ -462,6 +470,17 @@ def test_values_at_the_length_limits_are_accepted(
     assert (shown["name"], shown["email"]) == ("N" * 100, email)
     assert (shown["coverLetter"], shown["phone"]) == (letter, phone)
     received(apply(api, job["id"], applicant(name="N")))
+
+
+def test_a_json_resume_filename_of_255_characters_is_accepted(
+    api: Api, employer: Any, job: dict[str, Any]
+) -> None:
+    """C8: the JSON résumé's filename may be 255 characters (256 is too_long, above)."""
+    resume = {"filename": "c" * 251 + ".pdf", "content": b64(PDF)}
+    app_id = received(apply(api, job["id"], applicant(resume=resume)))
+    shown = api.get(f"{API}/applications/{app_id}", key=employer.key).json
+    assert shown["resume"]["filename"].endswith(".pdf")
+    assert shown["resume"]["contentType"] == "application/pdf"
 
 
 @pytest.mark.parametrize("case", BAD_INPUT.values(), ids=BAD_INPUT.keys())
