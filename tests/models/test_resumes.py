@@ -122,6 +122,12 @@ def test_other_content_is_refused(data: bytes) -> None:
     assert detect(data) is None
 
 
+def _difat(data: bytes, *fat_sectors: int) -> bytes:
+    """`data` with the header's first DIFAT entries (where its FAT sectors are) replaced."""
+    packed = struct.pack(f"<{len(fat_sectors)}I", *fat_sectors)
+    return data[:76] + packed + data[76 + len(packed) :]
+
+
 # An Excel file with an embedded Word object: the WordDocument stream is in a sub-storage.
 EMBEDDED_WORD = compound_file(
     [
@@ -159,12 +165,57 @@ WORD_STORAGE = compound_file(
         WORD_STORAGE,
         DOC_BYTES[:1536],  # cut before the directory sector holding WordDocument
         fat_entry(DOC_BYTES, 1, ENDOFCHAIN),  # the directory chain ends before it
+        OLE2,  # the signature alone
+        DOC_BYTES[:511],  # a header cut short
+        _difat(DOC_BYTES, len(DOC_BYTES) // 512 - 1),  # the FAT "sector" is past the end
     ],
-    ids=["header", "xls", "ppt", "msg", "embedded", "unlinked", "storage", "cut", "short-chain"],
+    ids=[
+        "header",
+        "xls",
+        "ppt",
+        "msg",
+        "embedded",
+        "unlinked",
+        "storage",
+        "cut",
+        "short-chain",
+        "signature",
+        "short-header",
+        "fat-past-end",
+    ],
 )
 def test_a_compound_file_without_a_word_document_stream_is_not_doc(data: bytes) -> None:
     # C8: DOC is a Word 97-2003 document, not any OLE2 file (Excel, PowerPoint, Outlook…).
     assert detect(data) is None
+
+
+# A Word document whose directory runs past sector 127, so its chain needs the second FAT
+# sector: 598 unused entries come before WordDocument, the root's only child.
+BIG_DIRECTORY = compound_file(
+    [("Root Entry", ROOT, NOSTREAM, NOSTREAM, 599)]
+    + [("", 0, NOSTREAM, NOSTREAM, NOSTREAM)] * 598
+    + [("WordDocument", STREAM, NOSTREAM, NOSTREAM, NOSTREAM)]
+)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        # The one FAT sector copied to a new last sector, which the header names.
+        _difat(DOC_BYTES, len(DOC_BYTES) // 512 - 1) + DOC_BYTES[512:1024],
+        BIG_DIRECTORY,
+        # The same, its two FAT sectors stored in the other order.
+        _difat(BIG_DIRECTORY, 1, 0)[:512]
+        + BIG_DIRECTORY[1024:1536]
+        + BIG_DIRECTORY[512:1024]
+        + BIG_DIRECTORY[1536:],
+    ],
+    ids=["fat-at-the-end", "two-fat-sectors", "fat-sectors-reordered"],
+)
+def test_a_word_document_is_doc_wherever_its_fat_sectors_are(data: bytes) -> None:
+    # Word writes the FAT where it likes; the header's DIFAT says where.
+    assert struct.unpack_from("<I", data, 44)[0] in (1, 2)  # FAT sectors
+    assert detect(data) == DOC
 
 
 TEMPLATE_MACROS = "application/vnd.ms-word.template.macroEnabledTemplate.main+xml"
