@@ -145,6 +145,13 @@ UNLINKED_WORD = compound_file(
         ("WordDocument", STREAM, NOSTREAM, NOSTREAM, NOSTREAM),
     ]
 )
+# The first directory entry is a storage, not the root storage [MS-CFB] requires.
+NO_ROOT = compound_file(
+    [
+        ("Root Entry", STORAGE, NOSTREAM, NOSTREAM, 1),
+        ("WordDocument", STREAM, NOSTREAM, NOSTREAM, NOSTREAM),
+    ]
+)
 WORD_STORAGE = compound_file(
     [
         ("Root Entry", ROOT, NOSTREAM, NOSTREAM, 1),
@@ -168,6 +175,8 @@ WORD_STORAGE = compound_file(
         OLE2,  # the signature alone
         DOC_BYTES[:511],  # a header cut short
         _difat(DOC_BYTES, len(DOC_BYTES) // 512 - 1),  # the FAT "sector" is past the end
+        DOC_BYTES[:1024],  # the header and FAT, the directory cut off
+        NO_ROOT,
     ],
     ids=[
         "header",
@@ -182,6 +191,8 @@ WORD_STORAGE = compound_file(
         "signature",
         "short-header",
         "fat-past-end",
+        "no-directory",
+        "no-root",
     ],
 )
 def test_a_compound_file_without_a_word_document_stream_is_not_doc(data: bytes) -> None:
