@@ -61,6 +61,8 @@ PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + b"\x00" * 32
         ("Élodie Côté\nDéveloppeuse\tMontréal\r\n".encode(), TXT),
         ("\ufeffRésumé with a BOM\f".encode(), TXT),
         (b"<html><script>alert(1)</script></html>", TXT),  # served as a text/plain attachment
+        (b"{\\rtf1 " + b"a" * 91 + b"\x01\x02", RTF),  # 2 control bytes in 100: the most allowed
+        (b"a" * 98 + b"\x01\x02", TXT),
     ],
     ids=[
         "pdf",
@@ -75,6 +77,8 @@ PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + b"\x00" * 32
         "txt",
         "txt-bom",
         "html",
+        "rtf-2%-controls",
+        "txt-2%-controls",
     ],
 )
 def test_allowed_types_are_detected(data: bytes, kind: ResumeKind) -> None:
@@ -99,6 +103,8 @@ def test_allowed_types_are_detected(data: bytes, kind: ResumeKind) -> None:
         b"{\\rtf1" + b"MZ\x90\x00\x03\x00\x00\x00\x04\x00" * 50,  # an executable behind the prefix
         b"{\\rtf" + make_zip({"readme.md": b"hello"}),
         b"{\\rtf1 " + bytes(range(1, 9)) * 40,  # control characters, no NUL
+        b"{\\rtf1\\ansi " + b"Curriculum vitae " * 20 + b"\x00}",  # one NUL: binary
+        b"Curriculum vitae " * 20 + b"\x00",
     ],
     ids=[
         "png",
@@ -116,6 +122,8 @@ def test_allowed_types_are_detected(data: bytes, kind: ResumeKind) -> None:
         "rtf-exe",
         "rtf-zip",
         "rtf-controls",
+        "rtf-nul",
+        "txt-nul",
     ],
 )
 def test_other_content_is_refused(data: bytes) -> None:
