@@ -14,6 +14,7 @@ from models.resumes import DOC, DOCX, ODT, PDF, RTF, TXT, ResumeKind, detect, sa
 from tests.resume_files import (
     DOC_BYTES,
     DOCM_BYTES,
+    DOCM_MAIN,
     DOCUMENT_XML,
     DOCX_BYTES,
     DOCX_MAIN,
@@ -252,8 +253,13 @@ TEMPLATE_MACROS = "application/vnd.ms-word.template.macroEnabledTemplate.main+xm
             "word/document.xml": DOCUMENT_XML,
             "word/vbaProject.bin": OLE2,
         },
+        {  # declared a plain DOCX, but with a macro-enabled part too
+            "[Content_Types].xml": content_types(DOCX_MAIN, ("xmlm", DOCM_MAIN)),
+            "_rels/.rels": RELS,
+            "word/document.xml": DOCUMENT_XML,
+        },
     ],
-    ids=["no-content-types", "undeclared", "dotm", "vba-project"],
+    ids=["no-content-types", "undeclared", "dotm", "vba-project", "macro-enabled-part"],
 )
 def test_macro_enabled_or_undeclared_word_zips_are_not_docx(members: dict[str, bytes]) -> None:
     assert detect(make_zip(members)) is None
