@@ -480,6 +480,22 @@ def test_a_misspelt_name_of_four_places_suggests_the_three_most_populous(
     ]
 
 
+def test_a_misspelt_name_with_its_province_suggests_the_place_in_that_province_first(
+    api: Any, employer: Any
+) -> None:
+    """C3: among equally near places, the one in the written province comes first, ahead of
+    more populous ones elsewhere."""
+    result = api.post(
+        JOBS, json=job_body(locations=[{"description": "Richmnd, ON"}]), key=employer.key
+    )
+    assert entries(result) == [("locations[0].description", "unknown_location")]
+    assert result.json["errors"][0]["suggestions"] == [
+        "Richmond, ON",
+        "Richmond, BC",
+        "Richmond, AB",
+    ]
+
+
 def test_a_place_that_is_nowhere_is_unknown_with_few_or_no_suggestions(
     api: Any, employer: Any
 ) -> None:

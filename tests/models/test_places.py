@@ -236,6 +236,27 @@ def test_anything_else_is_unknown(session: Session, description: str) -> None:
     assert isinstance(error.suggestions, list) and len(error.suggestions) <= 3
 
 
+@pytest.mark.parametrize("description", [",", "-", " . ", "'"])
+def test_a_description_of_separators_alone_is_unknown_without_suggestions(
+    session: Session, description: str
+) -> None:
+    """C3: a description that folds to nothing names no place and has nothing to suggest."""
+    error = _error(resolve(session, {"description": description}, "locations[0]"))
+    assert (error.field, error.code, error.suggestions) == (
+        "locations[0].description",
+        "unknown_location",
+        [],
+    )
+
+
+@pytest.mark.parametrize("description", ["Qxzzyqw", "Qxzzyqw, QC", "_oronto", "%oronto, ON"])
+def test_a_description_near_no_place_has_no_suggestions(session: Session, description: str) -> None:
+    """C3: suggestions are places near the description (same first character, close enough);
+    `_` and `%` are characters, not wildcards, so "_oronto" is near no place."""
+    error = _error(resolve(session, {"description": description}, "locations[0]"))
+    assert (error.code, error.suggestions) == ("unknown_location", [])
+
+
 def test_wrong_province_suggests_the_right_one(session: Session) -> None:
     """C3: suggestions are canonical descriptions of the nearest places."""
     error = _error(resolve(session, {"description": "Toronto, QC"}, "locations[0]"))

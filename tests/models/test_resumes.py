@@ -14,6 +14,7 @@ from models.resumes import DOC, DOCX, ODT, PDF, RTF, TXT, ResumeKind, detect, sa
 from tests.resume_files import (
     DOC_BYTES,
     DOCM_BYTES,
+    DOCM_MAIN,
     DOCUMENT_XML,
     DOCX_BYTES,
     DOCX_MAIN,
@@ -61,6 +62,8 @@ PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + b"\x00" * 32
         ("Élodie Côté\nDéveloppeuse\tMontréal\r\n".encode(), TXT),
         ("\ufeffRésumé with a BOM\f".encode(), TXT),
         (b"<html><script>alert(1)</script></html>", TXT),  # served as a text/plain attachment
+        (b"{\\rtf1 " + b"a" * 91 + b"\x01\x02", RTF),  # 2 control bytes in 100: the most allowed
+        (b"a" * 98 + b"\x01\x02", TXT),
     ],
     ids=[
         "pdf",
@@ -75,6 +78,8 @@ PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + b"\x00" * 32
         "txt",
         "txt-bom",
         "html",
+        "rtf-2%-controls",
+        "txt-2%-controls",
     ],
 )
 def test_allowed_types_are_detected(data: bytes, kind: ResumeKind) -> None:
@@ -99,6 +104,8 @@ def test_allowed_types_are_detected(data: bytes, kind: ResumeKind) -> None:
         b"{\\rtf1" + b"MZ\x90\x00\x03\x00\x00\x00\x04\x00" * 50,  # an executable behind the prefix
         b"{\\rtf" + make_zip({"readme.md": b"hello"}),
         b"{\\rtf1 " + bytes(range(1, 9)) * 40,  # control characters, no NUL
+        b"{\\rtf1\\ansi " + b"Curriculum vitae " * 20 + b"\x00}",  # one NUL: binary
+        b"Curriculum vitae " * 20 + b"\x00",
     ],
     ids=[
         "png",
@@ -116,10 +123,18 @@ def test_allowed_types_are_detected(data: bytes, kind: ResumeKind) -> None:
         "rtf-exe",
         "rtf-zip",
         "rtf-controls",
+        "rtf-nul",
+        "txt-nul",
     ],
 )
 def test_other_content_is_refused(data: bytes) -> None:
     assert detect(data) is None
+
+
+def _difat(data: bytes, *fat_sectors: int) -> bytes:
+    """`data` with the header's first DIFAT entries (where its FAT sectors are) replaced."""
+    packed = struct.pack(f"<{len(fat_sectors)}I", *fat_sectors)
+    return data[:76] + packed + data[76 + len(packed) :]
 
 
 # An Excel file with an embedded Word object: the WordDocument stream is in a sub-storage.
@@ -136,6 +151,13 @@ UNLINKED_WORD = compound_file(
     [
         ("Root Entry", ROOT, NOSTREAM, NOSTREAM, 1),
         ("Workbook", STREAM, NOSTREAM, NOSTREAM, NOSTREAM),
+        ("WordDocument", STREAM, NOSTREAM, NOSTREAM, NOSTREAM),
+    ]
+)
+# The first directory entry is a storage, not the root storage [MS-CFB] requires.
+NO_ROOT = compound_file(
+    [
+        ("Root Entry", STORAGE, NOSTREAM, NOSTREAM, 1),
         ("WordDocument", STREAM, NOSTREAM, NOSTREAM, NOSTREAM),
     ]
 )
@@ -159,12 +181,61 @@ WORD_STORAGE = compound_file(
         WORD_STORAGE,
         DOC_BYTES[:1536],  # cut before the directory sector holding WordDocument
         fat_entry(DOC_BYTES, 1, ENDOFCHAIN),  # the directory chain ends before it
+        OLE2,  # the signature alone
+        DOC_BYTES[:511],  # a header cut short
+        _difat(DOC_BYTES, len(DOC_BYTES) // 512 - 1),  # the FAT "sector" is past the end
+        DOC_BYTES[:1024],  # the header and FAT, the directory cut off
+        NO_ROOT,
     ],
-    ids=["header", "xls", "ppt", "msg", "embedded", "unlinked", "storage", "cut", "short-chain"],
+    ids=[
+        "header",
+        "xls",
+        "ppt",
+        "msg",
+        "embedded",
+        "unlinked",
+        "storage",
+        "cut",
+        "short-chain",
+        "signature",
+        "short-header",
+        "fat-past-end",
+        "no-directory",
+        "no-root",
+    ],
 )
 def test_a_compound_file_without_a_word_document_stream_is_not_doc(data: bytes) -> None:
     # C8: DOC is a Word 97-2003 document, not any OLE2 file (Excel, PowerPoint, Outlook…).
     assert detect(data) is None
+
+
+# A Word document whose directory runs past sector 127, so its chain needs the second FAT
+# sector: 598 unused entries come before WordDocument, the root's only child.
+BIG_DIRECTORY = compound_file(
+    [("Root Entry", ROOT, NOSTREAM, NOSTREAM, 599)]
+    + [("", 0, NOSTREAM, NOSTREAM, NOSTREAM)] * 598
+    + [("WordDocument", STREAM, NOSTREAM, NOSTREAM, NOSTREAM)]
+)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        # The one FAT sector copied to a new last sector, which the header names.
+        _difat(DOC_BYTES, len(DOC_BYTES) // 512 - 1) + DOC_BYTES[512:1024],
+        BIG_DIRECTORY,
+        # The same, its two FAT sectors stored in the other order.
+        _difat(BIG_DIRECTORY, 1, 0)[:512]
+        + BIG_DIRECTORY[1024:1536]
+        + BIG_DIRECTORY[512:1024]
+        + BIG_DIRECTORY[1536:],
+    ],
+    ids=["fat-at-the-end", "two-fat-sectors", "fat-sectors-reordered"],
+)
+def test_a_word_document_is_doc_wherever_its_fat_sectors_are(data: bytes) -> None:
+    # Word writes the FAT where it likes; the header's DIFAT says where.
+    assert struct.unpack_from("<I", data, 44)[0] in (1, 2)  # FAT sectors
+    assert detect(data) == DOC
 
 
 TEMPLATE_MACROS = "application/vnd.ms-word.template.macroEnabledTemplate.main+xml"
@@ -182,8 +253,13 @@ TEMPLATE_MACROS = "application/vnd.ms-word.template.macroEnabledTemplate.main+xm
             "word/document.xml": DOCUMENT_XML,
             "word/vbaProject.bin": OLE2,
         },
+        {  # declared a plain DOCX, but with a macro-enabled part too
+            "[Content_Types].xml": content_types(DOCX_MAIN, ("xmlm", DOCM_MAIN)),
+            "_rels/.rels": RELS,
+            "word/document.xml": DOCUMENT_XML,
+        },
     ],
-    ids=["no-content-types", "undeclared", "dotm", "vba-project"],
+    ids=["no-content-types", "undeclared", "dotm", "vba-project", "macro-enabled-part"],
 )
 def test_macro_enabled_or_undeclared_word_zips_are_not_docx(members: dict[str, bytes]) -> None:
     assert detect(make_zip(members)) is None
