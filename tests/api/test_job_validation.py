@@ -466,34 +466,24 @@ def test_an_unknown_location_suggests_up_to_three_descriptions(api: Any, employe
     assert "Toronto, ON" in entry["message"]
 
 
-def test_a_misspelt_name_of_four_places_suggests_the_three_most_populous(
-    api: Any, employer: Any
+@pytest.mark.parametrize(
+    ("description", "suggestions"),
+    [
+        ("Richmnd", ["Richmond, BC", "Richmond, AB", "Richmond, ON"]),
+        ("Richmnd, ON", ["Richmond, ON", "Richmond, BC", "Richmond, AB"]),
+    ],
+    ids=["by population", "its province first"],
+)
+def test_a_misspelt_name_of_four_places_suggests_three_nearest_first(
+    api: Any, employer: Any, description: str, suggestions: list[str]
 ) -> None:
-    """C1/C3: at most 3 suggestions, the nearest first and, among equally near places, the
-    most populous: the gazetteer has four Richmonds (BC, AB, ON, QC) and Richmond Hill."""
-    result = api.post(JOBS, json=job_body(locations=[{"description": "Richmnd"}]), key=employer.key)
+    """C1/C3: at most 3 suggestions, the nearest first; among equally near places, the one in
+    the written province, then the most populous: the gazetteer has four Richmonds (BC, AB,
+    ON, QC) and Richmond Hill."""
+    locations = [{"description": description}]
+    result = api.post(JOBS, json=job_body(locations=locations), key=employer.key)
     assert entries(result) == [("locations[0].description", "unknown_location")]
-    assert result.json["errors"][0]["suggestions"] == [
-        "Richmond, BC",
-        "Richmond, AB",
-        "Richmond, ON",
-    ]
-
-
-def test_a_misspelt_name_with_its_province_suggests_the_place_in_that_province_first(
-    api: Any, employer: Any
-) -> None:
-    """C3: among equally near places, the one in the written province comes first, ahead of
-    more populous ones elsewhere."""
-    result = api.post(
-        JOBS, json=job_body(locations=[{"description": "Richmnd, ON"}]), key=employer.key
-    )
-    assert entries(result) == [("locations[0].description", "unknown_location")]
-    assert result.json["errors"][0]["suggestions"] == [
-        "Richmond, ON",
-        "Richmond, BC",
-        "Richmond, AB",
-    ]
+    assert result.json["errors"][0]["suggestions"] == suggestions
 
 
 def test_a_place_that_is_nowhere_is_unknown_with_few_or_no_suggestions(
