@@ -42,9 +42,7 @@ class _JobResource:
 def _send_job(resp: falcon.Response, job: Job, status: int = 200) -> None:
     """A written job with the ETag a GET of it answers, so a client keeping the job can
     revalidate it with If-None-Match without reading it again."""
-    body = orjson.dumps(representations.job(job))
-    resp.status, resp.data, resp.content_type = status, body, "application/json"
-    resp.set_header("ETag", cache.etag(body))
+    resp.set_header("ETag", cache.etag(send_json(resp, representations.job(job), status)))
 
 
 @falcon.before(require_employer)

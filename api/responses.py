@@ -13,10 +13,11 @@ from models.errors import NotFound
 INT32_MAX = 2**31 - 1
 
 
-def send_json(resp: falcon.Response, body: Any, status: int = 200) -> None:
-    resp.status = status
-    resp.data = orjson.dumps(body)
-    resp.content_type = "application/json"
+def send_json(resp: falcon.Response, body: Any, status: int = 200) -> bytes:
+    """`body` as JSON; the bytes sent, for a validator of them."""
+    data = orjson.dumps(body)
+    resp.status, resp.data, resp.content_type = status, data, "application/json"
+    return data
 
 
 def send_cacheable(req: falcon.Request, resp: falcon.Response, body: Any) -> None:
