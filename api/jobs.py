@@ -13,8 +13,8 @@ from api.auth import access_of, employer_of, require_employer
 from api.body import read_json
 from api.responses import path_id, send_json, send_validated
 from models import jobs
-from models.entities import Job
 from models.errors import FieldError, NotFound
+from models.job_rows import StoredJob
 from models.job_rules import STATUSES
 
 # An employer's own jobs, one or a page, behind a key no cache takes for Authorization: no
@@ -39,10 +39,13 @@ class _JobResource:
         return f"{query.base_url(req, self.public_base_url)}/api/v1.1/jobs/{job_id}"
 
 
-def _send_job(resp: falcon.Response, job: Job, status: int = 200) -> None:
+def _send_job(
+    req: falcon.Request, resp: falcon.Response, job: StoredJob, status: int = 200
+) -> None:
     """A written job with the ETag a GET of it answers, so a client keeping the job can
     revalidate it with If-None-Match without reading it again."""
-    resp.set_header("ETag", cache.etag(send_json(resp, representations.job(job), status)))
+    body = representations.job(job, access_of(req).employer_name)
+    resp.set_header("ETag", cache.etag(send_json(resp, body, status)))
 
 
 @falcon.before(require_employer)
@@ -78,7 +81,7 @@ class JobCollection(_JobResource):
         body = read_json(req)
         job = jobs.create(req.context.db.session, employer_of(req), body, today=self.today())
         resp.location = self._location(req, job.id)
-        _send_job(resp, job, 201)
+        _send_job(req, resp, job, 201)
 
     def on_put(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req)
@@ -87,7 +90,7 @@ class JobCollection(_JobResource):
         )
         if created:
             resp.location = self._location(req, job.id)
-        _send_job(resp, job, 201 if created else 200)
+        _send_job(req, resp, job, 201 if created else 200)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req, optional=True)
@@ -105,17 +108,17 @@ class JobItem(_JobResource):
             raise NotFound(f"No job has id {job_id}.")
         entry = self.kept.get(wanted, access.job_version, access.employer_name)
         if entry is None:
-            job = jobs.get(req.context.db.session, employer_of(req), wanted)
-            body = orjson.dumps(representations.job(job))
+            job = jobs.read(req.context.db.connection, access.employer_id, wanted)
+            body = orjson.dumps(representations.job(job, access.employer_name))
             entry = self.kept.put(job.id, job.version, access.employer_name, body)
         send_validated(req, resp, entry.body, entry.etag, PRIVATE)
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         body = read_json(req)  # 400 outranks 404 (C1)
         session, employer = req.context.db.session, employer_of(req)
-        job = jobs.get(session, employer, path_id(job_id), for_update=True)
+        job = jobs.locked(session, employer, path_id(job_id))
         job = jobs.update(session, employer, job, body, today=self.today())
-        _send_job(resp, job)
+        _send_job(req, resp, job)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         read_json(req, optional=True)  # a body is not needed, but must be JSON if sent (C1)

@@ -6,9 +6,11 @@ from decimal import Decimal
 from typing import Any
 
 from models.employers import Access
-from models.entities import Category, Job, Location, PositionType
+from models.entities import Category, Location, PositionType
+from models.job_rows import StoredJob
 from models.jobs import Header
-from models.reference import ROUTING_TYPES
+from models.places import Place
+from models.reference import CATEGORY_NAMES, POSITION_TYPE_NAMES, ROUTING_TYPES, SALARY_PERIOD_NAMES
 
 
 def number(value: Decimal | None) -> int | float | None:
@@ -18,8 +20,8 @@ def number(value: Decimal | None) -> int | float | None:
     return int(value) if value == value.to_integral_value() else float(value)
 
 
-def location(loc: Location | Any) -> dict[str, Any]:
-    """A place: a Location, or a row of the same names (`models.jobs.Header`)."""
+def location(loc: Location | Place) -> dict[str, Any]:
+    """A place: a Location, or a Place (a job's, a list's `models.jobs.Header`)."""
     return {
         "id": loc.id,
         "name": loc.name,
@@ -34,14 +36,15 @@ def named(item: Category | PositionType) -> dict[str, Any]:
     return {"id": item.id, "name": item.name}
 
 
-def salary(job: Job) -> dict[str, Any] | None:
-    period = job.salary_period
+def salary(job: StoredJob) -> dict[str, Any] | None:
+    period = job.salary_period_id
     if job.salary_amount is None or period is None:
         return None
+    name, unit = SALARY_PERIOD_NAMES[period]
     return {
         "amount": number(job.salary_amount),
         "maxAmount": number(job.salary_max),
-        "period": {"id": period.id, "name": period.name, "unit": period.unit},
+        "period": {"id": period, "name": name, "unit": unit},
         "plusCommission": job.salary_commission,
     }
 
@@ -60,12 +63,13 @@ def header(job: Header, employer: Access) -> dict[str, Any]:
     }
 
 
-def job(j: Job) -> dict[str, Any]:
+def job(j: StoredJob, employer_name: str) -> dict[str, Any]:
     """The complete job in read shape, including employer, names and units."""
+    assert j.locations is not None and j.category_ids is not None
     return {
         "id": j.id,
         "referenceId": j.reference_id,
-        "employer": {"id": j.employer.id, "name": j.employer.name},
+        "employer": {"id": j.employer_id, "name": employer_name},
         "title": j.title,
         "publishDate": j.publish_date,
         "closeDate": j.close_date,
@@ -73,8 +77,8 @@ def job(j: Job) -> dict[str, Any]:
         "autoRefresh": j.auto_refresh,
         "status": j.status,
         "locations": [location(loc) for loc in j.locations],
-        "categories": [named(c) for c in j.categories],
-        "positionType": named(j.position_type),
+        "categories": [{"id": c, "name": CATEGORY_NAMES[c]} for c in j.category_ids],
+        "positionType": {"id": j.position_type_id, "name": POSITION_TYPE_NAMES[j.position_type_id]},
         "salary": salary(j),
         "description": j.description,
         "applicantRoutingType": {"id": j.routing_type, "name": ROUTING_TYPES[j.routing_type]},

@@ -174,8 +174,9 @@ def sessionmaker_for(url: str) -> sessionmaker[Session]:
 
 
 class Precompiled:
-    """A Core SELECT compiled once per dialect and run on the DBAPI cursor, for the reads
-    that every request or every list runs (authentication, the job list): SQLAlchemy's work
+    """A Core SELECT compiled once per dialect and run on the DBAPI cursor, for the
+    statements that every request or every list runs (authentication, the job list, a job's
+    read and, through WITH queries, its writes): SQLAlchemy's work
     per execution (cache key, execution context, result object) costs more than the
     database's answer to them. Types still convert as SQLAlchemy converts them;
     `before_cursor_execute` listeners still see the statement; a lost connection is
@@ -251,6 +252,10 @@ class _Form:
             for name, bind in compiled.binds.items()
             if (processor := bind.type.dialect_impl(dialect).bind_processor(dialect))
         }
+        # Values the statement holds itself (a literal compared with, a value set).
+        self.fixed = {
+            name: bind.effective_value for name, bind in compiled.binds.items() if not bind.required
+        }
         self.dialect = dialect
         self.types = [column.type.dialect_impl(dialect) for column in statement.selected_columns]
         self.results: list[Any] | None = None  # from the first answer's column types
@@ -266,6 +271,7 @@ class _Form:
         return [self.convert(row) for row in rows]
 
     def values(self, params: dict[str, Any]) -> Any:
+        params = {**self.fixed, **params} if self.fixed else params
         params = {k: (p(v) if (p := self.binds.get(k)) else v) for k, v in params.items()}
         return params if self.order is None else tuple(params[k] for k in self.order)
 

@@ -10,9 +10,17 @@ from sqlalchemy.orm import Session
 
 from models import checks, html, places
 from models.checks import Invalid
-from models.entities import Category, Employer, Job, Location, PositionType, SalaryPeriod
+from models.entities import Employer
 from models.errors import FieldError, ValidationFailed
-from models.reference import EMAIL_ROUTE, ROUTING_TYPES
+from models.job_rows import StoredJob
+from models.places import Place
+from models.reference import (
+    CATEGORY_NAMES,
+    EMAIL_ROUTE,
+    POSITION_TYPE_NAMES,
+    ROUTING_TYPES,
+    SALARY_PERIOD_NAMES,
+)
 
 STATUSES = ("active", "archived", "draft")
 REQUIRED = (
@@ -26,7 +34,7 @@ REQUIRED = (
 
 
 class _Context:
-    def __init__(self, session: Session, employer: Employer, job: Job | None, today: date):
+    def __init__(self, session: Session, employer: Employer, job: StoredJob | None, today: date):
         self.session, self.employer, self.job, self.today = session, employer, job, today
         self.errors: list[FieldError] = []
         self.out: dict[str, Any] = {}
@@ -88,7 +96,7 @@ def _status(ctx: _Context, value: Any) -> None:
 
 def _locations(ctx: _Context, value: Any) -> None:
     entries = checks.array(value, "locations", least=1, most=3, noun=("location", "locations"))
-    found: list[Location] = []
+    found: list[Place] = []
     for i, entry in enumerate(entries):
         result = places.resolve(ctx.session, entry, f"locations[{i}]")
         if isinstance(result, FieldError):
@@ -97,12 +105,12 @@ def _locations(ctx: _Context, value: Any) -> None:
             ctx.fail(f"locations[{i}]", "duplicate", f"{result.description} is listed twice.")
         else:
             found.append(result)
-    ctx.out["locations"] = found
+    ctx.out["locations"] = tuple(found)
 
 
 def _categories(ctx: _Context, value: Any) -> None:
     entries = checks.array(value, "categories", least=1, most=3, noun=("category", "categories"))
-    found: list[Category] = []
+    found: list[int] = []
     for i, entry in enumerate(entries):
         field = f"categories[{i}]"
         try:
@@ -110,14 +118,13 @@ def _categories(ctx: _Context, value: Any) -> None:
         except Invalid as e:
             ctx.errors.append(e.error)
             continue
-        category = ctx.session.get(Category, cid)
-        if category is None:
+        if cid not in CATEGORY_NAMES:
             ctx.fail(f"{field}.id", "unknown_category", f"No job category has id {cid}.")
-        elif category in found:
+        elif cid in found:
             ctx.fail(f"{field}.id", "duplicate", f"Category {cid} is listed twice.")
         else:
-            found.append(category)
-    ctx.out["categories"] = found
+            found.append(cid)
+    ctx.out["category_ids"] = tuple(found)
 
 
 def _member(value: Any, field: str, name: str) -> Any:
@@ -129,15 +136,14 @@ def _member(value: Any, field: str, name: str) -> Any:
 
 def _position_type(ctx: _Context, value: Any) -> None:
     pid = checks.int32(_member(value, "positionType", "id"), "positionType.id")
-    position_type = ctx.session.get(PositionType, pid)
-    if position_type is None:
+    if pid not in POSITION_TYPE_NAMES:
         raise Invalid("positionType.id", "unknown_position_type", f"No position type has id {pid}.")
-    ctx.out["position_type"] = position_type
+    ctx.out["position_type_id"] = pid
 
 
 def _salary(ctx: _Context, value: Any) -> None:
     if value is None:
-        ctx.out.update(salary_amount=None, salary_max=None, salary_period=None)
+        ctx.out.update(salary_amount=None, salary_max=None, salary_period_id=None)
         ctx.out["salary_commission"] = False
         return
     salary = checks.obj(value, "salary")
@@ -150,7 +156,7 @@ def _salary(ctx: _Context, value: Any) -> None:
     amount, top = parts.get("amount"), parts.get("maxAmount")
     if amount is not None and top is not None and top < amount:
         ctx.fail("salary.maxAmount", "below_amount", "salary.maxAmount must not be below amount.")
-    ctx.out.update(salary_amount=amount, salary_max=top, salary_period=parts.get("period"))
+    ctx.out.update(salary_amount=amount, salary_max=top, salary_period_id=parts.get("period"))
     ctx.out["salary_commission"] = parts.get("plusCommission", False)
 
 
@@ -164,14 +170,13 @@ def _salary_max(ctx: _Context, value: Any) -> Any:
     return None if value is None else checks.amount(value, "salary.maxAmount")
 
 
-def _salary_period(ctx: _Context, value: Any) -> SalaryPeriod:
+def _salary_period(ctx: _Context, value: Any) -> int:
     if value is None:
         raise Invalid("salary.period.id", "required", "salary.period.id is required.")
     pid = checks.int32(_member(value, "salary.period", "id"), "salary.period.id")
-    period = ctx.session.get(SalaryPeriod, pid)
-    if period is None:
+    if pid not in SALARY_PERIOD_NAMES:
         raise Invalid("salary.period.id", "unknown_salary_period", "salary.period.id is 1 to 5.")
-    return period
+    return pid
 
 
 def _commission(ctx: _Context, value: Any) -> bool:
@@ -240,7 +245,12 @@ RULES: dict[str, Callable[[_Context, Any], None]] = {
 
 
 def validate(
-    session: Session, body: dict[str, Any], *, employer: Employer, job: Job | None, today: date
+    session: Session,
+    body: dict[str, Any],
+    *,
+    employer: Employer,
+    job: StoredJob | None,
+    today: date,
 ) -> dict[str, Any]:
     """Check a POST or PUT body against the write shape and return the changes to apply.
 

@@ -1,86 +1,92 @@
-"""Job operations shared by the API and the workers (C4, C5, C6). They flush, never commit."""
+"""Job operations shared by the API and the workers (C4, C5, C6). They write in the caller's
+transaction and never commit. A job is read and written as plain values (`models.job_rows`)."""
 
 from __future__ import annotations
 
 import functools
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
-from typing import Any, NamedTuple
+from typing import Any
 
 from sqlalchemy import BigInteger, Connection, Integer, String, Text, bindparam, func, select
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, joinedload
+from sqlalchemy.orm import Session
 
-from models import checks, job_rules
+from models import checks, job_rows, job_rules
 from models.dates import default_close, utcnow
 from models.db import Precompiled, planned_for_values
-from models.entities import Employer, Job, JobCategory, JobLocation, Location
+from models.entities import Employer, Job, JobLocation, Location
 from models.errors import DuplicateReferenceId, FieldError, NotFound, ValidationFailed
+from models.job_rows import StoredJob
+from models.places import Place
 
 
-def get(session: Session, employer: Employer, job_id: int, *, for_update: bool = False) -> Job:
-    """The employer's job; another employer's job is as absent as a missing one (C1).
-
-    `for_update` (a write follows): the row is locked first, so a concurrent PUT waits for
-    this one to commit and then reads its result. Merging a partial PUT into a copy read
-    before another's commit could store a job that breaks a rule between fields that neither
-    request broke (C4: an application email kept beside the other's switch to a URL route).
-    The lock is its own statement: read after it, the job and its locations and categories
-    are all as committed."""
-    if for_update:
-        _lock(session, Job.id == job_id, Job.employer_id == employer.id)
-    query = (
-        select(Job)
-        .where(Job.id == job_id, Job.employer_id == employer.id)
-        .options(  # one round trip for the whole read shape
-            joinedload(Job.job_locations).joinedload(JobLocation.location),
-            joinedload(Job.job_categories).joinedload(JobCategory.category),
-        )
-    )
-    job = session.scalars(query).unique().first()
+def read(connection: Connection, employer_id: int, job_id: int) -> StoredJob:
+    """The employer's job; another employer's job is as absent as a missing one (C1)."""
+    job = job_rows.read(connection, employer_id, job_id)
     if job is None:
         raise NotFound(f"No job has id {job_id}.")
     return job
 
 
-def find_by_reference(
-    session: Session, employer: Employer, reference_id: str, *, for_update: bool = False
-) -> Job | None:
-    """The employer's job with this referenceId; `for_update` locks it first, as `get`."""
-    where = (Job.employer_id == employer.id, Job.reference_id == reference_id)
+def get(
+    session: Session, employer: Employer, job_id: int, *, for_update: bool = False
+) -> StoredJob:
+    """The employer's job; with `for_update`, locked first (`locked`) and then read whole."""
     if for_update:
-        _lock(session, *where)
-    query = select(Job).where(*where).execution_options(populate_existing=for_update)
-    return session.scalar(query)
+        return job_rows.complete(session.connection(), locked(session, employer, job_id))
+    return read(session.connection(), employer.id, job_id)
 
 
-def _lock(session: Session, *where: Any) -> None:
-    """Lock the matching job row until commit (PostgreSQL; SQLite writers hold the whole
-    database from their first statement, `BEGIN IMMEDIATE`)."""
-    if session.get_bind().dialect.name != "sqlite":
-        session.execute(select(Job.id).where(*where).with_for_update())
+def locked(session: Session, employer: Employer, job_id: int) -> StoredJob:
+    """The employer's job, locked until commit, for a write (`update`): a concurrent PUT
+    waits for this one to commit and then reads its result. Merging a partial PUT into a
+    copy read before another's commit could store a job that breaks a rule between fields
+    that neither request broke (C4: an application email kept beside the other's switch
+    to a URL route)."""
+    job = job_rows.lock(session.connection(), employer.id, job_id=job_id)
+    if job is None:
+        raise NotFound(f"No job has id {job_id}.")
+    return job
 
 
 def _check_reference_free(
-    session: Session, employer: Employer, body: dict[str, Any], job: Job | None = None
+    session: Session, employer: Employer, body: dict[str, Any], job: StoredJob | None
 ) -> None:
-    """409 before 422 (C1): a used referenceId is refused before the other rules are read."""
+    """409 before 422 (C1): a used referenceId is refused before the other rules."""
     try:
         ref = checks.string(body.get("referenceId"), "referenceId", max_len=50)
     except checks.Invalid:
         return  # absent, or reported with the other rules (a NUL never reaches the database)
     if job and job.reference_id == ref:
         return
-    if find_by_reference(session, employer, ref) is not None:
+    if job_rows.holder(session.connection(), employer.id, ref) is not None:
         raise DuplicateReferenceId(f"This employer already has a job with referenceId {ref!r}.")
 
 
-def create(session: Session, employer: Employer, body: dict[str, Any], *, today: date) -> Job:
+def _validated(
+    session: Session,
+    employer: Employer,
+    body: dict[str, Any],
+    *,
+    job: StoredJob | None,
+    today: date,
+) -> dict[str, Any]:
+    """The changes `body` makes, or the 422 of the rules it breaks; a used referenceId is
+    looked for only then, to answer 409 instead (C1). A valid body's write finds it used
+    by itself (`models.job_rows`), and is refused with the same 409."""
+    try:
+        return job_rules.validate(session, body, employer=employer, job=job, today=today)
+    except ValidationFailed:
+        _check_reference_free(session, employer, body, job)
+        raise
+
+
+def create(session: Session, employer: Employer, body: dict[str, Any], *, today: date) -> StoredJob:
     """POST: a new job; publishDate is today, status defaults to draft (C4, C5)."""
-    _check_reference_free(session, employer, body)
-    changes = job_rules.validate(session, body, employer=employer, job=None, today=today)
+    changes = _validated(session, employer, body, job=None, today=today)
     job = _insert(session, employer, changes, today=today)
     if job is None:
         raise DuplicateReferenceId("This employer already has a job with that referenceId.")
@@ -89,60 +95,82 @@ def create(session: Session, employer: Employer, body: dict[str, Any], *, today:
 
 def _insert(
     session: Session, employer: Employer, changes: dict[str, Any], *, today: date
-) -> Job | None:
-    """Insert in a savepoint; None when a concurrent request took the referenceId first."""
-    job = Job(
-        employer=employer,
+) -> StoredJob | None:
+    """None, and nothing written, when the referenceId is taken: by a concurrent request
+    too, whose commit the insert waits for (PostgreSQL's ON CONFLICT)."""
+    job = _merged(_new(employer.id, today), changes, today=today)
+    job_id = job_rows.insert_job(session.connection(), job, _derived(job))
+    return None if job_id is None else replace(job, id=job_id)
+
+
+def _new(employer_id: int, today: date) -> StoredJob:
+    """What a new job holds before its body's changes (which set every required member)."""
+    return StoredJob(
+        id=0,
+        employer_id=employer_id,
+        reference_id=None,
+        title="",
         publish_date=today,
-        status="draft",
+        close_date=default_close(today),
         confidential=False,
         auto_refresh=False,
+        status="draft",
+        position_type_id=0,
+        salary_amount=None,
+        salary_max=None,
+        salary_period_id=None,
         salary_commission=False,
+        description="",
+        routing_type=0,
+        application_email=None,
+        application_url=None,
+        version=1,
+        locations=(),
+        category_ids=(),
     )
-    _apply(job, changes, today=today)
-    try:
-        with session.begin_nested():
-            session.add(job)
-            session.flush()
-    except IntegrityError:
-        return None
-    return job
 
 
 def update(
-    session: Session, employer: Employer, job: Job, body: dict[str, Any], *, today: date
-) -> Job:
-    """PUT: a partial update; the merged job must satisfy every rule (C4)."""
-    _check_reference_free(session, employer, body, job)
-    changes = job_rules.validate(session, body, employer=employer, job=job, today=today)
-    _apply(job, changes, today=today)
+    session: Session, employer: Employer, job: StoredJob, body: dict[str, Any], *, today: date
+) -> StoredJob:
+    """PUT: a partial update of `job`, read locked (`locked`); the merged job must satisfy
+    every rule (C4)."""
+    changes = _validated(session, employer, body, job=job, today=today)
+    connection = session.connection()
+    merged = job_rows.complete(connection, _merged(job, changes, today=today))
     try:
-        with session.begin_nested():
-            session.flush()
+        job_rows.update_job(
+            connection,
+            merged,
+            _derived(merged),
+            locations="locations" in changes,
+            categories="category_ids" in changes,
+        )
     except IntegrityError:
         raise DuplicateReferenceId(
             "This employer already has a job with that referenceId."
         ) from None
-    return job
+    return replace(merged, version=job.version + 1)  # as the database counted it, locked
 
 
 def upsert(
     session: Session, employer: Employer, body: dict[str, Any], *, today: date
-) -> tuple[Job, bool]:
+) -> tuple[StoredJob, bool]:
     """PUT without id: update the job with this referenceId, or create it (C4).
 
     Returns the job and whether it was created. Idempotent, and safe when several requests
     create one new referenceId at once: the losers update the winner's job.
     """
     ref = _required_reference(session, employer, body, today=today)
-    job = find_by_reference(session, employer, ref, for_update=True)
+    connection = session.connection()
+    job = job_rows.lock(connection, employer.id, reference_id=ref)
     if job is not None:
         return update(session, employer, job, body, today=today), False
     changes = job_rules.validate(session, body, employer=employer, job=None, today=today)
     created = _insert(session, employer, changes, today=today)
     if created is not None:
         return created, True
-    job = find_by_reference(session, employer, ref, for_update=True)
+    job = job_rows.lock(connection, employer.id, reference_id=ref)
     if job is None:  # the winner was deleted meanwhile: nothing sensible but to retry
         raise DuplicateReferenceId("The referenceId is being changed; retry the request.")
     return update(session, employer, job, body, today=today), False
@@ -168,38 +196,21 @@ def _required_reference(
     raise ValidationFailed([error, *others], subject="job")
 
 
-def _apply(job: Job, changes: dict[str, Any], *, today: date) -> None:
-    """Write validated changes; entering active (re-)publishes the job (C5)."""
-    locations = changes.pop("locations", None)
-    categories = changes.pop("categories", None)
-    close_written = "close_date" in changes
-    republish = changes.get("status") == "active" and job.status != "active"
-    for name, value in changes.items():
-        setattr(job, name, value)
-    if locations is not None:
-        for location in locations:
-            location.listed = True  # a gazetteer place written in a job joins the list (C3)
-        job.job_locations = [
-            JobLocation(position=i, location=loc) for i, loc in enumerate(locations)
-        ]
-    if categories is not None:
-        job.job_categories = [JobCategory(position=i, category=c) for i, c in enumerate(categories)]
-    if republish:
-        job.publish_date = today
-        if not close_written and job.close_date is not None and job.close_date < today:
-            job.close_date = default_close(today)
-    if job.close_date is None:
-        job.close_date = default_close(job.publish_date)
-    job.search_text = search_text(job.title, job.reference_id)
-    touch(job)
+def _merged(job: StoredJob, changes: dict[str, Any], *, today: date) -> StoredJob:
+    """`job` with validated changes; entering active (re-)publishes it (C5)."""
+    values = {**job.__dict__, **changes}
+    if changes.get("status") == "active" and job.status != "active":
+        values["publish_date"] = today
+        if "close_date" not in changes and job.close_date < today:
+            values["close_date"] = default_close(today)
+    if values["close_date"] is None:  # written as null: the default again (C4)
+        values["close_date"] = default_close(values["publish_date"])
+    return StoredJob(**values)
 
 
-def touch(job: Job) -> None:
-    """Mark a write: updated_at, and version + 1 counted by the database (two concurrent
-    writers of one row get two versions, never one version for two contents)."""
-    job.updated_at = utcnow()
-    if job.id is not None:
-        job.version = Job.version + 1
+def _derived(job: StoredJob) -> dict[str, Any]:
+    """What a write stores beside the job's values: its search text (C6), and when."""
+    return {"search_text": search_text(job.title, job.reference_id), "updated_at": utcnow()}
 
 
 def fold(text: str) -> str:
@@ -216,16 +227,12 @@ def search_text(title: str, reference_id: str | None) -> str:
     return fold(f"{title}\x1f{reference_id or ''}")
 
 
-def delete(session: Session, job: Job) -> None:
-    session.delete(job)
-    session.flush()
-
-
 def delete_by_id(session: Session, employer: Employer, job_id: int) -> None:
-    """DELETE /jobs/{id}: 404 when unknown. The job is found locked (`get`), as by a PUT:
-    a DELETE that read it unlocked went on to delete it after a concurrent DELETE had, and
-    answered 204 twice for one job (C4: the second is a 404)."""
-    delete(session, get(session, employer, job_id, for_update=True))
+    """DELETE /jobs/{id}: 404 when unknown. One statement, which waits for a write of the
+    job in flight: of two DELETEs at once, the second finds the job gone (C4: a 404, where
+    reading it unlocked first answered 204 twice for one job)."""
+    if not job_rows.delete_job(session.connection(), employer.id, job_id=job_id):
+        raise NotFound(f"No job has id {job_id}.")
 
 
 def delete_by_reference(session: Session, employer: Employer, body: dict[str, Any]) -> None:
@@ -237,13 +244,11 @@ def delete_by_reference(session: Session, employer: Employer, body: dict[str, An
         if body.get("referenceId") in (None, ""):
             field = FieldError("referenceId", "required", "referenceId is required.")
         raise ValidationFailed([field], subject="request") from None
-    # Locked: a PUT changing this job's referenceId is waited for, and the job is then no
-    # longer found by the old one (unlocked, the renamed job was deleted: a DELETE answered
+    # A PUT changing this job's referenceId is waited for, and the job is then no longer
+    # matched by the old one (read unlocked, the renamed job was deleted: a DELETE answered
     # 204 for a referenceId the PUT's 200 had already given up, and took the job with it).
-    job = find_by_reference(session, employer, ref, for_update=True)
-    if job is None:
+    if not job_rows.delete_job(session.connection(), employer.id, reference_id=ref):
         raise NotFound(f"No job has referenceId {ref!r}.")
-    delete(session, job)
 
 
 GRAM = 3  # characters in a search gram (migration 0003)
@@ -253,17 +258,6 @@ def search_grams(employer_id: Any, content: Any) -> Any:
     """The grams the search index keeps of a job's (employer_id, search_text), or asks of a
     search's (employer id, q): PostgreSQL's `jobpost_search_grams` (migration 0003)."""
     return func.jobpost_search_grams(employer_id, content, type_=postgresql.ARRAY(Text))
-
-
-class Place(NamedTuple):
-    """A job's location as the list shows it."""
-
-    id: int
-    name: str
-    description: str
-    type: str
-    latitude: float | None
-    longitude: float | None
 
 
 @dataclass(frozen=True)

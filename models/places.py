@@ -2,16 +2,34 @@
 
 Names are compared by their folded key (`reference.fold`) against `location_names`, which holds
 every official and alternate name of each place, so no gazetteer is needed at request time.
+Places and their names are reference data that only `jobpost db upgrade` changes: each
+process keeps what a name was found to name (`_Named`), so a job's write resolves its
+locations without asking the database again. Whether a place is listed is not kept: job
+writes change it.
 """
 
 from __future__ import annotations
 
 import difflib
-from typing import Any
+import threading
+import time
+from typing import Any, NamedTuple
 
-from sqlalchemy import ColumnElement, Select, case, collate, func, select
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Integer,
+    Select,
+    String,
+    bindparam,
+    case,
+    collate,
+    func,
+    select,
+)
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
+from models.db import Precompiled
 from models.entities import Location, LocationName
 from models.errors import FieldError
 from models.reference import CITY, PROVINCES, fold
@@ -28,7 +46,28 @@ _PROVINCE_CODES: dict[str, str] = {
 }
 
 
-def resolve(session: Session, entry: object, field: str) -> Location | FieldError:
+class Place(NamedTuple):
+    """A location as a job shows it (C3): the members of its read shape."""
+
+    id: int
+    name: str
+    description: str
+    type: str
+    latitude: float | None
+    longitude: float | None
+
+
+PLACE_COLUMNS: tuple[Any, ...] = (
+    Location.id,
+    Location.name,
+    Location.description,
+    Location.type,
+    Location.latitude,
+    Location.longitude,
+)
+
+
+def resolve(session: Session, entry: object, field: str) -> Place | FieldError:
     """The location a written `locations` entry names, or the error to report at `field`."""
     if not isinstance(entry, dict):
         return FieldError(field, "invalid_type", "A location must be an object.")
@@ -38,10 +77,11 @@ def resolve(session: Session, entry: object, field: str) -> Location | FieldErro
     )
     if error:
         return error
+    connection = session.connection()
     if isinstance(description, str) and description.strip():
-        return _resolve_both(session, description, location_id, field)
+        return _resolve_both(connection, description, location_id, field)
     if isinstance(location_id, int):
-        return _resolve_id(session, location_id, f"{field}.id")
+        return _resolve_id(connection, location_id, f"{field}.id")
     return FieldError(
         f"{field}.description", "required", "A location needs a description or an id."
     )
@@ -53,6 +93,21 @@ def get_listed(session: Session, location_id: int) -> Location | None:
         return None
     stmt = select(Location).where(Location.id == location_id, Location.listed.is_(True))
     return session.scalars(stmt).first()
+
+
+_LISTED_PLACE = Precompiled(
+    select(*PLACE_COLUMNS).where(
+        Location.id == bindparam("id", type_=Integer), Location.listed.is_(True)
+    )
+)
+
+
+def listed_place(connection: Connection, location_id: int) -> Place | None:
+    """`get_listed` as a Place: what a job's write resolves an id to."""
+    if location_id not in _INT32:
+        return None
+    row = _LISTED_PLACE.first(connection, {"id": location_id})
+    return None if row is None else Place(*row)
 
 
 def search(
@@ -104,8 +159,8 @@ def _check_id(value: object, field: str) -> FieldError | None:
     return None
 
 
-def _resolve_id(session: Session, location_id: int, field: str) -> Location | FieldError:
-    location = get_listed(session, location_id)
+def _resolve_id(connection: Connection, location_id: int, field: str) -> Place | FieldError:
+    location = listed_place(connection, location_id)
     if location is None:
         message = f"No location of the locations list has the id {location_id}."
         return FieldError(field, "unknown_location", message, suggestions=[])
@@ -113,18 +168,18 @@ def _resolve_id(session: Session, location_id: int, field: str) -> Location | Fi
 
 
 def _resolve_both(
-    session: Session, description: str, location_id: object, field: str
-) -> Location | FieldError:
+    connection: Connection, description: str, location_id: object, field: str
+) -> Place | FieldError:
     """By description; an id given too must name the same place (C3). Where places share a
     description (two Vanier, ON), an id naming one of them says which: the pair a GET returns
     for the less populous one must write back as that place (the symmetry rule, C4)."""
-    location = find(session, description)
+    location = find(connection, description)
     if location is None:
-        return _unknown(session, description, f"{field}.description")
+        return _unknown(connection, description, f"{field}.description")
     if location_id is None or location_id == location.id:
         return location
-    other = get_listed(session, location_id) if isinstance(location_id, int) else None
-    if other is not None and names(session, description, other.id):
+    other = listed_place(connection, location_id) if isinstance(location_id, int) else None
+    if other is not None and names(connection, description, other.id):
         return other
     named = f"names {other.description}" if other else "is not in the locations list"
     message = (
@@ -135,32 +190,22 @@ def _resolve_both(
     return FieldError(field, "unknown_location", message, suggestions=suggestions)
 
 
-def find(session: Session, description: str) -> Location | None:
+def find(connection: Connection, description: str) -> Place | None:
     """The place or province a description names: `City, PC`, `City, Province`, `City`,
     or a province alone; among several places the official name wins, then the most
     populous, then the lowest id, so the answer is deterministic (C3)."""
     parsed = _parse(description)
-    if parsed is None:
-        return None
-    key, code = parsed
-    stmt = _named_by(key, code)
-    if code is None:  # a lone name: a province first ("Quebec" is the province)
-        stmt = stmt.order_by(case((Location.type == CITY, 1), else_=0))
-    stmt = stmt.order_by(
-        case((Location.name_key == key, 0), else_=1), Location.population.desc(), Location.id
-    )
-    found: Location | None = session.scalars(stmt.limit(1)).first()
-    return found
+    found = NAMED.places(connection, *parsed) if parsed else ()
+    return found[0] if found else None
 
 
-def names(session: Session, description: str, location_id: int) -> bool:
+def names(connection: Connection, description: str, location_id: int) -> bool:
     """Whether `description` names that place, as the one `find` picks or as another of the
     places it may name."""
     parsed = _parse(description)
-    if parsed is None:
-        return False
-    stmt = _named_by(*parsed).where(Location.id == location_id)
-    return session.scalars(stmt.limit(1)).first() is not None
+    return parsed is not None and any(
+        p.id == location_id for p in NAMED.places(connection, *parsed)
+    )
 
 
 def _parse(description: str) -> tuple[str, str | None] | None:
@@ -175,26 +220,71 @@ def _parse(description: str) -> tuple[str, str | None] | None:
     return (key, code) if code is not None and key else None
 
 
-def _named_by(key: str, code: str | None) -> Select[Any]:
-    """The places and provinces a folded name (and province code) may name."""
+def _named_by(code: bool) -> Select[Any]:
+    """Every place and province a folded name (`key`, and with `code` a province code) may
+    name, in the order `find` chooses among them."""
+    key = bindparam("key", type_=String)
     stmt = (
-        select(Location)
+        select(*PLACE_COLUMNS)
         .join(LocationName, LocationName.location_id == Location.id)
         .where(LocationName.key == key)
     )
-    if code is not None:
-        stmt = stmt.where(Location.type == CITY, Location.province_code == code)
-    return stmt
+    if code:
+        stmt = stmt.where(Location.type == CITY, Location.province_code == bindparam("code"))
+    else:  # a lone name: a province first ("Quebec" is the province)
+        stmt = stmt.order_by(case((Location.type == CITY, 1), else_=0))
+    return stmt.order_by(
+        case((Location.name_key == key, 0), else_=1), Location.population.desc(), Location.id
+    )
 
 
-def _unknown(session: Session, description: str, field: str) -> FieldError:
-    suggestions = suggest(session, description)
+class _Named:
+    """What each folded name (with its province code) was found to name, best first, kept
+    per process for `MAX_AGE` seconds: a process that outlives a `jobpost db upgrade`
+    changing the gazetteer sees the change within that time. At most `MAX_KEYS` names
+    are kept (each a few places); beyond them it starts afresh."""
+
+    MAX_AGE = 600.0
+    MAX_KEYS = 20_000
+
+    def __init__(self) -> None:
+        self._statements = {
+            False: Precompiled(_named_by(False)),
+            True: Precompiled(_named_by(True)),
+        }
+        self._kept: dict[tuple[str, str | None], tuple[float, tuple[Place, ...]]] = {}
+        self._lock = threading.Lock()
+
+    def places(self, connection: Connection, key: str, code: str | None) -> tuple[Place, ...]:
+        now = time.monotonic()
+        kept = self._kept.get((key, code))
+        if kept is not None and now - kept[0] < self.MAX_AGE:
+            return kept[1]
+        params = {"key": key} if code is None else {"key": key, "code": code}
+        rows = self._statements[code is not None].all(connection, params)
+        found = tuple(Place(*row) for row in rows)
+        with self._lock:
+            if len(self._kept) >= self.MAX_KEYS:
+                self._kept.clear()
+            self._kept[(key, code)] = (now, found)
+        return found
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept.clear()
+
+
+NAMED = _Named()
+
+
+def _unknown(connection: Connection, description: str, field: str) -> FieldError:
+    suggestions = suggest(connection, description)
     hint = f" Did you mean {' or '.join(suggestions)}?" if suggestions else ""
     message = f"No Canadian place or province matches {description.strip()!r}.{hint}"
     return FieldError(field, "unknown_location", message, suggestions=suggestions)
 
 
-def suggest(session: Session, description: str) -> list[str]:
+def suggest(connection: Connection, description: str) -> list[str]:
     """Up to 3 canonical descriptions of the places nearest a description that failed.
 
     Candidates are the most populous places whose name starts with the same letter (a bounded
@@ -212,7 +302,7 @@ def suggest(session: Session, description: str) -> list[str]:
         .limit(_SUGGESTION_POOL)
     )
     ranked: list[tuple[float, bool, int, str]] = []
-    for rank, (name_key, canonical, province_code) in enumerate(session.execute(stmt)):
+    for rank, (name_key, canonical, province_code) in enumerate(connection.execute(stmt)):
         score = difflib.SequenceMatcher(None, key, name_key).ratio()
         if score >= _SUGGESTION_CUTOFF:
             ranked.append((-score, province_code != code, rank, canonical))

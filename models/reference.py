@@ -87,6 +87,12 @@ PROVINCES: tuple[tuple[int, str, str, str], ...] = (
     (13, "YT", "Yukon", "Territory"),
 )
 
+# By id: what a job's write checks its ids against and a job's read shape names (the tables
+# hold these very rows, loaded by `load`).
+POSITION_TYPE_NAMES: dict[int, str] = dict(POSITION_TYPES)
+CATEGORY_NAMES: dict[int, str] = dict(CATEGORIES)
+SALARY_PERIOD_NAMES: dict[int, tuple[str, str]] = {i: (n, u) for i, n, u in SALARY_PERIODS}
+
 EMAIL_ROUTE, URL_ROUTE = 1, 2  # applicantRoutingType ids
 ROUTING_TYPES: dict[int, str] = {EMAIL_ROUTE: "Email", URL_ROUTE: "URL"}
 

@@ -490,7 +490,7 @@ def test_the_job_deleted_right_after_an_application_still_gets_its_copy(
     job_id = open_job(stack, title="Pastry Chef", referenceId="PC-7")
     [app_id] = apply(stack, job_id)
     with session_scope(stack.sessions) as session:
-        jobs.delete(session, session.get_one(Job, job_id))
+        jobs.delete_by_id(session, session.get_one(Job, job_id).employer, job_id)
     assert entry(stack, app_id).job_id is None  # the application stays, detached
 
     stack.start_worker(sink.port)

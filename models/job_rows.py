@@ -1,0 +1,431 @@
+"""A job as plain values, read and written with precompiled Core statements (C4).
+
+Writing a job and reading one are what employers' systems repeat most, so neither builds ORM
+objects or flushes a unit of work: a job is a `StoredJob` of plain values, its read is one
+statement (the job, its locations and its categories), and on PostgreSQL so is each write:
+the job's row, its locations, its categories and the listing of its places together
+(data-modifying WITH queries). SQLite, which has no such queries, runs the same steps one
+statement each, in the transaction its writers hold the database with.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal
+from typing import Any, cast
+
+from sqlalchemy import (
+    Connection,
+    Executable,
+    Integer,
+    String,
+    Table,
+    and_,
+    any_,
+    bindparam,
+    delete,
+    exists,
+    func,
+    insert,
+    literal_column,
+    select,
+    true,
+    union_all,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+
+from models.db import Precompiled
+from models.entities import Job, JobCategory, JobLocation, Location
+from models.places import PLACE_COLUMNS, Place
+
+_jobs = cast(Table, Job.__table__)
+_job_locations = cast(Table, JobLocation.__table__)
+_job_categories = cast(Table, JobCategory.__table__)
+_locations = cast(Table, Location.__table__)
+
+# The columns a write sets, in the order of StoredJob's fields after id and employer_id.
+VALUES = (
+    "reference_id",
+    "title",
+    "publish_date",
+    "close_date",
+    "confidential",
+    "auto_refresh",
+    "status",
+    "position_type_id",
+    "salary_amount",
+    "salary_max",
+    "salary_period_id",
+    "salary_commission",
+    "description",
+    "routing_type",
+    "application_email",
+    "application_url",
+)
+# Set by every write beside them: computed, never read back into a StoredJob.
+DERIVED = ("search_text", "updated_at")
+
+
+@dataclass(frozen=True)
+class StoredJob:
+    """A job's row, and its locations and category ids in their order. A job read locked
+    for a write (`lock`) has None for them: a write that replaces both never reads them."""
+
+    id: int
+    employer_id: int
+    reference_id: str | None
+    title: str
+    publish_date: date
+    close_date: date
+    confidential: bool
+    auto_refresh: bool
+    status: str
+    position_type_id: int
+    salary_amount: Decimal | None
+    salary_max: Decimal | None
+    salary_period_id: int | None
+    salary_commission: bool
+    description: str
+    routing_type: int
+    application_email: str | None
+    application_url: str | None
+    version: int
+    locations: tuple[Place, ...] | None = None
+    category_ids: tuple[int, ...] | None = None
+
+    def values(self) -> dict[str, Any]:
+        """The columns a write sets, by name."""
+        return {name: getattr(self, name) for name in VALUES}
+
+
+_ROW = (_jobs.c.id, _jobs.c.employer_id, *(_jobs.c[name] for name in VALUES), _jobs.c.version)
+_ID, _EMPLOYER = bindparam("job_id", type_=Integer), bindparam("employer_id", type_=Integer)
+_LOCATION, _CATEGORY = 0, 1  # the kinds of a job's items
+
+
+def _items() -> Any:
+    """A job's locations and categories as (job_id, kind, position, item id) rows."""
+    return union_all(
+        select(
+            _job_locations.c.job_id,
+            literal_column(str(_LOCATION), Integer).label("kind"),
+            _job_locations.c.position,
+            _job_locations.c.location_id.label("item"),
+        ),
+        select(
+            _job_categories.c.job_id,
+            literal_column(str(_CATEGORY), Integer),
+            _job_categories.c.position,
+            _job_categories.c.category_id,
+        ),
+    ).subquery("items")
+
+
+def _whole() -> Precompiled:
+    """The job with its items, a row per item (one row of NULL items when it has none)."""
+    items = _items()
+    place = _locations.c
+    joined = _jobs.outerjoin(items, items.c.job_id == _jobs.c.id).outerjoin(
+        _locations, and_(items.c.kind == _LOCATION, place.id == items.c.item)
+    )
+    return Precompiled(
+        select(*_ROW, items.c.kind, items.c.item, *PLACE_COLUMNS[1:])
+        .select_from(joined)
+        .where(_jobs.c.id == _ID, _jobs.c.employer_id == _EMPLOYER)
+        .order_by(items.c.kind, items.c.position)
+    )
+
+
+def _children() -> Precompiled:
+    """A job's items alone, with the place of each location."""
+    items = _items()
+    place = _locations.c
+    return Precompiled(
+        select(items.c.kind, items.c.item, *PLACE_COLUMNS[1:])
+        .select_from(
+            items.outerjoin(_locations, and_(items.c.kind == _LOCATION, place.id == items.c.item))
+        )
+        .where(items.c.job_id == _ID)
+        .order_by(items.c.kind, items.c.position)
+    )
+
+
+_WHOLE = _whole()
+_CHILDREN = _children()
+_LOCK_BY_ID = Precompiled(
+    select(*_ROW).where(_jobs.c.id == _ID, _jobs.c.employer_id == _EMPLOYER).with_for_update()
+)
+_LOCK_BY_REFERENCE = Precompiled(
+    select(*_ROW)
+    .where(
+        _jobs.c.employer_id == _EMPLOYER,
+        _jobs.c.reference_id == bindparam("reference_id", type_=String),
+    )
+    .with_for_update()
+)
+
+
+_HOLDER = Precompiled(
+    select(_jobs.c.id).where(
+        _jobs.c.employer_id == _EMPLOYER,
+        _jobs.c.reference_id == bindparam("reference_id", type_=String),
+    )
+)
+
+
+def holder(connection: Connection, employer_id: int, reference_id: str) -> int | None:
+    """The id of the employer's job with this referenceId, if any (unlocked)."""
+    row = _HOLDER.first(connection, {"employer_id": employer_id, "reference_id": reference_id})
+    return None if row is None else int(row[0])
+
+
+def read(connection: Connection, employer_id: int, job_id: int) -> StoredJob | None:
+    """The employer's job with its locations and categories, in one statement."""
+    rows = _WHOLE.all(connection, {"job_id": job_id, "employer_id": employer_id})
+    if not rows:
+        return None
+    job = _job(rows[0])
+    places, categories = _gather([row[len(_ROW) :] for row in rows])
+    return _with(job, places, categories)
+
+
+def lock(
+    connection: Connection,
+    employer_id: int,
+    *,
+    job_id: int | None = None,
+    reference_id: str | None = None,
+) -> StoredJob | None:
+    """The employer's job by id or referenceId, locked until commit (PostgreSQL; SQLite's
+    writers hold the whole database already). Its row is read as the lock finds it, after
+    any write of it in flight has committed; its locations and categories are not read
+    (`complete` reads them, then, as committed too)."""
+    if job_id is not None:
+        row = _LOCK_BY_ID.first(connection, {"job_id": job_id, "employer_id": employer_id})
+    else:
+        params = {"employer_id": employer_id, "reference_id": reference_id}
+        row = _LOCK_BY_REFERENCE.first(connection, params)
+    return None if row is None else _job(row)
+
+
+def complete(connection: Connection, job: StoredJob) -> StoredJob:
+    """`job` with its locations and categories, read if it has none."""
+    if job.locations is not None and job.category_ids is not None:
+        return job
+    places, categories = _gather(_CHILDREN.all(connection, {"job_id": job.id}))
+    return _with(
+        job,
+        places if job.locations is None else job.locations,
+        categories if job.category_ids is None else job.category_ids,
+    )
+
+
+def _job(row: tuple[Any, ...]) -> StoredJob:
+    return StoredJob(*row[: len(_ROW)])
+
+
+def _gather(items: list[tuple[Any, ...]]) -> tuple[tuple[Place, ...], tuple[int, ...]]:
+    """Rows of (kind, item id, place columns) in order: the places and the category ids."""
+    places = tuple(Place(item, *rest) for kind, item, *rest in items if kind == _LOCATION)
+    categories = tuple(item for kind, item, *_rest in items if kind == _CATEGORY)
+    return places, categories
+
+
+def _with(job: StoredJob, places: tuple[Place, ...], categories: tuple[int, ...]) -> StoredJob:
+    return StoredJob(**{**job.__dict__, "locations": places, "category_ids": categories})
+
+
+def insert_job(connection: Connection, job: StoredJob, derived: dict[str, Any]) -> int | None:
+    """Insert `job` (its id and version are the database's) with its locations and
+    categories, and list its places (C3); None, and nothing written, when the employer
+    already has a job with its referenceId (a concurrent request's, committed meanwhile)."""
+    assert job.locations is not None and job.category_ids is not None
+    params = {
+        **job.values(),
+        **derived,
+        "employer_id": job.employer_id,
+        "location_ids": [p.id for p in job.locations],
+        "category_ids": list(job.category_ids),
+    }
+    if connection.dialect.name == "postgresql":
+        row = _pg_insert().first(connection, params)
+        return None if row is None else int(row[0])
+    job_id = connection.execute(_sqlite_insert(), params).scalar()
+    if job_id is not None:
+        _sqlite_items(connection, job_id, params, locations=True, categories=True)
+    return job_id
+
+
+def update_job(
+    connection: Connection,
+    job: StoredJob,
+    derived: dict[str, Any],
+    *,
+    locations: bool,
+    categories: bool,
+) -> None:
+    """Write `job`'s columns and raise its version; with `locations` or `categories`, replace
+    those too (a position whose item is unchanged is left as it is). An IntegrityError is
+    another job holding its referenceId."""
+    assert job.locations is not None and job.category_ids is not None
+    params = {
+        **job.values(),
+        **derived,
+        "job_id": job.id,
+        "location_ids": [p.id for p in job.locations],
+        "category_ids": list(job.category_ids),
+    }
+    if connection.dialect.name == "postgresql":
+        _pg_update(locations, categories).all(connection, params)
+        return
+    connection.execute(_job_update(), params)
+    _sqlite_items(connection, job.id, params, locations=locations, categories=categories)
+
+
+def delete_job(
+    connection: Connection,
+    employer_id: int,
+    *,
+    job_id: int | None = None,
+    reference_id: str | None = None,
+) -> bool:
+    """Delete the employer's job by id or referenceId (its items, and the job id of its
+    applications, go with it by the foreign keys); whether there was one. A job locked by a
+    write in flight is waited for and then matched as that write left it: the DELETE of a
+    referenceId that a concurrent PUT gives up deletes nothing (C4)."""
+    found = _jobs.c.id == job_id if job_id is not None else _jobs.c.reference_id == reference_id
+    statement = delete(_jobs).where(_jobs.c.employer_id == employer_id, found)
+    return connection.execute(statement.returning(_jobs.c.id)).first() is not None
+
+
+def _column_values() -> dict[str, Any]:
+    return {name: bindparam(name, type_=_jobs.c[name].type) for name in (*VALUES, *DERIVED)}
+
+
+def _ids(name: str) -> Any:
+    return bindparam(name, type_=postgresql.ARRAY(Integer))
+
+
+def _numbered(name: str) -> Any:
+    """The ids of an array parameter with their positions from 0, as a table (PostgreSQL)."""
+    return func.unnest(_ids(name)).table_valued("item", with_ordinality="n").render_derived()
+
+
+@functools.cache
+def _pg_insert() -> Precompiled:
+    created = (
+        postgresql.insert(_jobs)
+        .values(
+            employer_id=_EMPLOYER,
+            version=literal_column("1"),
+            **_column_values(),
+        )
+        .on_conflict_do_nothing(index_elements=[_jobs.c.employer_id, _jobs.c.reference_id])
+        .returning(_jobs.c.id)
+        .cte("created")
+    )
+    parts = [
+        _pg_items_insert(table, column, ids, created.c.id, select_from=created)
+        for table, column, ids in _ITEM_TABLES
+    ]
+    listed = _pg_listing(exists(select(created.c.id)))
+    return Precompiled(select(created.c.id).add_cte(*parts, listed))
+
+
+@functools.cache
+def _pg_update(locations: bool, categories: bool) -> Precompiled:
+    changed = _job_update().returning(_jobs.c.id).cte("changed")
+    parts: list[Any] = []
+    for (table, column, ids), replaced in zip(_ITEM_TABLES, (locations, categories), strict=True):
+        if not replaced:
+            continue
+        job_id = table.c.job_id
+        parts.append(
+            delete(table)
+            .where(job_id == _ID, table.c.position >= func.cardinality(_ids(ids)))
+            .cte(f"dropped_{ids}")
+        )
+        parts.append(_pg_items_insert(table, column, ids, _ID, upsert=True))
+    if locations:
+        parts.append(_pg_listing(true()))
+    return Precompiled(select(changed.c.id).add_cte(*parts))
+
+
+def _pg_items_insert(
+    table: Any, column: str, ids: str, job_id: Any, *, select_from: Any = None, upsert: bool = False
+) -> Any:
+    """Insert the items of array parameter `ids` at their positions; with `upsert`, over the
+    ones there, rewriting a position only when its item changed."""
+    numbered = _numbered(ids)
+    rows = select(job_id, numbered.c.n - literal_column("1"), numbered.c.item)
+    rows = rows.select_from(select_from).join(numbered, true()) if select_from is not None else rows
+    statement = postgresql.insert(table).from_select(["job_id", "position", column], rows)
+    if upsert:
+        statement = statement.on_conflict_do_update(
+            index_elements=[table.c.job_id, table.c.position],
+            set_={column: statement.excluded[column]},
+            where=table.c[column] != statement.excluded[column],
+        )
+    return statement.cte(f"written_{ids}")
+
+
+def _pg_listing(condition: Any) -> Any:
+    """A gazetteer place written in a job joins the locations list (C3)."""
+    return (
+        update(_locations)
+        .where(_locations.c.id == any_(_ids("location_ids")), _locations.c.listed.is_(False))
+        .where(condition)
+        .values(listed=True)
+        .cte("listed")
+    )
+
+
+_ITEM_TABLES = (
+    (_job_locations, "location_id", "location_ids"),
+    (_job_categories, "category_id", "category_ids"),
+)
+
+
+@functools.cache
+def _job_update() -> Any:
+    return (
+        update(_jobs)
+        .where(_jobs.c.id == _ID)
+        .values(**_column_values(), version=_jobs.c.version + 1)
+    )
+
+
+@functools.cache
+def _sqlite_insert() -> Executable:
+    return (
+        sqlite.insert(_jobs)
+        .values(employer_id=_EMPLOYER, version=literal_column("1"), **_column_values())
+        .on_conflict_do_nothing(index_elements=[_jobs.c.employer_id, _jobs.c.reference_id])
+        .returning(_jobs.c.id)
+    )
+
+
+def _sqlite_items(
+    connection: Connection,
+    job_id: int,
+    params: dict[str, Any],
+    *,
+    locations: bool,
+    categories: bool,
+) -> None:
+    """Replace the items (SQLite): delete them all, insert the new ones, list the places."""
+    for (table, column, ids), replaced in zip(_ITEM_TABLES, (locations, categories), strict=True):
+        if not replaced:
+            continue
+        connection.execute(delete(table).where(table.c.job_id == job_id))
+        rows = [{"job_id": job_id, "position": i, column: v} for i, v in enumerate(params[ids])]
+        connection.execute(insert(table), rows)
+    if locations:
+        connection.execute(
+            update(_locations)
+            .where(_locations.c.id.in_(params["location_ids"]), _locations.c.listed.is_(False))
+            .values(listed=True)
+        )

@@ -1,0 +1,110 @@
+"""The SQL statements a job's write and read run on PostgreSQL (issue 15, C4): one for the
+key, one to read the job locked for a PUT, one for the write itself (the job, its locations
+and categories, the listing of its places), one for a GET of a job not kept. Places are
+resolved from what the process keeps (`models.places.NAMED`); categories, position types and
+salary periods from the code's own lists. A write of N locations took 11 statements or more.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, event
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.app import create_app
+from models.places import NAMED
+from models.settings import Settings
+from tests.conftest import Api, Clock
+from tests.factories import JOBS, job_body
+
+pytestmark = pytest.mark.parametrize("engine", ["postgresql"], indirect=True)
+
+# The transaction's own savepoints: the tests' sessions run in one rolled-back transaction.
+HARNESS = ("SAVEPOINT", "RELEASE SAVEPOINT", "ROLLBACK TO SAVEPOINT")
+PLACES = [
+    {"description": "Toronto, ON"},
+    {"id": 6077243, "description": "Montréal, QC"},  # as a GET answers it: both
+    {"description": "Calgary, AB"},
+]
+
+
+Sent = Callable[[Callable[[], Any]], tuple[list[str], Any]]
+
+
+@pytest.fixture
+def sent(engine: Engine) -> Iterator[Sent]:
+    """Run a request; return the statements it sent (the harness's savepoints aside) and
+    its answer."""
+    statements: list[str] = []
+
+    def keep(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
+        if not statement.startswith(HARNESS):
+            statements.append(statement)
+
+    def during(request: Callable[[], Any]) -> tuple[list[str], Any]:
+        statements.clear()
+        answer = request()
+        assert answer.status_code < 300, answer.text
+        return list(statements), answer.json
+
+    event.listen(engine, "before_cursor_execute", keep)
+    yield during
+    event.remove(engine, "before_cursor_execute", keep)
+
+
+@pytest.fixture
+def uncached(settings: Settings, sessions: sessionmaker[Session], clock: Clock) -> Api:
+    """The API of a web process that keeps no job representation (JOB_CACHE_MB=0)."""
+    return Api(create_app(dataclasses.replace(settings, job_cache_mb=0), sessions, today=clock))
+
+
+def _body(**overrides: Any) -> dict[str, Any]:
+    salary = {"amount": 52000, "maxAmount": 61000.5, "period": {"id": 1}}
+    body = job_body(locations=PLACES, categories=[{"id": 12}, {"id": 7}], salary=salary)
+    return body | overrides
+
+
+def test_a_post_is_the_key_and_one_write_once_its_places_are_known(
+    api: Api, employer: Any, sent: Sent
+) -> None:
+    NAMED.clear()
+    first, _job = sent(lambda: api.post(JOBS, json=_body(), key=employer.key))
+    assert len(first) == 2 + len(PLACES)  # each place's name read once by this process
+    again, _job = sent(lambda: api.post(JOBS, json=_body(), key=employer.key))
+    assert len(again) == 2, again
+
+
+def test_a_put_is_the_key_the_locked_job_and_one_write(api: Api, employer: Any, sent: Sent) -> None:
+    created, job = sent(lambda: api.put(JOBS, json=_body(referenceId="S-1"), key=employer.key))
+    assert len(created) == 3, created  # the key, the job not found, the insert
+    back = {k: v for k, v in job.items() if k not in ("id", "publishDate", "employer")}
+    by_reference, _job = sent(lambda: api.put(JOBS, json=back, key=employer.key))
+    assert len(by_reference) == 3, by_reference
+    path = f"{JOBS}/{job['id']}"
+    by_id, _job = sent(lambda: api.put(path, json=back, key=employer.key))
+    assert len(by_id) == 3, by_id
+    # A partial PUT keeps the locations and categories stored: they are read, after the lock.
+    partial, _job = sent(lambda: api.put(path, json={"title": "Baker"}, key=employer.key))
+    assert len(partial) == 4, partial
+
+
+def test_a_get_of_a_job_not_kept_is_the_key_and_one_read(
+    uncached: Api, employer: Any, sent: Sent
+) -> None:
+    _statements, job = sent(lambda: uncached.post(JOBS, json=_body(), key=employer.key))
+    for _ in range(2):
+        read, shown = sent(lambda: uncached.get(f"{JOBS}/{job['id']}", key=employer.key))
+        assert len(read) == 2 and shown == job, read
+
+
+def test_a_delete_is_the_key_and_one_statement(api: Api, employer: Any, sent: Sent) -> None:
+    _statements, job = sent(lambda: api.post(JOBS, json=_body(referenceId="D-1"), key=employer.key))
+    by_id = sent(lambda: api.delete(f"{JOBS}/{job['id']}", key=employer.key))[0]
+    assert len(by_id) == 2, by_id
+    sent(lambda: api.post(JOBS, json=_body(referenceId="D-1"), key=employer.key))
+    by_reference = sent(lambda: api.delete(JOBS, json={"referenceId": "D-1"}, key=employer.key))[0]
+    assert len(by_reference) == 2, by_reference
