@@ -7,7 +7,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from models.errors import FieldError
-from models.html import ALLOWED_TAGS, MAX_OPEN, MAX_UNENDED, check_description, clean_description
+from models.html import (
+    ALLOWED_TAGS,
+    MAX_OPEN,
+    MAX_UNENDED,
+    check_description,
+    clean_description,
+    parsed_faults,
+    plainly_allowed,
+)
 
 # No example database: the tests must not write into the working tree.
 PROPERTY = settings(max_examples=500, database=None, deadline=None)
@@ -269,3 +277,75 @@ def test_only_elements_open_inside_each_other_count_towards_the_nesting_limit() 
     assert codes("<div></br>" * (MAX_OPEN + 1)) == ["too_long"]
     # closing the inner element leaves the outer one open
     assert codes("<div><p>x</p>" * MAX_OPEN) == ["too_long"]
+
+
+# Near the plainly written HTML `plainly_allowed` takes in: allowed tags and a few others,
+# links with hrefs a parser reads otherwise than they look (entities, controls, no scheme).
+HREFS = [
+    "https://example.com/a?b=1&amp;c=2",
+    "mailto:hr@example.com",
+    "http:x",
+    "javascript:alert(1)",
+    "java&#115;cript:alert(1)",
+    "javascript&colon;x",
+    "&#32;",
+    "",
+    " ",
+    "\thttps://x",
+    "\x01https://x",
+    "//example.com",
+    "https&#58;//x",
+    "ftp://x",
+]
+
+
+def _link(href: str, others: list[str], href_last: bool) -> str:
+    attributes = [f'href="{href}"', *others]
+    return f"<a {' '.join(reversed(attributes) if href_last else attributes)}>"
+
+
+PLAIN_PIECE = st.one_of(
+    st.builds(
+        lambda t, s: f"<{t}{s}>",
+        st.sampled_from([*sorted(ALLOWED_TAGS), "span", "P"]),
+        st.sampled_from(["", "/", " /"]),
+    ),
+    st.builds(
+        lambda t, s: f"</{t}{s}>",
+        st.sampled_from([*sorted(ALLOWED_TAGS), "span"]),
+        st.sampled_from(["", "/", ' class="c"']),
+    ),
+    st.builds(
+        _link,
+        st.sampled_from(HREFS),
+        st.sampled_from([[], ['target="_blank"'], ['href="https://x"'], ['title="x"']]),
+        st.booleans(),
+    ),
+    st.sampled_from(["<a>", '<a target="_blank">', "<a href='https://x'>", '<p class="c">']),
+    st.text(alphabet=st.sampled_from(list("ab &;>=\"'!-/\n\x00é")), max_size=6),
+    PIECE,
+)
+
+
+@PROPERTY
+@given(st.lists(PLAIN_PIECE, max_size=30).map("".join))
+def test_what_is_plainly_allowed_the_parser_finds_no_fault_with(html: str) -> None:
+    """C4: the quick look at plainly written HTML accepts nothing the parser would refuse."""
+    if plainly_allowed(html):
+        assert parsed_faults(html) == []
+
+
+def test_descriptions_as_editors_write_them_are_plainly_allowed() -> None:
+    """The quick look takes in what HTML editors and the service itself write (what a GET
+    answers, sent back), so most writes skip the parser."""
+    for html in (
+        "<p><strong>About us</strong></p><p>We hire.</p><ul><li>Pay</li><li>Training</li></ul>",
+        '<p>Apply at <a href="https://example.com/jobs?id=1&amp;src=x">our site</a>.</p>',
+        "<div>Line<br>break<br/>and<br />more, <em>a</em> <i>b</i> <b>c</b> &amp; 3 &gt; 2</div>",
+        '<ol><li><a target="_blank" href="mailto:hr@example.com">Mail us</a></li></ol>',
+        clean_description('<p>x</p><a href="https://e.com" target="_blank">y</a><br>'),
+    ):
+        assert plainly_allowed(html), html
+        assert check_description(html) == []
+    assert not plainly_allowed("pay < 50k")  # left to the parser, which accepts it
+    assert check_description("pay < 50k") == []
