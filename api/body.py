@@ -14,6 +14,7 @@ from api.errors import Problem
 MiB = 1024 * 1024
 JOB_BODY_LIMIT = MiB  # C1: the request size limit the interface leaves open
 _SURROGATE = re.compile("[\ud800-\udfff]")  # from a "\\ud800" escape: no UTF-8 holds it
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # where one may come from
 
 
 def read_bytes(req: falcon.Request, limit: int) -> bytes:
@@ -102,7 +103,7 @@ def parse_json(data: bytes) -> dict[str, Any]:
     try:
         text = data.removeprefix(UTF8_BOM).decode("utf-8")
         value = json.loads(text, parse_float=Decimal, parse_constant=_no_constant)
-        if "\\u" in text and _has_lone_surrogate(value):
+        if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(value):
             raise ValueError("unpaired surrogate")
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise malformed("The body is not valid UTF-8 JSON.") from None
