@@ -258,16 +258,20 @@ class _Form:
         }
         self.dialect = dialect
         self.types = [column.type.dialect_impl(dialect) for column in statement.selected_columns]
-        self.results: list[Any] | None = None  # from the first answer's column types
+        # The columns to convert and how: from the first answer's column types.
+        self.results: list[tuple[int, Any]] | None = None
 
     def read(self, cursor: Any, rows: list[Any]) -> list[tuple[Any, ...]]:
         """Rows as SQLAlchemy would give them (some conversions depend on the type the
         database reports for a column, so they are settled on the first answer)."""
         if self.results is None:
-            self.results = [
+            processors = [
                 kind.result_processor(self.dialect, column[1])
                 for kind, column in zip(self.types, cursor.description, strict=True)
             ]
+            self.results = [(i, p) for i, p in enumerate(processors) if p is not None]
+        if not self.results:  # most columns come from the driver as they are wanted
+            return [tuple(row) for row in rows]
         return [self.convert(row) for row in rows]
 
     def values(self, params: dict[str, Any]) -> Any:
@@ -277,7 +281,10 @@ class _Form:
 
     def convert(self, row: Any) -> tuple[Any, ...]:
         assert self.results is not None
-        return tuple(v if p is None else p(v) for p, v in zip(self.results, row, strict=True))
+        values = list(row)
+        for i, process in self.results:
+            values[i] = process(values[i])
+        return tuple(values)
 
 
 @contextmanager
