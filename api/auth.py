@@ -16,10 +16,15 @@ def require_employer(
     req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
 ) -> None:
     """A falcon `before` hook: 401 unless API-Key names a live key. A job id in the path is
-    looked up in the same statement (`access_of(req).job_version`, None: no such job)."""
+    looked up in the same statement (`access_of(req).job_version`, None: no such job), and
+    read whole there too if the resource will want it (`wants_whole_job`)."""
     raw = params.get("job_id")
     job_id = int32(raw) if isinstance(raw, str) else None  # a bad id is a 404, after the 401
-    access = employers.authenticate(req.context.db.connection, req.get_header("API-Key"), job_id)
+    wants: Any = getattr(resource, "wants_whole_job", None)
+    whole = job_id is not None and wants is not None and wants(req, job_id)
+    access = employers.authenticate(
+        req.context.db.connection, req.get_header("API-Key"), job_id, whole=whole
+    )
     if access is None:
         raise Problem(
             401,

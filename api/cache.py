@@ -61,6 +61,10 @@ class Representations:
                 self._drop(next(iter(self._entries)))
         return entry
 
+    def holds(self, job_id: int) -> bool:
+        """Whether a copy of the job is kept, of whatever version."""
+        return job_id in self._entries
+
     def __len__(self) -> int:
         return len(self._entries)
 

@@ -100,6 +100,10 @@ class JobCollection(_JobResource):
 
 @falcon.before(require_employer)
 class JobItem(_JobResource):
+    def wants_whole_job(self, req: falcon.Request, job_id: int) -> bool:
+        """A GET of a job this process keeps no copy of reads it with the key (`auth`)."""
+        return req.method in ("GET", "HEAD") and not self.kept.holds(job_id)
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         """The job, from the kept copy while its version holds; ETag and 304 for clients
         that keep their own."""
@@ -108,7 +112,7 @@ class JobItem(_JobResource):
             raise NotFound(f"No job has id {job_id}.")
         entry = self.kept.get(wanted, access.job_version, access.employer_name)
         if entry is None:
-            job = jobs.read(req.context.db.connection, access.employer_id, wanted)
+            job = access.job or jobs.read(req.context.db.connection, access.employer_id, wanted)
             body = orjson.dumps(representations.job(job, access.employer_name))
             entry = self.kept.put(job.id, job.version, access.employer_name, body)
         send_validated(req, resp, entry.body, entry.etag, PRIVATE)

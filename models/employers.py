@@ -7,15 +7,17 @@ import hmac
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
-from typing import cast
+from typing import Any, cast
 
 from sqlalchemy import Connection, and_, bindparam, select
 from sqlalchemy.orm import Session, make_transient_to_detached
 
+from models import job_rows
 from models.dates import utcnow
 from models.db import Precompiled
 from models.entities import ApiKey, Employer, Job
 from models.errors import NotFound
+from models.job_rows import StoredJob
 
 PLANS = ("standard", "unlimited")
 PREFIX_LEN = 12
@@ -97,6 +99,7 @@ class Access:
     plan: str
     created_at: datetime
     job_version: int | None = None
+    job: StoredJob | None = None  # the job whole, when asked for (`authenticate`)
 
 
 _keys, _employers, _jobs = ApiKey.__table__.c, Employer.__table__.c, Job.__table__.c
@@ -125,26 +128,55 @@ _LIVE_KEY_AND_JOB = Precompiled(
 )
 
 
+# A GET of a job the process keeps no copy of: the key and the whole job in one statement.
+_WHOLE_JOB = job_rows.whole_job()
+_LIVE_KEY_AND_WHOLE_JOB = Precompiled(
+    select(*_KEY_COLUMNS, *_WHOLE_JOB.columns)
+    .select_from(
+        _KEYS.outerjoin(
+            _WHOLE_JOB.tables,
+            and_(_jobs.id == bindparam("job_id"), _jobs.employer_id == _keys.employer_id),
+        )
+    )
+    .where(_keys.prefix == bindparam("prefix"), _LIVE)
+    .order_by(*_WHOLE_JOB.order)
+)
+
+
 def authenticate(
-    connection: Connection, key: str | None, job_id: int | None = None
+    connection: Connection, key: str | None, job_id: int | None = None, *, whole: bool = False
 ) -> Access | None:
     """Whom a presented key speaks for, or None if it is missing, unknown or revoked; with
-    `job_id`, also the version of that job of the employer's.
+    `job_id`, also the version of that job of the employer's, and with `whole` the job.
 
     Every API request asks, so it is one precompiled statement and no ORM object (`attach`
     makes the employer's when a request needs it), on a connection: a request that needs no
-    more (GET one job from the kept copies) opens no session.
+    more (GET one job, from the kept copies or not) opens no session.
     """
     if not key or len(key) < PREFIX_LEN or len(key) > 200 or not key.isprintable():
         return None
+    prefix = key[:PREFIX_LEN]
     if job_id is None:
-        row = _LIVE_KEY.first(connection, {"prefix": key[:PREFIX_LEN]})
+        row = _LIVE_KEY.first(connection, {"prefix": prefix})
+    elif whole:
+        rows = _LIVE_KEY_AND_WHOLE_JOB.all(connection, {"prefix": prefix, "job_id": job_id})
+        return _with_job(key, rows)
     else:
-        row = _LIVE_KEY_AND_JOB.first(connection, {"prefix": key[:PREFIX_LEN], "job_id": job_id})
+        row = _LIVE_KEY_AND_JOB.first(connection, {"prefix": prefix, "job_id": job_id})
     if row is None or not hmac.compare_digest(row[0], _digest(key)):
         return None
     _, employer_id, name, plan, created_at, *job = row
     return Access(employer_id, name, plan, created_at, job[0] if job else None)
+
+
+def _with_job(key: str, rows: list[tuple[Any, ...]]) -> Access | None:
+    """Access from rows of the key's columns and the job's (`job_rows.whole_job`)."""
+    width = len(_KEY_COLUMNS)
+    if not rows or not hmac.compare_digest(rows[0][0], _digest(key)):
+        return None
+    _, employer_id, name, plan, created_at = rows[0][:width]
+    job = job_rows.gather([row[width:] for row in rows])
+    return Access(employer_id, name, plan, created_at, None if job is None else job.version, job)
 
 
 def attach(session: Session, access: Access) -> Employer:

@@ -124,18 +124,34 @@ def _items() -> Any:
     ).subquery("items")
 
 
-def _whole() -> Precompiled:
+@dataclass(frozen=True)
+class WholeJob:
+    """What reads a job whole, to be joined to another statement (`models.employers`): its
+    tables (jobs, then its items and their places), the columns `gather` reads, the order."""
+
+    tables: Any
+    columns: tuple[Any, ...]
+    order: tuple[Any, ...]
+
+
+def whole_job() -> WholeJob:
     """The job with its items, a row per item (one row of NULL items when it has none)."""
     items = _items()
     place = _locations.c
-    joined = _jobs.outerjoin(items, items.c.job_id == _jobs.c.id).outerjoin(
+    tables = _jobs.outerjoin(items, items.c.job_id == _jobs.c.id).outerjoin(
         _locations, and_(items.c.kind == _LOCATION, place.id == items.c.item)
     )
+    columns = (*_ROW, items.c.kind, items.c.item, *PLACE_COLUMNS[1:])
+    return WholeJob(tables, columns, (items.c.kind, items.c.position))
+
+
+def _whole() -> Precompiled:
+    whole = whole_job()
     return Precompiled(
-        select(*_ROW, items.c.kind, items.c.item, *PLACE_COLUMNS[1:])
-        .select_from(joined)
+        select(*whole.columns)
+        .select_from(whole.tables)
         .where(_jobs.c.id == _ID, _jobs.c.employer_id == _EMPLOYER)
-        .order_by(items.c.kind, items.c.position)
+        .order_by(*whole.order)
     )
 
 
@@ -184,12 +200,15 @@ def holder(connection: Connection, employer_id: int, reference_id: str) -> int |
 
 def read(connection: Connection, employer_id: int, job_id: int) -> StoredJob | None:
     """The employer's job with its locations and categories, in one statement."""
-    rows = _WHOLE.all(connection, {"job_id": job_id, "employer_id": employer_id})
-    if not rows:
+    return gather(_WHOLE.all(connection, {"job_id": job_id, "employer_id": employer_id}))
+
+
+def gather(rows: list[tuple[Any, ...]]) -> StoredJob | None:
+    """The job of rows of `whole_job`'s columns; None for no row, or a row of NULLs."""
+    if not rows or rows[0][0] is None:
         return None
-    job = _job(rows[0])
     places, categories = _gather([row[len(_ROW) :] for row in rows])
-    return _with(job, places, categories)
+    return _with(_job(rows[0]), places, categories)
 
 
 def lock(
