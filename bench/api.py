@@ -40,7 +40,7 @@ GET_ONE_JOBS = 1000  # GET one job cycles through this many of the big employer'
 # unread by a given worker, and the measurement counted those first reads. Six seconds is
 # five passes or more on the slowest machine seen: under 3% of (worker, job) pairs still cold.
 GET_ONE_WARMUP = 6
-PUT_JOBS = 200  # PUT by referenceId writes these jobs back, as real jobs (bench.bodies)
+PUT_JOBS = 200  # PUT by referenceId writes these jobs, as real jobs (bench.bodies)
 POST_BODIES = 20
 LIST_PAGE = 500
 
@@ -171,10 +171,12 @@ def _scenarios(seeded: seed.Seed, client: Client, workers: int) -> list[Scenario
     finally:
         engine.dispose()
     # A client writes back what it reads (the write shape is the read shape, C4), less what the
-    # service assigns, with what a real job holds: a long description, places, a salary.
+    # service assigns, with what a real job holds: a long description, places, a salary. Each
+    # job has two such versions, sent in turn, so that every PUT changes its job.
     read = [_get_json(client, f"{API}/jobs/{job_id}") for job_id in put_ids]
     put_bodies = [
         bodies.realistic(_without(job, "id", "publishDate", "employer"), rng, places)
+        for _version in range(2)
         for job in read
     ]
     post_bodies = [_without(body, "referenceId") for body in put_bodies[:POST_BODIES]]
