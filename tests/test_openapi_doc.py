@@ -18,7 +18,7 @@ PROBLEM = "application/problem+json"
 JSON = "application/json"
 KEYED: dict[str, list[str]] = {"ApiKey": []}
 
-# The endpoint table of interface-v1.1.md, then C3, C8 and C9 of the contract.
+# The eight job operations of the v1.1 interface, then C3, C8 and C9 (docs/reference.md).
 ENDPOINTS = [
     ("get", f"{V}/jobs/{{id}}"),
     ("post", f"{V}/jobs"),

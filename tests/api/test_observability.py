@@ -377,8 +377,9 @@ def silent_database(silent_port: int) -> Iterator[sessionmaker[Session]]:
 def test_a_database_that_does_not_answer_costs_the_scrape_its_timeout_only(
     settings: Settings, clock: Any, silent_database: sessionmaker[Session]
 ) -> None:
-    """C9 (README: READY_TIMEOUT_SECONDS bounds each source of a scrape): the scrape answers
-    in about the timeout, the database marked down, the broker's figures and the rest kept."""
+    """C9 (docs/operations.md: READY_TIMEOUT_SECONDS bounds each source of a scrape): the
+    scrape answers in about the timeout, the database marked down, the broker's figures and
+    the rest kept."""
     quick = dataclasses.replace(settings, ready_timeout_seconds=0.5)
     api = build(quick, silent_database, clock, queue_depths=lambda: {"email": 2})
     started = time.monotonic()

@@ -75,7 +75,8 @@ def test_postgres_urls_of_either_scheme_use_psycopg_3() -> None:
 def test_empty_means_the_default_and_good_values_are_taken() -> None:
     assert Settings.from_env({"SMTP_PORT": "", "JOBPOST_TIMEZONE": ""}) == Settings.from_env({})
     # Every variable, strings too: an empty MAIL_FROM was an empty sender, an empty
-    # APPLY_RATE_LIMIT stopped every command (README: "unset or empty means the default").
+    # APPLY_RATE_LIMIT stopped every command (docs/operations.md: "unset or empty means the
+    # default").
     assert Settings.from_env(dict.fromkeys(VARIABLES, "")) == Settings.from_env({})
     settings = Settings.from_env(
         {
