@@ -17,11 +17,11 @@ from models.applications import Upload
 APPLICATION_BODY_LIMIT = 10 * MiB
 FORM_TYPES = ("application/json", "multipart/form-data")
 # The form has six fields (name, email, phone, coverLetter, resume and the honeypot website);
-# a body of more parts is no application, and the email parser takes seconds per 100,000 parts.
+# a body of more parts is no application, and the email parser is slow on many parts.
 MAX_PARTS = 32
-# The email parser reads a part's header parameters at about 25 µs a byte (RFC 2231 and all):
-# a header of megabytes would hold a worker past gunicorn's timeout. A form's headers take a
-# few hundred bytes; the parts' headers together may take this many.
+# The email parser is slow on a part's header parameters (docs/benchmarks.md): a header of
+# megabytes would hold a worker past gunicorn's timeout. A form's headers take a few hundred
+# bytes; the parts' headers together may take this many.
 MAX_PART_HEADERS = 8 * 1024
 
 

@@ -33,9 +33,8 @@ class Server(BaseApplication):  # type: ignore[misc]  # gunicorn ships no type h
 
 
 class NoAccessLog(Logger):  # type: ignore[misc]
-    """gunicorn's logger without its access log: ours is api.observability's. With a
-    logconfig_dict set, gunicorn would format every request's fields before finding that no
-    handler listens (about 5% of a worker's time on a small request)."""
+    """gunicorn's logger without its access log: ours is api.observability's, and gunicorn's
+    would format every request's fields for no handler (its cost: docs/benchmarks.md)."""
 
     def access(self, resp: Any, req: Any, environ: Any, request_time: Any) -> None:
         return None
@@ -71,9 +70,9 @@ ADDITIVE = ("counter", "histogram", "summary")
 def fold_dead(folder: str | Path, pid: int) -> None:
     """Add the counts of a dead process into one file per kind (`counter_gone.db`), and
     remove its own. Each worker counts into files of its pid, kept after it exits so that no
-    count goes down; a worker replaced (a timeout, a HUP reload) left two, and every scrape
-    read them all: 1,000 replacements made a scrape 0.4 s slower. The sum is written beside
-    and renamed into place, so a scrape reads the old sum or the new one, never half."""
+    count goes down; every scrape reads them all, so a dead worker's are folded (what they
+    cost unfolded: docs/benchmarks.md). The sum is written beside and renamed into place, so
+    a scrape reads the old sum or the new one, never half."""
     from prometheus_client.mmap_dict import MmapedDict
 
     for kind in ADDITIVE:

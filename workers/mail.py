@@ -5,8 +5,8 @@ applicant or job data are folded by the email package's own header classes (enco
 quoting, folding: the same header lines `EmailMessage` writes), the bodies are encoded by
 `binascii` (quoted-printable, base64), and the MIME skeleton around them is written out.
 `build_message` builds the same copy part by part with `EmailMessage`: plain to read, but
-about five times the work (every header is parsed as it is set, and smtplib's send_message
-flattens the tree again). The tests hold `render` to it: same headers, same MIME structure,
+far more work (every header is parsed as it is set, and smtplib's send_message flattens the
+tree again; docs/benchmarks.md). The tests hold `render` to it: same headers, same MIME structure,
 same decoded content (a value holding an RFC 2047 encoded word aside: `render` writes it as
 given, where `build_message` lets the email package decode it). The bytes differ where the
 email package is loose: it breaks quoted-printable lines at 78 characters (RFC 2045 says 76),

@@ -619,8 +619,9 @@ def test_a_body_of_as_many_parts_as_allowed_is_read(
 def test_a_part_header_that_would_hold_the_parser_is_400(
     api: Api, employer: Any, job: dict[str, Any], disposition: bytes
 ) -> None:
-    """C1/C8: the email parser took 25 µs a byte of such a header (a worker past gunicorn's
-    timeout, a 500) or gave up in a RecursionError (a 500); nothing is stored."""
+    """C1/C8: the email parser read such a header slowly enough to hold a worker past
+    gunicorn's timeout (a 500; docs/benchmarks.md) or gave up in a RecursionError (a 500);
+    nothing is stored."""
     ctype, body = with_name_part(None, b"Ann", disposition)
     problem(apply(api, job["id"], body=body, content_type=ctype), 400, "malformed_json")
     assert listed(api, employer)["data"] == []
