@@ -29,7 +29,7 @@ from models.entities import Application, OutboxEntry
 from models.settings import Settings
 from tests.conftest import Api, SmtpSink
 from tests.factories import create_job, entries, problem
-from tests.resume_files import DOC_BYTES, DOCM_BYTES, DOCX_BYTES, XLS_BYTES
+from tests.resume_files import DOC_BYTES, DOC_MACROS_BYTES, DOCM_BYTES, DOCX_BYTES, XLS_BYTES
 from workers import delivery, enqueue
 from workers.app import make_celery
 
@@ -537,6 +537,10 @@ MULTIPART_FILES = {
     ),
     "DOCM named cv.docx": (
         ("cv.docx", "application/octet-stream", DOCM_BYTES),
+        "file_type_not_allowed",
+    ),
+    "Word 97 with macros named cv.doc": (
+        ("cv.doc", "application/msword", DOC_MACROS_BYTES),
         "file_type_not_allowed",
     ),
 }
