@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from api import forms, query
 from api.auth import employer_of, require_employer
-from api.clients import client_address
+from api.clients import client_address, rate_key
 from api.errors import Problem
 from api.ratelimit import Limiter
 from api.responses import INT32_MAX, path_id, send_json
@@ -91,7 +91,7 @@ class Intake:
         return application
 
     def check_rate(self, req: falcon.Request) -> None:
-        wait = self.limiter.hit(client_address(req, self.trusted_proxies))
+        wait = self.limiter.hit(rate_key(client_address(req, self.trusted_proxies)))
         if wait is not None:
             raise Problem(
                 429,
