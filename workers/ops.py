@@ -24,9 +24,7 @@ def tasks_run(args: argparse.Namespace, settings: Settings, out: Any) -> int:
 
     today = date.fromisoformat(args.today) if args.today else None
     factory = sessionmaker_for(settings.database_url)
-    if args.task == "refresh":  # expiry runs before refresh (C5)
-        RUNNERS["expire"](factory, settings, today)
-    changed = RUNNERS[args.task](factory, settings, today)
+    changed = RUNNERS[args.task](factory, settings, today)  # refresh expires first (C5)
     out(args, {"task": args.task, "changed": changed}, f"{args.task}: {changed} changed")
     return 0
 

@@ -62,10 +62,12 @@ def run_expire(factory: sessionmaker[Session], s: Settings, today: Any = None) -
 
 
 def run_refresh(factory: sessionmaker[Session], s: Settings, today: Any = None) -> int:
+    """Expiry first, then the refresh (models.upkeep.expire_and_refresh, C5); each logged."""
     day = today or today_in(s.timezone)
     with session_scope(factory) as session:
-        count = upkeep.refresh(session, today=day)
-    return changed("refresh", count, f"auto-refresh jobs re-published on {day}")
+        done = upkeep.expire_and_refresh(session, today=day)
+    changed("expire", done.expired, f"active jobs closed before {day} archived")
+    return changed("refresh", done.refreshed, f"auto-refresh jobs re-published on {day}")
 
 
 def run_purge(factory: sessionmaker[Session], s: Settings, today: Any = None) -> int:
@@ -106,8 +108,6 @@ def expire() -> int:
 
 @celery_app.task(name="jobpost.refresh")
 def refresh() -> int:
-    # Expiry runs first (C5): a job past its close date must not be refreshed.
-    run_expire(sessions(), settings())
     return run_refresh(sessions(), settings())
 
 

@@ -28,7 +28,7 @@ from models.migrate import upgrade
 from models.settings import Settings
 from tests.services import scratch_postgres
 from workers.delivery import timing
-from workers.tasks import run_expire, run_purge, run_refresh
+from workers.tasks import run_expire, run_purge
 
 pytestmark = pytest.mark.postgres
 
@@ -144,8 +144,11 @@ def in_threads(*calls: Callable[[], Any]) -> list[Any]:
 
 
 def beat_refresh_task(factory: sessionmaker[Session]) -> tuple[int, int]:
-    """What jobpost.refresh does (expiry first, C5), with the service date fixed."""
-    return run_expire(factory, SETTINGS, TODAY), run_refresh(factory, SETTINGS, TODAY)
+    """What jobpost.refresh does (expiry first, C5: workers.tasks.run_refresh), with the
+    service date fixed: (archived, refreshed)."""
+    with session_scope(factory) as s:
+        done = upkeep.expire_and_refresh(s, today=TODAY)
+    return done.expired, done.refreshed
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
