@@ -51,7 +51,7 @@ def create_app(
     limiter = parts.limiter or ratelimit.build(settings.apply_rate_limit, settings.redis_url)
     # Observe first: its process_response runs last, after RequestId and every status change.
     middleware: list[Any] = [
-        observability.Observe(),
+        observability.Observe(settings.prometheus_multiproc_dir),
         RequestId(),
         MethodOverride(),
         Cors(),
@@ -106,12 +106,13 @@ class App(falcon.App):  # type: ignore[type-arg]
 
 
 def get_app() -> WsgiApp:
-    """For gunicorn (`api.app:get_app()`): everything from the environment (C9)."""
+    """For gunicorn (`api.app:get_app()`), once in each web process: the settings read from
+    the environment here, and everything the app needs made from them (C9)."""
     from workers import broker, enqueue
     from workers.app import make_celery
 
-    logs.configure()
     settings = Settings.from_env()
+    logs.configure()
     publisher = make_celery(settings, publisher=True)
     engine = make_engine(settings.database_url)
     timeout = settings.ready_timeout_seconds

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,15 +53,17 @@ def prepare_metrics_dir(path: str | Path) -> str:
     return str(folder)
 
 
-def child_exit(server: Any, worker: Any) -> None:
-    """A gunicorn hook in the master: a worker is gone; its live gauges go with it, and its
-    counts are added to those of the workers gone before (`fold_dead`)."""
-    from prometheus_client import multiprocess
+def child_exit(folder: str) -> Callable[[Any, Any], None]:
+    """A gunicorn hook for the master: a worker is gone; its live gauges go with it, and its
+    counts are added to those of the workers gone before, in `folder` (`fold_dead`)."""
 
-    folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-    if folder:
+    def gone(server: Any, worker: Any) -> None:
+        from prometheus_client import multiprocess
+
         multiprocess.mark_process_dead(worker.pid, folder)  # type: ignore[no-untyped-call]
         fold_dead(folder, worker.pid)
+
+    return gone
 
 
 # The kinds of metric files whose values add up across processes (a gauge's do not).
@@ -119,8 +122,6 @@ LOGGING = {
 def serve(
     host: str, port: int, workers: int, *, metrics_dir: str | None = None, **extra: Any
 ) -> None:
-    if metrics_dir is not None:
-        prepare_metrics_dir(metrics_dir)
     options = {
         "bind": f"{host}:{port}",
         "workers": workers,
@@ -128,12 +129,12 @@ def serve(
         "logger_class": NoAccessLog,
         "worker_class": "api.gunicorn_workers.ProblemSyncWorker",
         "timeout": 30,
-        "child_exit": child_exit,
         "logconfig_dict": LOGGING,
         # gunicorn 25.1+ opens a control socket at one path per user ($XDG_RUNTIME_DIR or
         # ~/.gunicorn): a second server on the machine takes it from the first, and nothing
         # of ours uses it. A supervisor's signals (TERM, HUP, TTIN) still reach the master.
         "control_socket_disable": True,
-        **extra,
     }
-    Server(options).run()
+    if metrics_dir is not None:
+        options["child_exit"] = child_exit(prepare_metrics_dir(metrics_dir))
+    Server({**options, **extra}).run()

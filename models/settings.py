@@ -16,8 +16,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from models import checks
 
-VAR = Path(os.environ.get("JOBPOST_VAR_DIR") or "var")
 # Every environment variable jobpost reads: C9's, plus where local files go and a test aid.
+# This module is the only one that reads the environment: each process's entry point calls
+# Settings.from_env() once and passes the settings down.
 VARIABLES = (
     "DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL", "SMTP_HOST", "SMTP_PORT", "SMTP_USER",
     "SMTP_PASSWORD", "SMTP_STARTTLS", "SMTP_TIMEOUT", "MAIL_FROM", "JOBPOST_TIMEZONE",
@@ -166,6 +167,11 @@ def _sender(raw: str) -> str:
     return raw
 
 
+def _every(raw: str) -> float | None:
+    """JOBPOST_BEAT_EVERY_SECONDS: a positive number of seconds, or unset."""
+    return _span(1, above=True)(raw) if raw.strip() else None
+
+
 def _rule(raw: str) -> str:
     rate_limit(raw)
     return raw
@@ -278,6 +284,8 @@ class Settings:
     worker_metrics_port: int
     job_cache_mb: float = 4.0  # per web process: job representations kept for GET (0: none)
     trusted_proxies: tuple[Network, ...] = ()  # the proxies in front of the web process
+    var_dir: Path = Path("var")  # local state of the defaults (JOBPOST_VAR_DIR)
+    beat_every_seconds: float | None = None  # tests and demos: every beat entry this often
 
     def __repr__(self) -> str:
         """Every field, but no password: URLs show theirs as HIDDEN, SMTP_PASSWORD is HIDDEN."""
@@ -294,7 +302,7 @@ class Settings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         e = os.environ if env is None else env
-        var = Path(e.get("JOBPOST_VAR_DIR") or VAR)
+        var = Path(e.get("JOBPOST_VAR_DIR") or "var")
         broker = e.get("CELERY_BROKER_URL") or f"sqla+sqlite:///{var}/broker.sqlite"
         redis_default = broker if is_redis(broker) else None
         return cls(
@@ -327,4 +335,6 @@ class Settings:
             worker_metrics_port=_read(e, "WORKER_METRICS_PORT", "9808", _port),
             job_cache_mb=_read(e, "JOB_CACHE_MB", "4", _number(0)),
             trusted_proxies=networks(e.get("TRUSTED_PROXIES", "")),
+            var_dir=var,
+            beat_every_seconds=_read(e, "JOBPOST_BEAT_EVERY_SECONDS", "", _every),
         )

@@ -321,13 +321,11 @@ def test_a_downgraded_employer_keeps_its_stored_auto_refresh_but_is_not_refreshe
 def test_the_refresh_task_expires_first(
     sessions: sessionmaker[Session],
     toronto: Settings,
-    monkeypatch: pytest.MonkeyPatch,
     at_instant: Callable[[datetime], None],
 ) -> None:
     """C5: expiry runs before refresh, so a job past its closeDate is archived, not refreshed.
     The Celery task body itself runs here, on the test's sessions and settings."""
-    monkeypatch.setattr(workers.tasks, "sessions", lambda: sessions)
-    monkeypatch.setattr(workers.tasks, "settings", lambda: toronto)
+    refresh = make_celery(toronto, sessions=sessions).tasks["jobpost.refresh"]
     at_instant(JUST_AFTER_MIDNIGHT_UTC)  # 10 March in Toronto
     unlimited = employer_id(sessions, "unlimited")
     past_close = add_job(
@@ -335,7 +333,7 @@ def test_the_refresh_task_expires_first(
     )
     due = add_job(sessions, unlimited, publish=TODAY - 20 * DAY, close=TODAY, auto_refresh=True)
 
-    assert workers.tasks.refresh() == 1
+    assert refresh() == 1
 
     after = jobs_now(sessions)
     assert after[past_close] == ("archived", TODAY - 20 * DAY, TODAY - DAY, True)

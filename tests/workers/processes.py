@@ -139,12 +139,17 @@ class RedisServer:
             stop_group(self.proc, timeout=5)
 
 
-# A worker whose task time limits are the two numbers after the script (soft, hard).
-LIMITED_WORKER = (
-    "import sys; from workers.app import celery_app; "
-    "celery_app.conf.update(task_soft_time_limit=float(sys.argv[1]), "
+# A worker on the app `jobpost worker` runs (workers.cli.services.worker_app), taking Celery's
+# worker options; the limited one's task time limits are the two numbers first (soft, hard).
+WORKER_APP = (
+    "import sys; from models.settings import Settings; from workers.cli.services import "
+    "worker_app; app = worker_app(Settings.from_env()); "
+)
+CELERY_WORKER = WORKER_APP + "app.worker_main(['worker', *sys.argv[1:]])"
+LIMITED_WORKER = WORKER_APP + (
+    "app.conf.update(task_soft_time_limit=float(sys.argv[1]), "
     "task_time_limit=float(sys.argv[2])); "
-    "celery_app.worker_main(sys.argv[3:])"
+    "app.worker_main(['worker', *sys.argv[3:]])"
 )
 
 
@@ -167,12 +172,11 @@ class Worker:
         env, pool = dict(env), worker_pool(concurrency)
         if pool not in ("prefork", "solo"):  # given by module path: Celery's "custom" pool
             env["CELERY_CUSTOM_WORKER_POOL"], pool = pool, "custom"
-        celery = [sys.executable, "-m", "celery", "-A", "workers.app:celery_app"]
+        celery = [sys.executable, "-c", CELERY_WORKER]
         if time_limits is not None:
             celery = [sys.executable, "-c", LIMITED_WORKER, *map(str, time_limits)]
         command = [
             *celery,
-            "worker",
             "-Q",
             "email,maintenance",
             "--concurrency",

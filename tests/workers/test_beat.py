@@ -3,7 +3,7 @@
 The static half checks beat_schedule.SCHEDULE against C9 and the Celery app. The slow half
 starts `jobpost worker` and `jobpost beat` as processes against a private redis-server and a
 committed SQLite database of the test's own, with JOBPOST_BEAT_EVERY_SECONDS=2 (every entry
-every 2 s instead of its crontab, see workers/app.py), and waits for an expired job to be
+every 2 s instead of its crontab, see workers.app.beat_schedule), and waits for an expired job to be
 archived by the beat-sent `jobpost.expire`.
 """
 
@@ -26,7 +26,7 @@ from celery.beat import ScheduleEntry, Scheduler
 from celery.schedules import crontab
 from sqlalchemy import Engine, select
 
-import workers.tasks  # registers the tasks on workers.app.celery_app
+import workers.tasks  # declares the tasks: every app make_celery makes has them
 from beat_schedule import SCHEDULE
 from models import employers
 from models.dates import today_in, utcnow
@@ -35,7 +35,7 @@ from models.entities import Job
 from models.settings import Settings
 from tests.conftest import copy_database, free_port
 from tests.workers.processes import RedisServer, stop_group, wait_for
-from workers.app import MAINTENANCE_QUEUE, celery_app, make_celery, schedule_from_env
+from workers.app import MAINTENANCE_QUEUE, beat_schedule, make_celery
 
 JOBPOST = Path(sys.executable).with_name("jobpost")
 # The worker's JSON line for the run (C9; `jobpost worker` leaves out Celery's own).
@@ -52,7 +52,10 @@ EVERY_MINUTE = {"jobpost.sweep"}  # an interval of real time, not a crontab (bea
 # --- the schedule (static) ---------------------------------------------------------------------
 
 
-def test_every_scheduled_task_is_registered_and_routed_to_the_maintenance_queue() -> None:
+def test_every_scheduled_task_is_registered_and_routed_to_the_maintenance_queue(
+    tmp_path: Path,
+) -> None:
+    celery_app = make_celery(Settings.from_env({"JOBPOST_VAR_DIR": str(tmp_path)}))
     assert workers.tasks.expire.name == "jobpost.expire"
     names = [entry["task"] for entry in SCHEDULE.values()]
     assert sorted(names) == sorted([*C9_TIMES, *EVERY_MINUTE])
@@ -61,7 +64,7 @@ def test_every_scheduled_task_is_registered_and_routed_to_the_maintenance_queue(
         assert celery_app.amqp.router.route({}, name)["queue"].name == MAINTENANCE_QUEUE
     for entry in SCHEDULE.values():
         assert entry["options"]["queue"] == MAINTENANCE_QUEUE
-    assert celery_app.conf.beat_schedule == schedule_from_env({})
+    assert celery_app.conf.beat_schedule == beat_schedule(None) == SCHEDULE
 
 
 @pytest.mark.parametrize("name", sorted(n for n, e in SCHEDULE.items() if e["task"] in C9_TIMES))
@@ -82,7 +85,6 @@ def test_the_sweep_runs_every_minute() -> None:
 
 
 def test_the_celery_timezone_comes_from_jobpost_timezone() -> None:
-    assert celery_app.conf.timezone == str(Settings.from_env().timezone)
     vancouver = make_celery(Settings.from_env({"JOBPOST_TIMEZONE": "America/Vancouver"}))
     assert vancouver.conf.timezone == "America/Vancouver"
     assert str(make_celery(Settings.from_env({})).conf.timezone) == "America/Toronto"
@@ -180,15 +182,21 @@ def test_the_daily_tasks_run_once_at_their_local_time_across_both_changes_of_clo
     ]  # fmt: skip
 
 
-def test_jobpost_beat_every_seconds_replaces_every_crontab() -> None:
-    fast = schedule_from_env({"JOBPOST_BEAT_EVERY_SECONDS": "2"})
+def test_jobpost_beat_every_seconds_replaces_every_crontab(tmp_path: Path) -> None:
+    settings = Settings.from_env(
+        {"JOBPOST_BEAT_EVERY_SECONDS": "2", "JOBPOST_VAR_DIR": str(tmp_path)}
+    )
+    fast = make_celery(settings).conf.beat_schedule
+    assert fast == beat_schedule(settings.beat_every_seconds)
     assert {name: entry["schedule"] for name, entry in fast.items()} == dict.fromkeys(SCHEDULE, 2.0)
     assert {n: (e["task"], e["options"]) for n, e in fast.items()} == {
         n: (e["task"], e["options"]) for n, e in SCHEDULE.items()
     }
-    assert schedule_from_env({"JOBPOST_BEAT_EVERY_SECONDS": ""}) is SCHEDULE
-    with pytest.raises(ValueError, match="positive"):
-        schedule_from_env({"JOBPOST_BEAT_EVERY_SECONDS": "0"})
+    assert Settings.from_env({"JOBPOST_BEAT_EVERY_SECONDS": " "}).beat_every_seconds is None
+    assert beat_schedule(None) is SCHEDULE
+    for wrong in ("0", "-2", "soon"):
+        with pytest.raises(ValueError, match=f"^JOBPOST_BEAT_EVERY_SECONDS='{wrong}': "):
+            Settings.from_env({"JOBPOST_BEAT_EVERY_SECONDS": wrong})
 
 
 # --- beat and a worker, for real ---------------------------------------------------------------

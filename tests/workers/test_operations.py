@@ -584,21 +584,24 @@ def test_outbox_and_queue_commands_on_pending_sent_and_failed_entries(
 
 
 def test_a_task_that_raises_counts_as_an_error_not_as_a_copy_given_up(
-    monkeypatch: pytest.MonkeyPatch, unused_port: int
+    tmp_path: Path, unused_port: int
 ) -> None:
     """C9: `failed` says the relay refused a copy for good (the JobpostDeliveriesFailed
     alert); a delivery whose database is away raises, its entry comes back through the
     sweeper, and it counts as `error`."""
-    from workers import observability, tasks
+    import workers.tasks  # noqa: F401  (declares the tasks: every app made has them)
+    from workers import observability
 
     away = make_engine(nowhere_url(unused_port))
-    monkeypatch.setattr(tasks, "sessions", lambda: make_sessionmaker(away))
+    settings = Settings.from_env({"JOBPOST_VAR_DIR": str(tmp_path)})
+    deliver = make_celery(settings, sessions=make_sessionmaker(away)).tasks["jobpost.deliver"]
+    observability.connect(settings.worker_metrics_port)  # as `jobpost worker` does
 
     def count(outcome: str) -> float:
         return float(observability.TASKS.labels("jobpost.deliver", outcome)._value.get())
 
     before = {o: count(o) for o in ("error", "failed")}
-    result = tasks.deliver.apply(args=(1,))
+    result = deliver.apply(args=(1,))
     away.dispose()
     assert result.failed()
     assert count("error") == before["error"] + 1
