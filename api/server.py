@@ -4,17 +4,23 @@ The workers share their metrics through files in PROMETHEUS_MULTIPROC_DIR (C9). 
 is set here, in the master, before anything imports prometheus_client and before the workers
 fork, and the directory is emptied at start: files of an earlier run would be summed in.
 Nothing in this module may import prometheus_client at import time.
+
+GUNICORN_CMD_ARGS is read as gunicorn reads it: its options override jobpost's own choices
+(below), and `jobpost serve`'s --host, --port and --workers, when given, override it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from gunicorn.app.base import BaseApplication
+from gunicorn.config import Config
 from gunicorn.glogging import Logger
 
 
@@ -119,12 +125,35 @@ LOGGING = {
 }
 
 
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8000
+
+
 def serve(
-    host: str, port: int, workers: int, *, metrics_dir: str | None = None, **extra: Any
+    host: str | None,
+    port: int | None,
+    workers: int | None,
+    *,
+    metrics_dir: str | None = None,
+    cmd_args: Sequence[str] = (),
+    **extra: Any,
 ) -> None:
-    options = {
-        "bind": f"{host}:{port}",
-        "workers": workers,
+    """gunicorn, on `options_for`'s options (`host`, `port`, `workers`: None when not given).
+    A value of GUNICORN_CMD_ARGS (`cmd_args`) gunicorn refuses is a ValueError, before
+    anything starts."""
+    options = options_for(host, port, workers, cmd_args=cmd_args)
+    if metrics_dir is not None:
+        options["child_exit"] = child_exit(prepare_metrics_dir(metrics_dir))
+    Server({**options, **extra}).run()
+
+
+def options_for(
+    host: str | None, port: int | None, workers: int | None, *, cmd_args: Sequence[str] = ()
+) -> dict[str, Any]:
+    """gunicorn's options for `jobpost serve`: jobpost's, then GUNICORN_CMD_ARGS', then the
+    command's own."""
+    options: dict[str, Any] = {
+        "bind": f"{DEFAULT_HOST}:{DEFAULT_PORT}",
+        "workers": os.cpu_count() or 1,
         "accesslog": None,
         "logger_class": NoAccessLog,
         "worker_class": "api.gunicorn_workers.ProblemSyncWorker",
@@ -135,6 +164,41 @@ def serve(
         # of ours uses it. A supervisor's signals (TERM, HUP, TTIN) still reach the master.
         "control_socket_disable": True,
     }
-    if metrics_dir is not None:
-        options["child_exit"] = child_exit(prepare_metrics_dir(metrics_dir))
-    Server({**options, **extra}).run()
+    options.update(gunicorn_cmd_args(cmd_args))
+    if host is not None or port is not None:
+        options["bind"] = f"{host or DEFAULT_HOST}:{port or DEFAULT_PORT}"
+    if workers is not None:
+        options["workers"] = workers
+    return options
+
+
+NOT_READ = {"config": "a configuration file (--config) is not read by `jobpost serve`"}
+
+
+def gunicorn_cmd_args(words: Sequence[str]) -> dict[str, Any]:
+    """GUNICORN_CMD_ARGS' options, parsed and checked by gunicorn's own parser and settings;
+    one it refuses is a ValueError naming the variable."""
+    config = Config()
+    parser = config.parser()
+
+    def refuse(message: str) -> NoReturn:
+        raise ValueError(f"GUNICORN_CMD_ARGS: {message}")
+
+    parser.error = refuse  # argparse would print the usage and exit 2
+    with contextlib.redirect_stdout(io.StringIO()):  # --help, --version
+        try:
+            parsed = parser.parse_args(list(words))
+        except SystemExit:
+            refuse("--help and --version are for the gunicorn command")
+    given = {k: v for k, v in vars(parsed).items() if v is not None and k != "args"}
+    if parsed.args:
+        refuse(f"no application may be named ({' '.join(parsed.args)}): jobpost serves its own")
+    for name, why in NOT_READ.items():
+        if name in given:
+            refuse(why)
+    for name, value in given.items():
+        try:
+            config.set(name, value)
+        except (ValueError, TypeError) as e:
+            refuse(f"{name}: {e}")
+    return given

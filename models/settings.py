@@ -6,6 +6,7 @@ import ipaddress
 import math
 import os
 import re
+import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from email.utils import getaddresses
@@ -16,8 +17,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from models import checks
 
-# Every environment variable jobpost reads: C9's, plus where local files go and a test aid.
-# This module is the only one that reads the environment: each process's entry point calls
+# Every environment variable jobpost reads: C9's, plus where local files go, a test aid, and
+# gunicorn's own GUNICORN_CMD_ARGS, which `jobpost serve` hands to gunicorn. This module is
+# the only one that reads the environment: each process's entry point calls
 # Settings.from_env() once and passes the settings down.
 VARIABLES = (
     "DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL", "SMTP_HOST", "SMTP_PORT", "SMTP_USER",
@@ -26,7 +28,7 @@ VARIABLES = (
     "OUTBOX_SWEEP_GRACE_SECONDS", "OUTBOX_LEASE_SECONDS", "DELIVERY_RETRY_BASE_SECONDS",
     "DELIVERY_RETRY_HOURS", "READY_TIMEOUT_SECONDS", "PROMETHEUS_MULTIPROC_DIR",
     "WORKER_METRICS_PORT", "JOBPOST_VAR_DIR", "JOBPOST_BEAT_EVERY_SECONDS", "JOB_CACHE_MB",
-    "TRUSTED_PROXIES",
+    "TRUSTED_PROXIES", "GUNICORN_CMD_ARGS",
 )  # fmt: skip
 
 
@@ -172,6 +174,14 @@ def _every(raw: str) -> float | None:
     return _span(1, above=True)(raw) if raw.strip() else None
 
 
+def _words(raw: str) -> tuple[str, ...]:
+    """A command line's options, split as a shell splits them (GUNICORN_CMD_ARGS)."""
+    try:
+        return tuple(shlex.split(raw))
+    except ValueError as e:  # "No closing quotation"
+        raise ValueError(f"cannot be split as a shell would ({str(e).lower()})") from None
+
+
 def _rule(raw: str) -> str:
     rate_limit(raw)
     return raw
@@ -286,6 +296,7 @@ class Settings:
     trusted_proxies: tuple[Network, ...] = ()  # the proxies in front of the web process
     var_dir: Path = Path("var")  # local state of the defaults (JOBPOST_VAR_DIR)
     beat_every_seconds: float | None = None  # tests and demos: every beat entry this often
+    gunicorn_cmd_args: tuple[str, ...] = ()  # gunicorn options for `jobpost serve`
 
     def __repr__(self) -> str:
         """Every field, but no password: URLs show theirs as HIDDEN, SMTP_PASSWORD is HIDDEN."""
@@ -337,4 +348,5 @@ class Settings:
             trusted_proxies=networks(e.get("TRUSTED_PROXIES", "")),
             var_dir=var,
             beat_every_seconds=_read(e, "JOBPOST_BEAT_EVERY_SECONDS", "", _every),
+            gunicorn_cmd_args=_read(e, "GUNICORN_CMD_ARGS", "", _words),
         )

@@ -44,6 +44,7 @@ from workers.cli import main
         ("SMTP_STARTTLS", "2"),
         ("MAIL_FROM", "jobs"),
         ("JOBPOST_BEAT_EVERY_SECONDS", "0"),
+        ("GUNICORN_CMD_ARGS", '--timeout "60'),
     ],
 )
 def test_a_value_jobpost_cannot_use_is_refused_by_name(name: str, value: str) -> None:

@@ -324,6 +324,28 @@ def test_request_counts_add_up_across_two_gunicorn_workers(
     assert len(healthz) == 6 and {line["status"] for line in healthz} == {200}
 
 
+def test_jobpost_serve_reads_gunicorn_cmd_args(
+    tmp_path: Path, database: tuple[str, Engine]
+) -> None:
+    """GUNICORN_CMD_ARGS, as gunicorn reads it: here the address, which `jobpost serve` left
+    to it (no --host, no --port), and one worker."""
+    port = free_port()
+    env = environment(tmp_path, database[0], GUNICORN_CMD_ARGS=f"--bind 127.0.0.1:{port} -w 1")
+    web = Service(["serve"], env, tmp_path, "web")
+    try:
+        wait_for(
+            lambda: web.alive() and fetch(f"http://127.0.0.1:{port}/healthz")[0] == 200,
+            timeout=60,
+            what=f"gunicorn on port {port}",
+        )
+    finally:
+        web.stop()
+    booted = [line for line in web.json_lines() if line["event"].startswith("Booting worker")]
+    assert len(booted) == 1
+    listening = f"Listening at: http://127.0.0.1:{port} "
+    assert any(line["event"].startswith(listening) for line in web.json_lines())
+
+
 def _raw(port: int, request: bytes) -> tuple[str, dict[str, str], bytes]:
     """Send `request` as is, then end the sending side; the status line, headers
     (lower-cased) and body of the answer."""

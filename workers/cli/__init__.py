@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -59,10 +58,11 @@ def parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--port", type=int, default=8000)
 
+    # None: not given, so GUNICORN_CMD_ARGS' or jobpost's own default applies (api.server).
     c = cmd(sub, "serve", services.serve, "serve the API with gunicorn")
-    c.add_argument("--host", default="127.0.0.1")
-    c.add_argument("--port", type=int, default=8000)
-    c.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    c.add_argument("--host", default=None)
+    c.add_argument("--port", type=int, default=None)
+    c.add_argument("--workers", type=int, default=None)
 
     c = cmd(
         sub, "worker", services.worker, "run a Celery worker on the email and maintenance queues"

@@ -25,7 +25,13 @@ def serve(args: argparse.Namespace, command: Command) -> int:
     from api.server import serve as run
 
     settings = command.settings
-    run(args.host, args.port, args.workers, metrics_dir=settings.prometheus_multiproc_dir)
+    run(
+        args.host,
+        args.port,
+        args.workers,
+        metrics_dir=settings.prometheus_multiproc_dir,
+        cmd_args=settings.gunicorn_cmd_args,
+    )
     return 0
 
 
