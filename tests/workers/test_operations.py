@@ -6,6 +6,7 @@ subprocesses on a committed SQLite database."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -234,6 +235,10 @@ class Site:
             entry = s.get(OutboxEntry, application_id)
             assert entry is not None
             return entry.status
+
+
+def serves_metrics(worker: Service, port: int) -> bool:
+    return worker.alive() and fetch(f"http://127.0.0.1:{port}/metrics")[0] == 200
 
 
 def start_worker(env: dict[str, str], folder: Path) -> Service:
@@ -595,7 +600,7 @@ def test_outbox_and_queue_commands_on_pending_sent_and_failed_entries(
         listed, human, after = jobpost_all(env, ["queues", "--json"], ["queues"], ["outbox"])
         report = json.loads(listed.stdout)
         assert report["queues"] == {"email": 0, "maintenance": 0}
-        assert len(report["workers"]) == 1 and report["workers"][0].startswith("celery@")
+        assert report["workers"] == [f"jobpost-{worker.proc.pid}@{socket.gethostname()}"]
         assert f"workers: {report['workers'][0]}" in human.stdout
         assert sorted(table(after.stdout)) == [pending]
     finally:
@@ -603,6 +608,35 @@ def test_outbox_and_queue_commands_on_pending_sent_and_failed_entries(
         celery.close()
     assert len(smtp_sink.messages) == 2  # nothing else went out: the pending one stays
     assert site.status(pending) == "pending"
+
+
+@pytest.mark.redis
+def test_two_workers_on_one_host_are_two_nodes_in_jobpost_queues(
+    tmp_path: Path, database: tuple[str, Engine], redis_server: RedisServer
+) -> None:
+    """Each `jobpost worker` names itself jobpost-<pid>@<host>: two on one host were both
+    celery@<host>, and `jobpost queues` saw one, with a DuplicateNodenameWarning."""
+    env = environment(tmp_path, database[0], CELERY_BROKER_URL=redis_server.url)
+    workers: list[Service] = []
+    try:
+        for name in ("worker-a", "worker-b"):
+            port = free_port()  # a metrics port each
+            own = {**env, "WORKER_METRICS_PORT": str(port)}
+            workers.append(Service(["worker", "--concurrency", "1"], own, tmp_path, name))
+            ready = functools.partial(serves_metrics, workers[-1], port)
+            wait_for(ready, timeout=60, what=name)
+        listed = jobpost(env, "queues", "--json")
+    finally:
+        for worker in workers:
+            worker.stop()
+    assert listed.returncode == 0, listed.stderr
+    host = socket.gethostname()
+    assert json.loads(listed.stdout)["workers"] == sorted(
+        f"jobpost-{worker.proc.pid}@{host}" for worker in workers
+    )
+    assert "DuplicateNodenameWarning" not in listed.stderr
+    for worker in workers:
+        assert "DuplicateNodenameWarning" not in worker.stderr.read_text()
 
 
 def test_a_task_that_raises_counts_as_an_error_not_as_a_copy_given_up(

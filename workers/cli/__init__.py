@@ -73,6 +73,11 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="tasks at once (default: one per core); 1 runs them in the worker's own process",
     )
+    c.add_argument(
+        "--name",
+        default=None,
+        help="the worker's node name, as Celery's -n (default: jobpost-<pid>@<host>)",
+    )
     cmd(sub, "beat", services.beat, "run the periodic task scheduler (exactly one per deployment)")
     c = cmd(
         sub, "dev", services.dev, "web, worker, beat and a local mail sink on embedded defaults"

@@ -19,6 +19,9 @@ from workers.cli.command import Command
 
 # A line per task each at INFO ("received", "succeeded"), saying what our own line says.
 CELERY_TASK_LOGGERS = ("celery.worker.strategy", "celery.app.trace")
+# A node name of this process's own: two workers on one host named alike (Celery's default,
+# celery@<host>) answer `jobpost queues` as one, with a DuplicateNodenameWarning.
+DEFAULT_NODE_NAME = "jobpost-{pid}@%h"
 
 
 def serve(args: argparse.Namespace, command: Command) -> int:
@@ -50,8 +53,9 @@ def worker(args: argparse.Namespace, command: Command) -> int:
     # much to write. Its warnings and errors still pass.
     for name in CELERY_TASK_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
+    name = args.name or DEFAULT_NODE_NAME.format(pid=os.getpid())
     queues = f"{EMAIL_QUEUE},{MAINTENANCE_QUEUE}"
-    options = ["-Q", queues, "--loglevel", "INFO", "--concurrency", str(concurrency)]
+    options = ["-Q", queues, "--loglevel", "INFO", "--concurrency", str(concurrency), "-n", name]
     worker_app(settings, pool=worker_pool(concurrency)).worker_main(["worker", *options])
     return 0
 
