@@ -1,5 +1,6 @@
 """The lock files pin what pyproject.toml names, at versions it allows, and the suite runs on
-them (issue 14: a fresh clone installs the versions that were tested)."""
+them (issue 14: a fresh clone installs the versions that were tested); the floors in
+pyproject.toml are the releases that have what jobpost uses."""
 
 from __future__ import annotations
 
@@ -60,3 +61,17 @@ def test_the_suite_runs_on_the_locked_versions() -> None:
         if installed(name) != locked
     }
     assert not stale, f"this environment is not the lock: {stale}; run `make install`"
+
+
+def test_the_gunicorn_floor_has_what_jobpost_serve_uses() -> None:
+    """api/gunicorn_workers.py names InvalidResponseHeader(Name), new in gunicorn 27.0 (under
+    25.1 to 26.2, each request gunicorn refuses got no answer); api/server.py sets
+    control_socket_disable, new in 25.1 (under 23.0 `jobpost serve` stops at start)."""
+    from gunicorn.config import KNOWN_SETTINGS
+    from gunicorn.http import errors
+
+    assert hasattr(errors, "InvalidResponseHeader"), "the installed gunicorn is older than 27.0"
+    assert hasattr(errors, "InvalidResponseHeaderName")
+    assert "control_socket_disable" in {setting.name for setting in KNOWN_SETTINGS}
+    (gunicorn,) = [r for r in RUNTIME if r.name == "gunicorn"]
+    assert not gunicorn.specifier.contains("26.2.0"), f"pyproject.toml allows {gunicorn}"
