@@ -48,8 +48,8 @@ import re
 import smtplib
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from email.message import EmailMessage
@@ -63,7 +63,7 @@ from sqlalchemy import Engine, create_engine, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from bench import report, server, services, wrk
+from bench import report, server, smtp_sink, wrk
 from bench.http import Client
 from bench.options import Options
 from models import applications, employers, jobs
@@ -72,6 +72,7 @@ from models.db import make_engine, make_sessionmaker, session_scope
 from models.entities import Application, Resume
 from models.migrate import upgrade
 from models.settings import VARIABLES, Settings
+from tests.harness import JOBPOST, Program, RedisServer, free_port
 from workers import broker, delivery, enqueue, mail
 from workers.app import EMAIL_QUEUE, make_celery
 
@@ -212,8 +213,8 @@ def run(options: Options) -> bool:
     with ExitStack() as stack:
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="jobpost-bench-")))
         redis_log = out / "workers-redis.log"
-        broker_server = stack.enter_context(services.redis_server(workdir, redis_log))
-        sink = stack.enter_context(services.smtp_sink(out / "workers-sink.log"))
+        broker_server = stack.enter_context(RedisServer(workdir, redis_log))
+        sink = stack.enter_context(smtp_sink.running(out / "workers-sink.log"))
         env = _service_env(url, broker_server.url, sink, workdir)
         sessions = make_sessionmaker(engine)
         job_id = _job(sessions)
@@ -277,7 +278,7 @@ def _job(sessions: sessionmaker[Session]) -> int:
 
 
 def _service_env(
-    database_url: str, broker_url: str, sink: services.Sink, workdir: Path
+    database_url: str, broker_url: str, sink: smtp_sink.Sink, workdir: Path
 ) -> dict[str, str]:
     # None of the caller's jobpost settings: the services see only what the bench gives them.
     env = {k: v for k, v in os.environ.items() if k not in VARIABLES}
@@ -291,7 +292,7 @@ def _service_env(
         SMTP_TIMEOUT="30",
         MAIL_FROM=MAIL_FROM,
         PROMETHEUS_MULTIPROC_DIR=str(workdir / "prometheus"),
-        WORKER_METRICS_PORT=str(server.free_port()),
+        WORKER_METRICS_PORT=str(free_port()),
         JOBPOST_VAR_DIR=str(workdir),
         PYTHONUNBUFFERED="1",
     )
@@ -406,11 +407,24 @@ def _forget_api_applications(engine: Engine, url: str, broker_url: str) -> None:
 # -- 2. delivery -----------------------------------------------------------------------------
 
 
+@contextmanager
+def worker(
+    env: Mapping[str, str], concurrency: int, log: Path, ready: Callable[[], bool]
+) -> Iterator[int]:
+    """`jobpost worker --concurrency N` until `ready()` holds; yields the main process's pid.
+    Stopped with a warm shutdown (SIGTERM), its group killed after."""
+    command = [*JOBPOST, "worker", "--concurrency", str(concurrency)]
+    with Program(command, log, env=env, name="the worker", stop_timeout=20) as proc:
+        what = f"the worker to answer (log: {log})"
+        proc.wait_until(ready, timeout=server.START_TIMEOUT, what=what)
+        yield proc.pid
+
+
 @dataclass(frozen=True)
 class _Services:
     env: Mapping[str, str]  # of the server and the worker
-    sink: services.Sink
-    redis: services.Redis
+    sink: smtp_sink.Sink
+    redis: RedisServer
     celery: Celery  # the bench's client of the private broker
     settings: Settings  # the worker's, for the in-process diagnostic
 
@@ -432,7 +446,7 @@ def _deliver(
     log = options.out_dir / "workers-worker.log"
     conninfo = make_url(engine.url).set(drivername="postgresql").render_as_string(False)
     with (
-        services.worker(running.env, 1, log, ready) as worker_pid,
+        worker(running.env, 1, log, ready) as worker_pid,
         psycopg.connect(conninfo, autocommit=True) as watch,
     ):
         probe = _Probe(watch, worker_pid, sink, running.redis.pid)
@@ -517,7 +531,7 @@ class _Probe:
 
     watch: psycopg.Connection[tuple[Any, ...]]  # autocommit; its own backend is left out
     worker_pid: int
-    sink: services.Sink
+    sink: smtp_sink.Sink
     redis_pid: int
 
     def snapshot(self) -> _Snapshot:
@@ -590,7 +604,7 @@ def _sending(
 def _plain_loop(
     scenario: str,
     messages: Sequence[EmailMessage],
-    sink: services.Sink,
+    sink: smtp_sink.Sink,
     probe: _Probe,
     *,
     kept: bool = True,

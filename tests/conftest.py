@@ -17,7 +17,6 @@ from typing import Any
 
 import falcon.testing
 import pytest
-from aiosmtpd.controller import Controller
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -27,6 +26,7 @@ from models.db import make_engine
 from models.migrate import upgrade
 from models.settings import Settings
 from tests import factories
+from tests.harness import SmtpServer, free_port
 from tests.openapi_check import check_response
 from tests.services import scratch_postgres
 
@@ -203,14 +203,6 @@ def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return sent
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on (at the time of asking)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @dataclasses.dataclass
 class SmtpSink:
     """Stores what it accepts; `reply` (RCPT) or `data_reply` (DATA) make it refuse instead."""
@@ -276,12 +268,5 @@ def unused_port() -> int:
 @pytest.fixture
 def smtp_sink() -> Iterator[SmtpSink]:
     """A running SMTP server on 127.0.0.1 and a free port, stopped after the test."""
-    sink = SmtpSink(host="127.0.0.1", port=free_port())
-    controller = Controller(
-        sink, hostname=sink.host, port=sink.port, server_hostname="localhost", ready_timeout=5.0
-    )
-    controller.start()
-    try:
+    with SmtpServer(SmtpSink(host="127.0.0.1", port=free_port())) as sink:
         yield sink
-    finally:
-        controller.stop()

@@ -17,9 +17,9 @@ from email.policy import EmailPolicy
 from typing import Any, cast
 
 import pytest
-from aiosmtpd.controller import Controller
 
-from tests.conftest import SmtpSink, free_port
+from tests.conftest import SmtpSink
+from tests.harness import SmtpServer, free_port
 from workers import mail
 from workers.mail import (
     ApplicationCopy,
@@ -407,13 +407,8 @@ class Conversations(SmtpSink):
 
 @pytest.fixture
 def conversations() -> Iterator[Conversations]:
-    sink = Conversations("127.0.0.1", free_port())
-    controller = Controller(sink, hostname=sink.host, port=sink.port, ready_timeout=5.0)
-    controller.start()
-    try:
+    with SmtpServer(Conversations("127.0.0.1", free_port())) as sink:
         yield sink
-    finally:
-        controller.stop()
 
 
 def relay_settings(sink: SmtpSink) -> SmtpSettings:
@@ -440,19 +435,12 @@ def test_consecutive_sends_share_one_connection_reset_before_each_reuse(
 def test_a_connection_the_relay_dropped_is_replaced_and_the_copy_sent_once() -> None:
     """The relay closes clients idle for 0.3 s (aiosmtpd's session timeout): the RSET on the
     kept connection finds it gone, and the copy goes out on a new one."""
-    sink = Conversations("127.0.0.1", free_port())
-    controller = Controller(
-        sink, hostname=sink.host, port=sink.port, ready_timeout=5.0, timeout=0.3
-    )
-    controller.start()
-    try:
+    with SmtpServer(Conversations("127.0.0.1", free_port()), timeout=0.3) as sink:
         relay = Relay()
         relay.send(copy_number(1), relay_settings(sink))
         time.sleep(0.8)
         relay.send(copy_number(2), relay_settings(sink))
         relay.close()
-    finally:
-        controller.stop()
     ids = [message_id(i, "jobs.example") for i in (1, 2)]
     assert [str(m["Message-ID"]) for m in sink.messages] == ids
     assert sink.commands == ["EHLO", "EHLO", "QUIT"]
@@ -496,19 +484,14 @@ def test_a_copy_needing_smtputf8_fails_for_good_at_a_relay_without_it() -> None:
     """An applicant's address outside ASCII is written as UTF-8 (RFC 6532), which only a relay
     offering SMTPUTF8 takes; one that does not will not on the next attempt either, so the
     copy fails at once (C8: permanent), saying why, and nothing is sent."""
-    sink = SmtpSink("127.0.0.1", free_port())
-    controller = Controller(
-        sink, hostname=sink.host, port=sink.port, ready_timeout=5.0, enable_SMTPUTF8=False
-    )
-    controller.start()
-    try:
+    with SmtpServer(SmtpSink("127.0.0.1", free_port()), enable_SMTPUTF8=False) as sink:
         international = dataclasses.replace(PLAIN, email="josé@exämple.org")
-        with pytest.raises(PermanentFailure, match="SMTPUTF8"):
-            send(render(international, mail_from=MAIL_FROM), relay_settings(sink))
-        send(render(PLAIN, mail_from=MAIL_FROM), relay_settings(sink))  # ASCII goes through
-    finally:
-        mail.RELAY.close()
-        controller.stop()
+        try:
+            with pytest.raises(PermanentFailure, match="SMTPUTF8"):
+                send(render(international, mail_from=MAIL_FROM), relay_settings(sink))
+            send(render(PLAIN, mail_from=MAIL_FROM), relay_settings(sink))  # ASCII goes through
+        finally:
+            mail.RELAY.close()
     [message] = sink.messages
     assert f"<{PLAIN.email}>" in str(message["Reply-To"])
 

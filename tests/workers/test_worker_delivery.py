@@ -37,15 +37,9 @@ from models.migrate import upgrade
 from models.settings import Settings
 from tests.conftest import Api
 from tests.factories import job_body
-from tests.services import require_postgres, scratch_postgres
-from tests.workers.processes import (
-    RedisServer,
-    SinkServer,
-    SlowSink,
-    Worker,
-    wait_for,
-    worker_env,
-)
+from tests.harness import RedisServer, wait_for
+from tests.services import private_redis, require_postgres, scratch_postgres
+from tests.workers.processes import SinkServer, SlowSink, Worker, worker_env
 from workers import delivery, enqueue, mail
 from workers.app import make_celery
 from workers.tasks import run_sweep
@@ -179,7 +173,7 @@ def stack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stack]:
             cleanups.append(copy.drop)
         redis = None
         if broker_kind == "redis":
-            redis = RedisServer(tmp_path)
+            redis = private_redis(tmp_path)
             cleanups.append(redis.stop)
             redis.start()
             broker_url = redis.url
