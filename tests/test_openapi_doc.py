@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from api.responses import INT32_MAX
 from models.applications import MAX_EMAIL
 from tests.openapi_check import DOC_PATH, check_response, document, loaded, match_template
 
@@ -321,10 +322,15 @@ def test_an_all_of_narrows_a_referenced_schema_without_const_or_a_new_type() -> 
                 assert "const" not in prop and "type" not in prop, (name, prop)
 
 
-def test_path_ids_are_strings_so_a_non_int32_id_may_be_a_404() -> None:
-    for param in document()["components"]["parameters"].values():
-        if param["in"] == "path":
-            assert param["schema"] == {"type": "string"}
+def test_path_ids_are_int32_integers_from_1() -> None:
+    """A generated client takes `id: int` (openapi-python-client took `id: str` when the path
+    ids were strings). A path segment that is not one is a 404 all the same (C4):
+    tests/api/test_errors_and_bodies.py asks each templated path."""
+    params = [p for p in document()["components"]["parameters"].values() if p["in"] == "path"]
+    assert len(params) == 3
+    for param in params:
+        schema = {"type": "integer", "format": "int32", "minimum": 1, "maximum": INT32_MAX}
+        assert param["schema"] == schema
 
 
 def test_write_schemas_ignore_unknown_properties_and_read_schemas_do_not() -> None:

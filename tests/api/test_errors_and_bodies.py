@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.factories import JOBS, create_job, entries, job_body, problem
+from tests.openapi_check import document
 
 JSON = {"Content-Type": "application/json"}
 OVER_1_MIB = b'{"title": "' + b"x" * (1024 * 1024) + b'"}'
@@ -224,6 +225,30 @@ def test_a_path_id_that_is_not_an_int32_is_404(api: Any, employer: Any, raw_id: 
     problem(api.get(path, key=employer.key), 404, "not_found")
     problem(api.put(path, json={"title": "x"}, key=employer.key), 404, "not_found")
     problem(api.delete(path, key=employer.key), 404, "not_found")
+
+
+def _templated_operations() -> list[tuple[str, str]]:
+    """Each operation of openapi.json whose path takes an id, with the method."""
+    return [
+        (method.upper(), path)
+        for path, item in document()["paths"].items()
+        if "{id}" in path
+        for method in item
+        if method != "parameters"
+    ]
+
+
+@pytest.mark.parametrize(("method", "template"), _templated_operations())
+@pytest.mark.parametrize("raw_id", ["0", "-1", "1.0", "abc", "2147483648"])
+def test_each_path_that_takes_an_id_is_404_for_one_that_is_not_an_int32(
+    api: Any, employer: Any, method: str, template: str, raw_id: str
+) -> None:
+    """C4: openapi.json types path ids as Int32 integers from 1, and a client that sends
+    anything else still gets a 404, on every path that takes an id (read from the document,
+    so a new one is asked too)."""
+    body: dict[str, Any] = {"json": {}} if method in ("POST", "PUT") else {}
+    result = api.request(method, template.format(id=raw_id), key=employer.key, **body)
+    problem(result, 404, "not_found")
 
 
 def test_an_unknown_job_id_is_404(api: Any, employer: Any) -> None:
