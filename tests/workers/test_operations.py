@@ -35,6 +35,7 @@ from models.migrate import upgrade
 from models.settings import Settings
 from tests.conftest import Api, SmtpSink, free_port, nowhere_url
 from tests.factories import create_job, problem
+from tests.openapi_check import check_response
 from tests.services import missing
 from tests.workers.processes import C9_VARIABLES, JOBPOST, ROOT, RedisServer, jobpost, wait_for
 from workers import broker, enqueue
@@ -391,6 +392,8 @@ def test_requests_gunicorn_refuses_are_answered_as_c1_problems(
                 "detail": json.loads(body)["detail"],
             }
             assert "bbbb" not in body.decode() and "aaaa" not in body.decode()
+            method, target = request.decode("latin-1").split(" ")[:2]
+            check_response(method, target, number, headers["content-type"], body)  # documented
         # A body whose chunked framing breaks is read by the app: the same problem, a 400.
         apply = (
             b"POST /api/v1.1/jobs/1/applications HTTP/1.1\r\nHost: t\r\n"
