@@ -93,8 +93,10 @@ def _compiled(templates: tuple[str, ...]) -> list[tuple[str, re.Pattern[str]]]:
 
 
 def match_template(path: str, templates: Iterable[str]) -> str | None:
-    """The template matching the concrete `path` (query ignored), literal segments first."""
+    """The template matching the concrete `path` (query ignored), literal segments first; a
+    trailing slash is ignored, as the app strips it."""
     concrete = urlsplit(path).path
+    concrete = concrete.removesuffix("/") or "/"
     for template, regex in _compiled(tuple(templates)):
         if regex.fullmatch(concrete):
             return template

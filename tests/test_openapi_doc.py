@@ -22,6 +22,7 @@ from tests.openapi_check import DOC_PATH, check_response, document, loaded, matc
 V = "/api/v1.1"
 PROBLEM = "application/problem+json"
 JSON = "application/json"
+HTML = "text/html"
 KEYED: dict[str, list[str]] = {"ApiKey": []}
 
 # The eight job operations of the v1.1 interface, then C3, C8 and C9 (docs/reference.md).
@@ -43,6 +44,10 @@ ENDPOINTS = [
     ("get", f"{V}/applications/{{id}}"),
     ("get", f"{V}/applications/{{id}}/resume"),
     ("get", f"{V}/openapi.json"),
+    ("get", "/jobs/{id}"),
+    ("get", "/jobs/{id}/apply"),
+    ("post", "/jobs/{id}/apply"),
+    ("get", "/jobs/{id}/applied"),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),
@@ -72,6 +77,10 @@ STATUSES = {
     ("get", f"{V}/locations"): {200, 304, 400, 500, 503},
     ("get", f"{V}/locations/{{id}}"): {200, 304, 404, 500, 503},
     ("get", f"{V}/openapi.json"): {200, 304, 500},
+    ("get", "/jobs/{id}"): {200, 404, 500, 503},
+    ("get", "/jobs/{id}/apply"): {302, 404, 500, 503},
+    ("post", "/jobs/{id}/apply"): {303, 400, 404, 409, 413, 415, 422, 429, 500, 503},
+    ("get", "/jobs/{id}/applied"): {200, 404, 500, 503},
     ("get", "/healthz"): {200, 500},
     ("get", "/readyz"): {200, 500, 503},
     ("get", "/metrics"): {200, 500},
@@ -84,6 +93,10 @@ PUBLIC = {
     ("get", f"{V}/locations"),
     ("get", f"{V}/locations/{{id}}"),
     ("get", f"{V}/openapi.json"),
+    ("get", "/jobs/{id}"),
+    ("get", "/jobs/{id}/apply"),
+    ("post", "/jobs/{id}/apply"),
+    ("get", "/jobs/{id}/applied"),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),
@@ -298,9 +311,27 @@ def test_security_is_the_api_key_except_on_public_operations() -> None:
 def test_every_error_is_a_problem() -> None:
     for method, path, operation in operations():
         for status, response in operation["responses"].items():
-            if int(status) >= 400:
+            if int(status) >= 400 and not path.startswith("/jobs/"):
                 content = resolve(response["$ref"])["content"]
                 assert list(content) == [PROBLEM], (method, path, status)
+
+
+# Answered by the HTTP server before the application: a problem on the pages too.
+SERVER_ONLY = {403, 414, 417, 431}
+
+
+def test_every_error_of_a_page_is_a_page_unless_the_http_server_answers_it() -> None:
+    """C8: an applicant's browser shows a page, never a problem, for what the app answers."""
+    for method, path, operation in operations():
+        if not path.startswith("/jobs/"):
+            continue
+        for status, answer in operation["responses"].items():
+            content = (resolve(answer["$ref"]) if "$ref" in answer else answer).get("content", {})
+            if int(status) in SERVER_ONLY or (method, int(status)) == ("get", 400):
+                assert list(content) == [PROBLEM], (method, path, status)
+            elif int(status) >= 400:
+                # The page first: a generated client reads the first type it knows.
+                assert list(content) in ([HTML], [HTML, PROBLEM]), (method, path, status)
 
 
 @pytest.mark.parametrize("schema", ["ApplicationCreate", "ApplicationForm", "Application"])
@@ -510,6 +541,13 @@ def test_the_checker_accepts_documented_responses(
         ("GET", "/metrics", 200, "text/plain; version=0.0.4; charset=utf-8", b"# HELP x\n"),
         ("GET", f"{V}/openapi.json", 304, None, b""),
         ("OPTIONS", f"{V}/jobs/42", 200, None, b""),
+        ("GET", "/jobs/42", 200, "text/html; charset=utf-8", b"<!doctype html>"),
+        ("GET", "/jobs/42", 404, "text/html; charset=utf-8", b"<!doctype html>"),
+        ("PATCH", "/jobs/42", 405, "text/html; charset=utf-8", b"<!doctype html>"),
+        ("GET", "/jobs/42/apply", 302, "application/json", b""),
+        ("POST", "/jobs/42/apply", 303, None, b""),
+        ("POST", "/jobs/42/apply", 422, "text/html; charset=utf-8", b"<!doctype html>"),
+        ("POST", "/jobs/42/apply", 400, PROBLEM, dumps(problem(400, "malformed_request"))),
     ],
 )
 def test_the_checker_accepts_empty_and_binary_bodies(
@@ -556,6 +594,9 @@ BAD = [
     ("PATCH", f"{V}/jobs/42", 400, PROBLEM, dumps(problem(400, "malformed_json")), "documented"),
     ("GET", "/healthz", 400, PROBLEM, dumps(problem(400, "malformed_json")), "malformed_json"),
     ("DELETE", f"{V}/jobs/42", 204, JSON, b"{}", "no body"),
+    ("GET", "/jobs/42", 404, PROBLEM, dumps(problem(404, "not_found")), "problem\\+json"),
+    ("GET", "/jobs/42/apply", 302, HTML, b"<html>", "no body"),
+    ("POST", "/jobs/42/apply", 400, PROBLEM, dumps(problem(400, "malformed_json")), "code"),
     ("GET", f"{V}/jobs/42", 200, None, dumps(JOB), "no Content-Type"),
     ("GET", f"{V}/jobs/42", 200, JSON, b"<html>", "not JSON"),
     ("GET", f"{V}/applications/7/resume", 200, "image/png", b"\x89PNG", "image/png"),
@@ -583,5 +624,6 @@ def test_literal_segments_win_over_templated_ones() -> None:
     assert match_template("/a/new", templates) == "/a/new"
     assert match_template("/a/12?x=/a/new", templates) == "/a/{id}"
     assert match_template("/a/new/b", templates) == "/a/{id}/b"
+    assert match_template("/a/12/", templates) == "/a/{id}"
     assert match_template("/z/new/b", templates) == "/{x}/new/b"
     assert match_template("/a", templates) is None
