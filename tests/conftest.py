@@ -107,13 +107,7 @@ class Api:
         if key is not None:
             headers["API-Key"] = key
         result = self.client.simulate_request(method, path, headers=headers, **kwargs)
-        check_response(
-            _effective(method, headers),
-            path,
-            result.status_code,
-            result.headers.get("content-type"),
-            result.content,
-        )
+        _check(method, path, headers, result)
         return result
 
     def get(self, path: str, **kw: Any) -> falcon.testing.Result:
@@ -127,6 +121,24 @@ class Api:
 
     def delete(self, path: str, **kw: Any) -> falcon.testing.Result:
         return self.request("DELETE", path, **kw)
+
+
+class CheckedClient(falcon.testing.TestClient):
+    """falcon's test client, checking each response against openapi.json (the pages'
+    tests use it: they send forms and follow redirects, with no API key)."""
+
+    def simulate_request(self, *args: Any, **kwargs: Any) -> falcon.testing.Result:
+        result = super().simulate_request(*args, **kwargs)
+        method = args[0] if args else kwargs.get("method", "GET")
+        path = args[1] if len(args) > 1 else kwargs.get("path", "/")
+        _check(method, path, dict(kwargs.get("headers") or {}), result)
+        return result
+
+
+def _check(method: str, path: str, headers: dict[str, str], result: falcon.testing.Result) -> None:
+    content_type = result.headers.get("content-type")
+    method = _effective(method, headers)
+    check_response(method, path, result.status_code, content_type, result.content)
 
 
 def _effective(method: str, headers: dict[str, str]) -> str:

@@ -157,7 +157,7 @@ def test_a_database_that_does_not_answer_is_503_with_retry_after(
 
 
 def test_the_applicant_pages_say_so_in_html(unreachable: Api) -> None:
-    result = unreachable.client.simulate_get("/jobs/1")
+    result = unreachable.get("/jobs/1")
     assert result.status_code == 503 and result.headers["retry-after"] == "5"
     assert result.headers["content-type"] == "text/html; charset=utf-8"
     assert "Temporarily unavailable" in result.text

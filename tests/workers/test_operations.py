@@ -34,6 +34,7 @@ from models.settings import Settings
 from tests.conftest import Api, SmtpSink, nowhere_url
 from tests.factories import create_job, problem
 from tests.harness import JOBPOST, ROOT, Program, RedisServer, free_port, wait_for
+from tests.openapi_check import check_response
 from tests.workers.processes import C9_VARIABLES, jobpost
 from workers import broker, enqueue
 from workers.app import make_celery
@@ -354,6 +355,8 @@ def test_requests_gunicorn_refuses_are_answered_as_c1_problems(
                 "detail": json.loads(body)["detail"],
             }
             assert "bbbb" not in body.decode() and "aaaa" not in body.decode()
+            method, target = request.decode("latin-1").split(" ")[:2]
+            check_response(method, target, number, headers["content-type"], body)  # documented
         # A body whose chunked framing breaks is read by the app: the same problem, a 400.
         apply = (
             b"POST /api/v1.1/jobs/1/applications HTTP/1.1\r\nHost: t\r\n"
