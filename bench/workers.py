@@ -20,13 +20,13 @@ being measured, and its cost is shown in a column of its own instead.
    N over the time from then to the last `sent_at`, worker start and enqueueing left out.
    The baseline is a plain loop in the bench process sending the same messages to the same
    sink with smtplib over one connection kept across them, as the worker keeps its
-   (`workers.mail.Relay`; the worker also sends RSET before each reuse), so the ratio is
+   (`workers.mail.relay.Relay`; the worker also sends RSET before each reuse), so the ratio is
    what the pipeline costs beside sending, not what reusing connections saves. A loop with
    a connection per message (connect, EHLO, MAIL, RCPT, DATA, QUIT), as the worker sent
    until it kept one, is shown beside it, with no target. The messages are built beforehand with
-   `workers.mail.build_message` (the readable reference of the copy) from the same
-   ApplicationCopy data the worker reads, so the loop times sending alone (send_message
-   flattens each message); the worker renders its bytes itself (`workers.mail.render`) and
+   `build_message` (tests/workers/mail_reference.py, the readable reference of the copy) from
+   the same ApplicationCopy data the worker reads, so the loop times sending alone (send_message
+   flattens each message); the worker renders its bytes itself (`workers.mail.mime.render`) and
    that is in its time. The reference's build time is shown apart, with what the baseline
    would be had the loop built them. The loop runs before and after the worker; their mean
    is the baseline. Target: the worker at least 50% of it. A diagnostic row, no target:
@@ -73,8 +73,10 @@ from models.entities import Application, Resume
 from models.migrate import upgrade
 from models.settings import VARIABLES, Settings
 from tests.harness import JOBPOST, Program, RedisServer, free_port
-from workers import broker, delivery, enqueue, mail
+from tests.workers.mail_reference import build_message
+from workers import broker, delivery, enqueue
 from workers.app import EMAIL_QUEUE, make_celery
+from workers.mail.content import ApplicationCopy
 
 DATABASE = "jobpost_bench_workers"
 API = "/api/v1.1"
@@ -156,7 +158,7 @@ class Delivery:
     kind: str
     count: int
     message_bytes: float  # mean size on the wire, as the sink counted it
-    build_ms: float  # workers.mail.build_message per message, not in the plain loop's time
+    build_ms: float  # the tests' build_message per message, not in the plain loop's time
     enqueue_seconds: float  # sending N tasks to the broker (before the worker consumes them)
     plain: list[Sending]  # before and after the worker
     fresh: Sending  # no target: the loop with a connection per message
@@ -473,7 +475,7 @@ def _deliver_kind(
     ids = _submit(sessions, job_id, [kind.fields(i) for i in range(count)])
     copies = _copies(sessions, ids)
     started = time.perf_counter()
-    messages = [mail.build_message(c, mail_from=MAIL_FROM) for c in copies]
+    messages = [build_message(c, mail_from=MAIL_FROM) for c in copies]
     build_ms = (time.perf_counter() - started) * 1000 / len(messages)
     first = _plain_loop(f"plain smtplib loop, {kind.name}", messages, sink, probe)
     worker, enqueue_seconds = _worker_delivery(f"worker, {kind.name}", ids, running.celery, probe)
@@ -510,7 +512,7 @@ def _submit(
         return [applications.submit(s, job, applications.check(f)).id for f in fields]
 
 
-def _copies(sessions: sessionmaker[Session], ids: Sequence[int]) -> list[mail.ApplicationCopy]:
+def _copies(sessions: sessionmaker[Session], ids: Sequence[int]) -> list[ApplicationCopy]:
     """What `workers.delivery` reads for each application, read in one go."""
     with sessions() as s:
         found = {a.id: a for a in s.scalars(select(Application).where(Application.id.in_(ids)))}

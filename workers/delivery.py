@@ -18,7 +18,8 @@ from models.dates import utcnow
 from models.db import autocommit_sessions, commit, connection_lost, session_scope
 from models.entities import Application
 from models.settings import Settings
-from workers import mail
+from workers.mail import mime, relay
+from workers.mail.content import ApplicationCopy
 
 log = logging.getLogger("jobpost.delivery")
 
@@ -32,8 +33,8 @@ def timing(settings: Settings) -> outbox.Timing:
     )
 
 
-def smtp_settings(settings: Settings) -> mail.SmtpSettings:
-    return mail.SmtpSettings(
+def smtp_settings(settings: Settings) -> relay.SmtpSettings:
+    return relay.SmtpSettings(
         host=settings.smtp_host,
         port=settings.smtp_port,
         user=settings.smtp_user,
@@ -44,10 +45,10 @@ def smtp_settings(settings: Settings) -> mail.SmtpSettings:
     )
 
 
-def copy_of(a: Application | Row[Any], resume: bytes | None) -> mail.ApplicationCopy:
+def copy_of(a: Application | Row[Any], resume: bytes | None) -> ApplicationCopy:
     """The employer's copy of an application, from its stored snapshot (C8): an Application,
     or a row with the same names (what `deliver` claims)."""
-    return mail.ApplicationCopy(
+    return ApplicationCopy(
         application_id=a.id,
         job_id=a.job_id,
         job_title=a.job_title,
@@ -115,7 +116,7 @@ def _send(
     application_id, attempts = claimed.id, claimed.attempts
     copy = copy_of(claimed, claimed.resume if claimed.resume_filename else None)
     try:
-        message = mail.render(copy, mail_from=settings.mail_from)
+        message = mime.render(copy, mail_from=settings.mail_from)
     except ValueError as e:  # the copy's own data makes no safe message: no retry mends it
         outbox.mark_failed(
             s, application_id, f"the copy could not be written: {e}", lease=claimed.lease_until
@@ -123,12 +124,12 @@ def _send(
         log.error("application %s: the copy could not be written: %s", application_id, e)
         return "failed"
     try:
-        mail.send(message, smtp_settings(settings))
-    except mail.PermanentFailure as e:
+        relay.send(message, smtp_settings(settings))
+    except relay.PermanentFailure as e:
         outbox.mark_failed(s, application_id, str(e), lease=claimed.lease_until)
         log.warning("application %s: permanent failure: %s", application_id, e)
         return "failed"
-    except mail.TransientFailure as e:
+    except relay.TransientFailure as e:
         state = outbox.mark_retry(
             s,
             application_id,

@@ -14,8 +14,9 @@ from models import applications, outbox, upkeep
 from models.dates import on_day, today_in, utcnow
 from models.db import session_scope, sessionmaker_for
 from models.settings import Settings
-from workers import broker, delivery, enqueue, mail, observability  # noqa: F401  (task signals, C9)
+from workers import broker, delivery, enqueue, observability  # noqa: F401  (task signals, C9)
 from workers.app import celery_app
+from workers.mail import relay
 
 log = logging.getLogger("jobpost.tasks")
 
@@ -39,8 +40,8 @@ def _forget_parent_engine(**_: Any) -> None:
 @worker_process_shutdown.connect
 def _quit_smtp(**_: Any) -> None:
     """A prefork child ends with os._exit, which runs no atexit hook: QUIT its connection
-    here (workers.mail.RELAY; a one-process worker QUITs it at exit)."""
-    mail.RELAY.close()
+    here (workers.mail.relay.RELAY; a one-process worker QUITs it at exit)."""
+    relay.RELAY.close()
 
 
 @celery_app.task(name="jobpost.deliver")

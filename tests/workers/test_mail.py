@@ -20,18 +20,11 @@ import pytest
 
 from tests.conftest import SmtpSink
 from tests.harness import SmtpServer, free_port
-from workers import mail
-from workers.mail import (
-    ApplicationCopy,
-    PermanentFailure,
-    Relay,
-    SmtpSettings,
-    TransientFailure,
-    build_message,
-    message_id,
-    render,
-    send,
-)
+from tests.workers.mail_reference import build_message
+from workers.mail import relay
+from workers.mail.content import ApplicationCopy, message_id
+from workers.mail.mime import Outgoing, render
+from workers.mail.relay import PermanentFailure, Relay, SmtpSettings, TransientFailure, send
 
 RESUME = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj<<>>endobj\n%%EOF\n"
 COPY = ApplicationCopy(
@@ -55,10 +48,10 @@ MAIL_FROM = "Jobpost <jobpost@jobs.example>"
 
 @pytest.fixture(autouse=True)
 def _no_connection_kept_between_tests() -> Iterator[None]:
-    """`send` keeps its connection (workers.mail.RELAY): each test starts and ends without."""
-    mail.RELAY.close()
+    """`send` keeps its connection (workers.mail.relay.RELAY): each test starts and ends without."""
+    relay.RELAY.close()
     yield
-    mail.RELAY.close()
+    relay.RELAY.close()
 
 
 def parsed(copy: ApplicationCopy = COPY, mail_from: str = MAIL_FROM) -> EmailMessage:
@@ -340,7 +333,7 @@ def test_starttls_then_ehlo_then_login_once_per_connection(
     settings = SmtpSettings(host="relay", port=587, user="u", password="p", starttls=True)
     send(render(COPY, mail_from=MAIL_FROM), settings)
     send(render(COPY, mail_from=MAIL_FROM), settings)
-    mail.RELAY.close()
+    relay.RELAY.close()
     first = ["starttls", "ehlo", "login", "sendmail"]
     again = ["rset", "sendmail"]  # the kept connection: already secured and logged in
     assert FakeSMTP.calls == ["connect relay:587 30.0", *first, *again, "quit", "close"]
@@ -374,11 +367,11 @@ def test_after_a_timeout_the_connection_is_dropped_without_waiting_for_quit(
     with pytest.raises(TransientFailure, match="timed out"):
         send(render(COPY, mail_from=MAIL_FROM), SmtpSettings())
     assert FakeSMTP.calls[-1] == "close" and "quit" not in FakeSMTP.calls
-    mail.RELAY.close()
+    relay.RELAY.close()
     assert FakeSMTP.calls[-1] == "close" and "quit" not in FakeSMTP.calls  # nothing was kept
 
 
-# --- one connection for consecutive sends (workers.mail.Relay) ------------------------------
+# --- one connection for consecutive sends (workers.mail.relay.Relay) ------------------------------
 
 
 class Conversations(SmtpSink):
@@ -415,7 +408,7 @@ def relay_settings(sink: SmtpSink) -> SmtpSettings:
     return SmtpSettings(host=sink.host, port=sink.port, timeout=5)
 
 
-def copy_number(i: int) -> mail.Outgoing:
+def copy_number(i: int) -> Outgoing:
     return render(dataclasses.replace(COPY, application_id=i), mail_from=MAIL_FROM)
 
 
@@ -491,7 +484,7 @@ def test_a_copy_needing_smtputf8_fails_for_good_at_a_relay_without_it() -> None:
                 send(render(international, mail_from=MAIL_FROM), relay_settings(sink))
             send(render(PLAIN, mail_from=MAIL_FROM), relay_settings(sink))  # ASCII goes through
         finally:
-            mail.RELAY.close()
+            relay.RELAY.close()
     [message] = sink.messages
     assert f"<{PLAIN.email}>" in str(message["Reply-To"])
 

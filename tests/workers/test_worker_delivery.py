@@ -40,8 +40,9 @@ from tests.factories import job_body
 from tests.harness import RedisServer, wait_for
 from tests.services import private_redis, require_postgres, scratch_postgres
 from tests.workers.processes import SinkServer, SlowSink, Worker, worker_env
-from workers import delivery, enqueue, mail
+from workers import delivery, enqueue
 from workers.app import make_celery
+from workers.mail import content, relay
 from workers.tasks import run_sweep
 
 pytestmark = pytest.mark.slow
@@ -288,7 +289,7 @@ def all_in(s: Stack, ids: list[int], *statuses: str) -> bool:
 
 
 def message_id(application_id: int) -> str:
-    return mail.message_id(application_id, MAIL_DOMAIN)
+    return content.message_id(application_id, MAIL_DOMAIN)
 
 
 def task_results(worker: Worker) -> list[str]:
@@ -522,7 +523,7 @@ def test_each_copy_carries_its_own_resume(stack: Stack, sink: SinkServer) -> Non
 def test_a_worker_sends_its_copies_over_one_connection_and_quits_it_when_stopped(
     stack: Stack, sink: SinkServer, concurrency: int
 ) -> None:
-    """workers.mail.Relay: one SMTP connection per worker process, not one per copy; a
+    """workers.mail.relay.Relay: one SMTP connection per worker process, not one per copy; a
     stopped worker ends it with QUIT (at exit, or as its pool child ends)."""
     received = sink.start()
     job_id = open_job(stack)
@@ -533,7 +534,7 @@ def test_a_worker_sends_its_copies_over_one_connection_and_quits_it_when_stopped
     wait_for(lambda: all_in(stack, ids, "sent"), timeout=60, what="every copy sent")
     assert sorted(received.message_ids()) == sorted(message_id(i) for i in ids)
     assert 1 <= received.ehlo_count <= concurrency
-    assert received.quit_count == 0  # kept open: well within mail.IDLE_SECONDS
+    assert received.quit_count == 0  # kept open: well within relay.IDLE_SECONDS
     worker.stop()
     assert received.quit_count == received.ehlo_count
 
@@ -554,7 +555,7 @@ def test_on_postgresql_a_delivery_takes_one_pooled_connection_for_all_its_steps(
         assert [delivery.deliver(stack.sessions, settings, i) for i in ids] == ["sent"] * 3
         assert delivery.deliver(stack.sessions, settings, ids[0]) == "skipped"
     finally:
-        mail.RELAY.close()
+        relay.RELAY.close()
     assert len(checkouts) == 4
     assert received.message_ids() == [message_id(i) for i in ids]
 
@@ -602,7 +603,7 @@ def test_a_database_restart_during_the_send_does_not_send_the_copy_twice(stack: 
     try:
         assert delivery.deliver(stack.sessions, settings, app_id) == "sent"
     finally:
-        mail.RELAY.close()
+        relay.RELAY.close()
         server.stop()
     [ended] = watching.seen
     assert isinstance(ended, int) and ended >= 1  # the delivery's own connection among them
