@@ -68,10 +68,11 @@ from bench.http import Client
 from bench.options import Options
 from models import applications, employers, jobs
 from models.dates import today_in
-from models.db import make_engine, make_sessionmaker, session_scope
+from models.engines import make_engine
 from models.entities import Application, Resume
 from models.migrate import upgrade
 from models.settings import VARIABLES, Settings
+from models.unit_of_work import make_sessionmaker, session_scope
 from tests.harness import JOBPOST, Program, RedisServer, free_port
 from tests.workers.mail_reference import build_message
 from workers import broker, delivery, enqueue

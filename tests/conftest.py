@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import WsgiApp, create_app
 from models import employers
-from models.db import make_engine
+from models.engines import make_engine
 from models.migrate import upgrade
 from models.settings import Settings
 from tests import factories

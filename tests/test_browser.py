@@ -22,9 +22,10 @@ from playwright.sync_api import ConsoleMessage, Page, ViewportSize, sync_playwri
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import employers
-from models.db import make_engine, make_sessionmaker, session_scope
+from models.engines import make_engine
 from models.migrate import upgrade
 from models.settings import Settings
+from models.unit_of_work import make_sessionmaker, session_scope
 from tests.conftest import SmtpSink
 from tests.factories import job_body
 from tests.harness import Program, free_port

@@ -15,7 +15,7 @@ from typing import Any
 from celery import Celery
 
 from beat_schedule import SCHEDULE
-from models.db import make_sqlite_folder
+from models.engines import make_sqlite_folder
 from models.settings import Settings, is_redis
 
 EMAIL_QUEUE = "email"
@@ -55,7 +55,7 @@ def _poll_embedded_broker_often() -> None:
 
 
 def prepare_embedded(url: str) -> None:
-    """Make the folder of the embedded broker's SQLite file, as models.db.make_engine makes the
+    """Make the folder of the embedded broker's SQLite file, as models.engines makes the
     database's: the first process to use it (web, worker, `jobpost queues`) may find none."""
     if not url.startswith(EMBEDDED_SCHEMES):
         return

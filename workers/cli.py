@@ -16,9 +16,10 @@ import orjson
 from sqlalchemy.exc import DBAPIError
 
 from models import employers, logs
-from models.db import database_said, make_engine, session_scope, sessionmaker_for
+from models.engines import database_said, make_engine
 from models.errors import DomainError
 from models.settings import Settings
+from models.unit_of_work import session_scope, sessionmaker_for
 
 Handler = Callable[[argparse.Namespace, Settings], int]
 

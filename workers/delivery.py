@@ -15,9 +15,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from models import outbox
 from models.dates import utcnow
-from models.db import autocommit_sessions, commit, connection_lost, session_scope
+from models.engines import connection_lost
 from models.entities import Application
 from models.settings import Settings
+from models.unit_of_work import autocommit_sessions, commit, session_scope
 from workers.mail import mime, relay
 from workers.mail.content import ApplicationCopy
 

@@ -11,9 +11,9 @@ from sqlalchemy import select
 
 from models import outbox
 from models.dates import utcnow
-from models.db import session_scope, sessionmaker_for
 from models.entities import Application, OutboxEntry
 from models.settings import Settings, is_redis
+from models.unit_of_work import session_scope, sessionmaker_for
 
 UNSENT = ("pending", "sending", "failed")
 

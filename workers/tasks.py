@@ -12,8 +12,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from models import applications, outbox, upkeep
 from models.dates import on_day, today_in, utcnow
-from models.db import session_scope, sessionmaker_for
 from models.settings import Settings
+from models.unit_of_work import session_scope, sessionmaker_for
 from workers import broker, delivery, enqueue, observability  # noqa: F401  (task signals, C9)
 from workers.app import celery_app
 from workers.mail import relay

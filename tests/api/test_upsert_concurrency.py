@@ -20,9 +20,10 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import employers
-from models.db import make_engine, make_sessionmaker, session_scope
+from models.engines import make_engine
 from models.entities import Job
 from models.migrate import upgrade
+from models.unit_of_work import make_sessionmaker, session_scope
 from tests.factories import JOBS, job_body
 from tests.harness import Program, free_port
 from tests.services import scratch_postgres

@@ -28,9 +28,10 @@ import workers.tasks  # registers the tasks on workers.app.celery_app
 from beat_schedule import SCHEDULE
 from models import employers
 from models.dates import today_in, utcnow
-from models.db import make_engine, make_sessionmaker, session_scope
+from models.engines import make_engine
 from models.entities import Job
 from models.settings import Settings
+from models.unit_of_work import make_sessionmaker, session_scope
 from tests.conftest import copy_database
 from tests.harness import Program, RedisServer, free_port, wait_for
 from workers.app import MAINTENANCE_QUEUE, celery_app, make_celery, schedule_from_env

@@ -27,10 +27,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from api import health, ratelimit
 from api.app import Collaborators, create_app
 from models import employers
-from models.db import make_engine, make_sessionmaker, session_scope
+from models.engines import make_engine
 from models.entities import OutboxEntry
 from models.migrate import upgrade
 from models.settings import Settings
+from models.unit_of_work import make_sessionmaker, session_scope
 from tests.conftest import Api, SmtpSink, nowhere_url
 from tests.factories import create_job, problem
 from tests.harness import JOBPOST, ROOT, Program, RedisServer, free_port, wait_for

@@ -31,10 +31,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.app import Collaborators, create_app
 from models import applications, employers, jobs
 from models.dates import today_in
-from models.db import autocommit_sessions, make_engine, make_sessionmaker, session_scope
+from models.engines import make_engine
 from models.entities import Application, Job, OutboxEntry
 from models.migrate import upgrade
 from models.settings import Settings
+from models.unit_of_work import autocommit_sessions, make_sessionmaker, session_scope
 from tests.conftest import Api
 from tests.factories import job_body
 from tests.harness import RedisServer, wait_for
