@@ -14,10 +14,10 @@ COMPILE := $(BIN)/uv pip compile pyproject.toml --quiet --generate-hashes \
 	--python-version 3.11 --python-platform x86_64-unknown-linux-gnu --custom-compile-command 'make lock'
 
 .DEFAULT_GOAL := help
-.PHONY: help install lock run test lint bench browser clean
+.PHONY: help install lock run test lint bench browser pgbouncer clean
 
 help: ## list the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-9s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml $(LOCK)
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "jobpost needs Python 3.11+"'
@@ -47,12 +47,17 @@ browser: ## install Debian's Chromium for the browser test (skipped where apt is
 	  && (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) \
 	  || echo "chromium not installed: the browser test will skip (fail under CI=true)"; }
 
+pgbouncer: ## install Debian's PgBouncer for the pooler test (skipped where apt is absent)
+	@command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || { command -v apt-get >/dev/null \
+	  && [ "$$(id -u)" = 0 ] && (apt-get update -qq && apt-get install -y -qq pgbouncer >/dev/null) \
+	  || echo "pgbouncer not installed: the pooler test will skip (fail under CI=true)"; }
+
 lint: install ## ruff (lint and format) and mypy
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: install browser lint ## lint, then the whole suite on SQLite and PostgreSQL
+test: install browser pgbouncer lint ## lint, then the whole suite on SQLite and PostgreSQL
 	$(BIN)/pytest -q -p no:cacheprovider
 
 bench: install ## benchmarks against PostgreSQL, printed as ratios to a baseline of the same run

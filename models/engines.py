@@ -16,6 +16,10 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 IDLE_SINCE = "jobpost.idle_since"
 IDLE_PING_SECONDS = 5.0
 CONNECT_TIMEOUT = 10  # seconds, for PostgreSQL connections
+# DATABASE_URL's `pooler` parameter (ours, not libpq's): the pooler between the service and
+# PostgreSQL, if any, in the pool mode it runs (C9).
+POOLER = "pooler"
+POOL_MODES = ("session", "transaction")
 
 
 def make_engine(url: str, *, idle_ping_seconds: float = IDLE_PING_SECONDS, **kwargs: Any) -> Engine:
@@ -29,11 +33,27 @@ def make_engine(url: str, *, idle_ping_seconds: float = IDLE_PING_SECONDS, **kwa
             kwargs["connect_args"] = connect_args
         engine = create_engine(url, **kwargs)
         _ping_when_idle(engine, idle_ping_seconds)
+        if parsed.get_backend_name() == "postgresql":
+            _prepare_unless_pooled(engine)
         return engine
     make_sqlite_folder(url)
     engine = create_engine(url, connect_args={"timeout": 30}, **kwargs)
     _tune_sqlite(engine)
     return engine
+
+
+def _prepare_unless_pooled(engine: Engine) -> None:
+    """Behind a transaction pooler (`pooler=transaction`, PgBouncer's pool_mode=transaction)
+    no statement is prepared on the server. psycopg prepares a statement on its fifth run and
+    names it per client connection; the pooler hands each transaction whichever server
+    connection is free, where that name is unknown or another statement's. In session mode a
+    client keeps its server connection, and statements are prepared as without a pooler.
+    The parameter is taken out before the driver, which would refuse it, sees the URL."""
+
+    @event.listens_for(engine, "do_connect")
+    def _connect(_dialect: Any, _record: Any, _args: Any, params: dict[str, Any]) -> None:
+        if params.pop(POOLER, None) == "transaction":
+            params["prepare_threshold"] = None
 
 
 def make_sqlite_folder(url: str) -> None:

@@ -70,9 +70,10 @@ class Precompiled:
 def _kept_cursor(pooled: Any) -> Any:
     """The cursor a pooled psycopg connection keeps for precompiled statements. Making one
     costs psycopg more than a short statement does to run (docs/benchmarks.md); its results
-    are all in memory, so nothing stays open on the server between uses. SQLite gets a
-    cursor per statement: one left part-read would keep its read transaction open. The pool
-    clears `info` when it replaces the connection."""
+    are all in memory, so nothing stays open on the server between uses (it outlives no
+    transaction there: a transaction pooler may give the next one another server
+    connection). SQLite gets a cursor per statement: one left part-read would keep its read
+    transaction open. The pool clears `info` when it replaces the connection."""
     dbapi = pooled.dbapi_connection
     cursor = pooled.info.get(KEPT_CURSOR)
     if cursor is None or cursor.closed or cursor.connection is not dbapi:

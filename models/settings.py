@@ -9,9 +9,12 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
 
 VAR = Path(os.environ.get("JOBPOST_VAR_DIR") or "var")
 # Every environment variable jobpost reads: C9's, plus where local files go and a test aid.
@@ -190,7 +193,18 @@ def _database(raw: str) -> str:
         raise ValueError(f"its driver is not installed ({e.name}); use postgresql://") from None
     if "@" in (parsed.host or ""):  # the driver would repeat this "host" in every error
         raise ValueError(f"its host holds an '@'{UNESCAPED}")
+    _pooler(parsed)
     return url
+
+
+def _pooler(parsed: URL) -> None:
+    """DATABASE_URL's own `pooler` parameter: on a PostgreSQL URL, the pool mode of the
+    pooler in between (models.engines)."""
+    from models.engines import POOL_MODES, POOLER
+
+    mode = parsed.query.get(POOLER)
+    if mode is not None and (parsed.get_backend_name() != "postgresql" or mode not in POOL_MODES):
+        raise ValueError(f"its {POOLER}= is {' or '.join(POOL_MODES)}, on a PostgreSQL URL only")
 
 
 @dataclass(frozen=True)

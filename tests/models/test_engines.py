@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Engine, text
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
 from models import engines
@@ -104,3 +105,27 @@ def test_a_postgresql_server_that_never_answers_fails_the_connection_in_time(
     own = make_engine(nowhere_url(silent_port, "connect_timeout=2"))
     assert own.dialect.create_connect_args(own.url)[1]["connect_timeout"] == "2"
     own.dispose()
+
+
+@pytest.mark.parametrize(("pooler", "threshold"), [("", 5), ("session", 5), ("transaction", None)])
+def test_behind_a_transaction_pooler_no_statement_is_prepared(
+    postgres_url: str, pooler: str, threshold: int | None
+) -> None:
+    """DATABASE_URL's `pooler` (C9) is ours: the driver never sees it. Behind a transaction
+    pooler the next transaction may run on another server connection, where a prepared
+    statement is unknown (tests/test_pooler.py runs the service through PgBouncer); the reads'
+    autocommit engine, made from the same URL, prepares none either."""
+    url = make_url(postgres_url).update_query_dict({"pooler": pooler} if pooler else {})
+    engine = make_engine(url.render_as_string(hide_password=False))
+    try:
+        for each in (engine, autocommit(engine)):
+            with each.connect() as conn:
+                dbapi: Any = conn.connection.dbapi_connection
+                assert dbapi.prepare_threshold == threshold
+                for _ in range(8):  # psycopg prepares a statement on its 5th run
+                    conn.execute(text("SELECT count(*) FROM pg_class WHERE oid > :o"), {"o": 1})
+                prepared = conn.execute(text("SELECT count(*) FROM pg_prepared_statements"))
+                assert prepared.scalar_one() == (0 if threshold is None else 1)
+                conn.rollback()
+    finally:
+        engine.dispose()
