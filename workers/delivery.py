@@ -10,12 +10,12 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Row
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import outbox
 from models.dates import utcnow
-from models.engines import connection_lost
+from models.engines import database_said
 from models.entities import Application
 from models.settings import Settings
 from models.unit_of_work import autocommit_sessions, commit, session_scope
@@ -143,42 +143,49 @@ def _send(
         )
         log.info("application %s: transient failure (%s): %s", application_id, state, e)
         return "retry" if state == "pending" else "failed"
-    within = min(RECORD_SECONDS, t.lease_seconds / 2)
-    _record_sent(s, steps, application_id, claimed.lease_until, within=within)
+    _record_sent(s, steps, application_id, claimed.lease_until)
     return "sent"
 
 
-# How long a copy the relay took may wait to be recorded sent while the database is away.
-RECORD_SECONDS = 60.0
-
-
 def _record_sent(
-    s: Session,
-    steps: sessionmaker[Session],
-    application_id: int,
-    lease: datetime,
-    *,
-    within: float,
+    s: Session, steps: sessionmaker[Session], application_id: int, lease: datetime
 ) -> None:
-    """Mark the copy sent. A connection lost during the send (the database restarted, say)
-    is not the crash C8 allows a second copy for: the mark is made on a new connection, tried
-    again for `within` seconds, before the lease could run out and the sweeper resend it."""
+    """Mark the copy sent, and commit. The relay has the copy: a mark that fails for any
+    reason the database gives (a lost connection, a lock or statement timeout, a trigger's
+    error, a pooler's) is not the crash C8 allows a second copy for. It is made again in a
+    new session until it holds, for as long as the lease lasts: past it, the sweeper may
+    hand the copy to another worker, which would send it again."""
+    deadline = time.monotonic() + (lease - utcnow()).total_seconds()
     try:
         outbox.mark_sent(s, application_id, now=utcnow(), lease=lease)
+        commit(s)
         return
-    except DBAPIError as e:
-        if not connection_lost(e):
-            raise
-        s.rollback()
-    deadline, pause = time.monotonic() + within, 0.1
+    except SQLAlchemyError as e:
+        failure = e
+        _roll_back(s)
+    pause = 0.1
     while True:
-        log.warning("application %s: sent; recording it on a new connection", application_id)
+        log.warning(
+            "application %s: sent, but recording it failed (%s); recording it again",
+            application_id,
+            database_said(failure),
+        )
         try:
             with session_scope(steps) as fresh:
                 outbox.mark_sent(fresh, application_id, now=utcnow(), lease=lease)
             return
-        except DBAPIError as e:
-            if not connection_lost(e) or time.monotonic() + pause > deadline:
-                raise
+        except SQLAlchemyError as e:
+            failure = e
+        if time.monotonic() + pause > deadline:
+            raise failure
         time.sleep(pause)
         pause = min(pause * 2, 5.0)
+
+
+def _roll_back(s: Session) -> None:
+    """End the failed session's transaction; on a connection already lost that fails too,
+    and the session is done with it all the same."""
+    try:
+        s.rollback()
+    except SQLAlchemyError:
+        log.debug("rollback after a failed mark failed too", exc_info=True)
