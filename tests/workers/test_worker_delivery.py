@@ -12,9 +12,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import collections
+import contextlib
 import dataclasses
+import os
 import re
 import secrets
+import signal
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -387,6 +390,57 @@ def test_broker_down_when_the_application_arrives_is_delivered_after_the_sweep(
     assert received.message_ids() == [message_id(app_id)]
     assert entry(stack, app_id).attempts == 1
     assert task_results(worker).count("sent") == 1
+
+
+@contextlib.contextmanager
+def frozen(redis: RedisServer) -> Iterator[None]:
+    """Redis hung rather than down: SIGSTOP, so its port still takes connections and every
+    command waits for an answer that does not come until SIGCONT."""
+    os.kill(redis.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(redis.pid, signal.SIGCONT)
+
+
+@pytest.mark.parametrize("stack", [REDIS_POSTGRES], indirect=True)
+def test_a_frozen_broker_holds_an_application_briefly_and_the_sweep_delivers_it(
+    stack: Stack, sink: SinkServer
+) -> None:
+    """C8: a broker that hangs costs an application's POST a fraction of a second (the rate
+    limiter's count and the enqueue each give up quickly), not a second or more that would
+    hold a sync web worker; the outbox keeps the copy, and the sweep delivers it once Redis
+    answers again."""
+    assert stack.redis is not None
+    received = sink.start()
+    job_id = open_job(stack)
+    worker = stack.start_worker(sink.port)
+    # The production wiring (api.app.get_app): a publisher's Celery app, and the broker's
+    # Redis also the rate limiter's store (C9 REDIS_URL default).
+    settings = dataclasses.replace(stack.settings, apply_rate_limit="10/minute")
+    publisher = make_celery(settings, publisher=True)
+    parts = Collaborators(enqueue=lambda a, r: enqueue.deliver(publisher, a, r))
+    api = Api(create_app(settings, stack.sessions, parts))
+    path = f"/api/v1.1/jobs/{job_id}/applications"
+    warm = api.post(path, json={"name": "Warm", "email": "warm@example.org"})  # connections open
+    assert warm.status_code == 202, warm.text
+    ids, took = [warm.json["id"]], []
+    try:
+        with frozen(stack.redis):
+            for i in range(3):
+                started = time.monotonic()
+                result = api.post(path, json={"name": f"Frozen {i}", "email": f"f{i}@example.org"})
+                took.append(time.monotonic() - started)
+                assert result.status_code == 202, result.text
+                ids.append(result.json["id"])
+        # Not a benchmark: a loose bound, where it took 1.2 s each (0.2 s counting, 1 s enqueueing).
+        assert max(took) < 0.6, f"an application took {max(took):.2f} s with Redis frozen"
+        sent = lambda: all_in(stack, ids, "sent")  # noqa: E731
+        wait_for(sent, timeout=60, what="every copy sent", every=stack.sweep)
+    finally:
+        publisher.close()
+    assert sorted(received.message_ids()) == sorted(message_id(i) for i in ids)  # each once
+    assert task_results(worker).count("sent") == len(ids)
 
 
 @pytest.mark.parametrize("stack", MAIN_STACKS, indirect=True)
