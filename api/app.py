@@ -16,8 +16,9 @@ from api.openapi_resource import OpenApi
 from api.pages import Applied, ApplyForm, JobPage, serialize_error
 from models import logs
 from models.dates import today_in
-from models.db import make_engine, make_sessionmaker
+from models.engines import make_engine
 from models.settings import Settings
+from models.unit_of_work import make_sessionmaker
 
 WsgiApp = falcon.App[falcon.Request, falcon.Response]
 API = "/api/v1.1"

@@ -18,10 +18,10 @@ from api.errors import Problem
 from api.ratelimit import Limiter
 from api.responses import INT32_MAX, path_id, send_json
 from models import applications, jobs, resumes
-from models.db import after_commit
 from models.entities import Application
 from models.errors import FieldError
 from models.settings import Network
+from models.unit_of_work import after_commit
 
 Enqueue = Callable[[int, str | None], object]
 

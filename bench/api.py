@@ -25,7 +25,7 @@ from bench.http import Client, Response
 from bench.options import Options
 from models import jobs
 from models.dates import today_in
-from models.db import make_engine
+from models.engines import make_engine
 from models.entities import Employer
 from models.settings import Settings
 

@@ -13,9 +13,9 @@ from sqlalchemy import Connection, and_, bindparam, select
 from sqlalchemy.orm import Session, make_transient_to_detached
 
 from models.dates import utcnow
-from models.db import Precompiled
 from models.entities import ApiKey, Employer, Job
 from models.errors import NotFound
+from models.fast_reads import Precompiled
 
 PLANS = ("standard", "unlimited")
 PREFIX_LEN = 12

@@ -15,9 +15,9 @@ from sqlalchemy.orm import Session, joinedload
 
 from models import checks, job_rules
 from models.dates import default_close, utcnow
-from models.db import Precompiled, planned_for_values
 from models.entities import Employer, Job, JobCategory, JobLocation, Location
 from models.errors import DuplicateReferenceId, FieldError, NotFound, ValidationFailed
+from models.fast_reads import Precompiled, planned_for_values
 
 
 def get(session: Session, employer: Employer, job_id: int, *, for_update: bool = False) -> Job:

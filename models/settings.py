@@ -11,11 +11,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from email.utils import getaddresses
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from models import checks
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
 
 # Every environment variable jobpost reads: C9's, plus where local files go, a test aid, and
 # gunicorn's own GUNICORN_CMD_ARGS, which `jobpost serve` hands to gunicorn. This module is
@@ -245,7 +248,18 @@ def _database(raw: str) -> str:
         raise ValueError(f"its driver is not installed ({e.name}); use postgresql://") from None
     if "@" in (parsed.host or ""):  # the driver would repeat this "host" in every error
         raise ValueError(f"its host holds an '@'{UNESCAPED}")
+    _pooler(parsed)
     return url
+
+
+def _pooler(parsed: URL) -> None:
+    """DATABASE_URL's own `pooler` parameter: on a PostgreSQL URL, the pool mode of the
+    pooler in between (models.engines)."""
+    from models.engines import POOL_MODES, POOLER
+
+    mode = parsed.query.get(POOLER)
+    if mode is not None and (parsed.get_backend_name() != "postgresql" or mode not in POOL_MODES):
+        raise ValueError(f"its {POOLER}= is {' or '.join(POOL_MODES)}, on a PostgreSQL URL only")
 
 
 HIDDEN = "***"

@@ -17,8 +17,9 @@ from celery import Celery
 from sqlalchemy.orm import Session, sessionmaker
 
 from beat_schedule import SCHEDULE
-from models.db import make_sqlite_folder, sessionmaker_for
+from models.engines import make_sqlite_folder
 from models.settings import Settings, is_redis
+from models.unit_of_work import sessionmaker_for
 
 TASKS_MODULE = "workers.tasks"  # imported by a worker at start: its tasks join the app
 EMAIL_QUEUE = "email"
@@ -29,7 +30,10 @@ MAINTENANCE_QUEUE = "maintenance"
 TASK_TIME_LIMIT = 240
 ONE_PROCESS_POOL = "workers.solo:TaskPool"
 VISIBILITY_TIMEOUT = 3600  # seconds; above the time limit and any countdown (we set none)
-ENQUEUE_TIMEOUT = 1.0  # C8: a broker that is down holds a request for about a second at most
+# C8: a broker that hangs or is down holds an application's POST this long, then the outbox
+# keeps the copy for the sweeper; a worker, which can wait, connects with a second to spare.
+ENQUEUE_TIMEOUT = 0.15
+CONNECT_TIMEOUT = 1.0
 # kombu's SQLAlchemy transport is polled, and a worker whose prefetch is full waits a whole
 # interval (1 s by default) before asking again: one task per second at most, unless shorter.
 EMBEDDED_POLLING_INTERVAL = 0.1
@@ -42,7 +46,7 @@ def broker_options(settings: Settings, *, publisher: bool = False) -> dict[str, 
     if is_redis(settings.broker_url):
         return {
             "visibility_timeout": VISIBILITY_TIMEOUT,
-            "socket_connect_timeout": ENQUEUE_TIMEOUT,
+            "socket_connect_timeout": ENQUEUE_TIMEOUT if publisher else CONNECT_TIMEOUT,
             "socket_timeout": ENQUEUE_TIMEOUT if publisher else 5,
             "max_retries": 0,
         }
@@ -58,7 +62,7 @@ def _poll_embedded_broker_often() -> None:
 
 
 def prepare_embedded(url: str) -> None:
-    """Make the folder of the embedded broker's SQLite file, as models.db.make_engine makes the
+    """Make the folder of the embedded broker's SQLite file, as models.engines makes the
     database's: the first process to use it (web, worker, `jobpost queues`) may find none."""
     if not url.startswith(EMBEDDED_SCHEMES):
         return
@@ -141,7 +145,7 @@ def make_celery(
         task_time_limit=TASK_TIME_LIMIT,
         task_soft_time_limit=TASK_TIME_LIMIT - 20,
         broker_transport_options=broker_options(settings, publisher=publisher),
-        broker_connection_timeout=ENQUEUE_TIMEOUT,
+        broker_connection_timeout=ENQUEUE_TIMEOUT if publisher else CONNECT_TIMEOUT,
         broker_connection_retry_on_startup=True,
         task_default_queue=EMAIL_QUEUE,
         task_routes={

@@ -15,10 +15,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from models import applications, outbox, upkeep
 from models.dates import on_day, today_in, utcnow
-from models.db import session_scope
 from models.settings import Settings
-from workers import broker, delivery, enqueue, mail
+from models.unit_of_work import session_scope
+from workers import broker, delivery, enqueue
 from workers.app import make_celery, task_context
+from workers.mail import relay
 
 log = logging.getLogger("jobpost.tasks")
 
@@ -30,8 +31,8 @@ def connect() -> None:
 
 def _quit_smtp(**_: Any) -> None:
     """A prefork child ends with os._exit, which runs no atexit hook: QUIT its connection
-    here (workers.mail.RELAY; a one-process worker QUITs it at exit)."""
-    mail.RELAY.close()
+    here (workers.mail.relay.RELAY; a one-process worker QUITs it at exit)."""
+    relay.RELAY.close()
 
 
 @shared_task(name="jobpost.deliver", bind=True)

@@ -1,7 +1,7 @@
 """C8 public pages: the job page (HTML, JSON-LD, CSP), the apply redirect, the form, thanks.
 
-HTML routes go through falcon's TestClient directly: the `api` fixture checks responses against
-openapi.json, which describes only the JSON API. The employer's view is read through `api`.
+HTML routes go through a falcon TestClient that checks each answer against openapi.json, as the
+`api` fixture does; the employer's view is read through `api`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from api import forms, html_render
 from api.app import Collaborators, WsgiApp, create_app
 from models.entities import Application
 from models.settings import Settings
+from tests.conftest import CheckedClient
 from tests.factories import create_job
 
 PDF = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n"
@@ -36,7 +37,7 @@ APPLICANT = {
 
 
 def pages(app: WsgiApp) -> falcon.testing.TestClient:
-    return falcon.testing.TestClient(app)
+    return CheckedClient(app)
 
 
 def active_job(api: Any, employer: Any, **overrides: Any) -> dict[str, Any]:

@@ -62,6 +62,9 @@ def test_a_value_jobpost_cannot_use_is_refused_by_name(name: str, value: str) ->
         # a password's '@' not percent-encoded: its tail read as the host, or host and port
         ("DATABASE_URL", "postgresql://jobpost:Xy7@secret@db.internal/jobpost", "holds an '@'"),
         ("DATABASE_URL", "postgresql://jobpost:Xy7@k:secret@db:5432/jobpost", "not a number"),
+        # PgBouncer's third mode (statement) would break every transaction of several
+        ("DATABASE_URL", "postgresql://jobpost:secret@db/jobpost?pooler=statement", "pooler="),
+        ("DATABASE_URL", "sqlite:///secret.db?pooler=transaction", "PostgreSQL URL only"),
     ],
 )
 def test_a_url_jobpost_cannot_use_is_refused_without_repeating_it(

@@ -28,9 +28,10 @@ from sqlalchemy.orm import Session, sessionmaker
 import models.dates
 import workers.tasks
 from models import applications, employers, outbox, resumes, upkeep
-from models.db import make_engine, make_sessionmaker
+from models.engines import make_engine
 from models.entities import Application, Employer, Job, OutboxEntry, Resume
 from models.settings import Settings
+from models.unit_of_work import make_sessionmaker
 from tests.conftest import copy_database
 from tests.factories import JOBS, create_job
 from workers import broker

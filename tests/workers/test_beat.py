@@ -13,9 +13,7 @@ import copy
 import itertools
 import os
 import re
-import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -30,11 +28,12 @@ import workers.tasks  # declares the tasks: every app make_celery makes has them
 from beat_schedule import SCHEDULE
 from models import employers
 from models.dates import today_in, utcnow
-from models.db import make_engine, make_sessionmaker, session_scope
+from models.engines import make_engine
 from models.entities import Job
 from models.settings import Settings
-from tests.conftest import copy_database, free_port
-from tests.workers.processes import RedisServer, stop_group, wait_for
+from models.unit_of_work import make_sessionmaker, session_scope
+from tests.conftest import copy_database
+from tests.harness import Program, RedisServer, free_port, wait_for
 from workers.app import MAINTENANCE_QUEUE, beat_schedule, make_celery
 
 JOBPOST = Path(sys.executable).with_name("jobpost")
@@ -202,22 +201,11 @@ def test_jobpost_beat_every_seconds_replaces_every_crontab(tmp_path: Path) -> No
 # --- beat and a worker, for real ---------------------------------------------------------------
 
 
-@pytest.fixture
-def redis_url(tmp_path: Path) -> Iterator[str]:
-    """A private redis-server on a free port, for this test only."""
-    server = RedisServer(tmp_path)
-    server.start()
-    try:
-        yield server.url
-    finally:
-        server.stop()
-
-
 @pytest.mark.slow
 @pytest.mark.redis
 @pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
 def test_beat_fires_expire_and_a_worker_archives_the_expired_job(
-    tmp_path: Path, redis_url: str, engine: Engine
+    tmp_path: Path, redis_server: RedisServer, engine: Engine
 ) -> None:
     """On a committed copy of the suite's migrated SQLite database (the `engine` fixture)."""
     database = copy_database(engine, tmp_path / "jobpost.db")
@@ -257,8 +245,8 @@ def test_beat_fires_expire_and_a_worker_archives_the_expired_job(
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CELERY_", "SMTP_"))}
     env.update(
         DATABASE_URL=database,
-        CELERY_BROKER_URL=redis_url,
-        REDIS_URL=redis_url,
+        CELERY_BROKER_URL=redis_server.url,
+        REDIS_URL=redis_server.url,
         JOBPOST_TIMEZONE="America/Toronto",
         JOBPOST_VAR_DIR=str(tmp_path / "var"),
         JOBPOST_BEAT_EVERY_SECONDS="2",
@@ -267,29 +255,19 @@ def test_beat_fires_expire_and_a_worker_archives_the_expired_job(
         SMTP_PORT=str(free_port()),  # nothing listens: no mail is due anyway
         PYTHONUNBUFFERED="1",
     )
-    logs = {name: tmp_path / f"{name}.log" for name in ("worker", "beat")}
     argv = {
         "worker": [str(JOBPOST), "worker", "--concurrency", "1"],
         "beat": [str(JOBPOST), "beat"],
     }
-    procs: dict[str, subprocess.Popen[bytes]] = {}
+    procs: dict[str, Program] = {}
     try:
         for name in ("worker", "beat"):
-            with logs[name].open("wb") as out:
-                procs[name] = subprocess.Popen(
-                    argv[name],
-                    cwd=tmp_path,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
+            procs[name] = Program(argv[name], tmp_path / f"{name}.log", env=env, cwd=tmp_path)
 
         def expire_ran_and_archived() -> bool:
-            for name, proc in procs.items():
-                assert proc.poll() is None, f"{name} exited:\n{logs[name].read_text()}"
-            if not EXPIRE_SUCCEEDED.search(logs["worker"].read_text()):
+            for proc in procs.values():
+                proc.alive()  # or the end of its log
+            if not EXPIRE_SUCCEEDED.search(procs["worker"].text()):
                 return False  # (jobpost.refresh may archive it first: it expires first, C5)
             with factory() as s:
                 return s.scalar(select(Job.status).where(Job.id == expired.id)) == "archived"
@@ -298,14 +276,13 @@ def test_beat_fires_expire_and_a_worker_archives_the_expired_job(
             wait_for(expire_ran_and_archived, timeout=30, what="beat to fire jobpost.expire")
         except AssertionError as e:
             raise AssertionError(
-                f"{e}\n--- beat\n{logs['beat'].read_text()}\n--- worker\n"
-                f"{logs['worker'].read_text()}"
+                f"{e}\n--- beat\n{procs['beat'].text()}\n--- worker\n{procs['worker'].text()}"
             ) from None
     finally:
         for proc in procs.values():
-            stop_group(proc)
+            proc.stop()
         engine.dispose()
 
-    assert "Sending due task expire-closed-jobs (jobpost.expire)" in logs["beat"].read_text()
+    assert "Sending due task expire-closed-jobs (jobpost.expire)" in procs["beat"].text()
     with factory() as s:  # a job is active through its close date (C5)
         assert s.scalar(select(Job.status).where(Job.id == open_job.id)) == "active"

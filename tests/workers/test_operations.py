@@ -5,13 +5,11 @@ subprocesses on a committed SQLite database."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import urllib.error
@@ -30,14 +28,16 @@ from sqlalchemy.orm import Session, sessionmaker
 from api import health, ratelimit
 from api.app import Collaborators, create_app
 from models import employers
-from models.db import make_engine, make_sessionmaker, session_scope
+from models.engines import make_engine
 from models.entities import OutboxEntry
 from models.migrate import upgrade
 from models.settings import Settings
-from tests.conftest import Api, SmtpSink, free_port, nowhere_url
+from models.unit_of_work import make_sessionmaker, session_scope
+from tests.conftest import Api, SmtpSink, nowhere_url
 from tests.factories import create_job, problem
-from tests.services import missing
-from tests.workers.processes import C9_VARIABLES, JOBPOST, ROOT, RedisServer, jobpost, wait_for
+from tests.harness import JOBPOST, ROOT, Program, RedisServer, free_port, wait_for
+from tests.openapi_check import check_response
+from tests.workers.processes import C9_VARIABLES, jobpost
 from workers import broker, enqueue
 from workers.app import make_celery
 
@@ -51,40 +51,15 @@ TASK_FIELDS = {"task", "task_id", "outcome", "duration_ms", "retries", "request_
 # --- processes -----------------------------------------------------------------------------------
 
 
-class Service:
+class Service(Program):
     """A long-running `jobpost` command in a process group of its own, stdout and stderr
     each to a file."""
 
     def __init__(self, args: list[str], env: dict[str, str], folder: Path, name: str) -> None:
         self.stdout, self.stderr = folder / f"{name}.out", folder / f"{name}.err"
-        with self.stdout.open("wb") as out, self.stderr.open("wb") as err:
-            self.proc = subprocess.Popen(
-                [*JOBPOST, *args],
-                cwd=ROOT,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                start_new_session=True,
-            )
-
-    def alive(self) -> bool:
-        if self.proc.poll() is not None:
-            raise AssertionError(
-                f"{self.proc.args!r} exited ({self.proc.returncode}):\n{self.stderr.read_text()}"
-            )
-        return True
-
-    def stop(self) -> None:
-        """A warm shutdown (SIGTERM), then whatever is left of the group is killed."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(20)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        if self.proc.poll() is None:
-            self.proc.wait(10)
+        # stop(): a warm shutdown (SIGTERM), then whatever is left of the group is killed.
+        command = [*JOBPOST, *args]
+        super().__init__(command, self.stdout, env=env, errors=self.stderr, stop_timeout=20)
 
     def json_lines(self) -> list[dict[str, Any]]:
         """Every line on stderr, each of which must be one JSON object (C9)."""
@@ -171,16 +146,6 @@ def database(tmp_path: Path, migrated: Path) -> Iterator[tuple[str, Engine]]:
     engine = make_engine(url)
     yield url, engine
     engine.dispose()
-
-
-@pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    if shutil.which("redis-server") is None:
-        missing("redis-server (a private broker the test stops and restarts)")
-    server = RedisServer(tmp_path)
-    server.start()
-    yield server
-    server.stop()
 
 
 def environment(tmp_path: Path, database_url: str, **extra: str) -> dict[str, str]:
@@ -418,6 +383,8 @@ def test_requests_gunicorn_refuses_are_answered_as_c1_problems(
                 "detail": json.loads(body)["detail"],
             }
             assert "bbbb" not in body.decode() and "aaaa" not in body.decode()
+            method, target = request.decode("latin-1").split(" ")[:2]
+            check_response(method, target, number, headers["content-type"], body)  # documented
         # A body whose chunked framing breaks is read by the app: the same problem, a 400.
         apply = (
             b"POST /api/v1.1/jobs/1/applications HTTP/1.1\r\nHost: t\r\n"

@@ -22,10 +22,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from models import outbox, upkeep
 from models.applications import purge
 from models.dates import REFRESH_DAYS, utcnow
-from models.db import make_engine, make_sessionmaker, session_scope
+from models.engines import make_engine
 from models.entities import Application, Employer, Job, OutboxEntry, Resume
 from models.migrate import upgrade
 from models.settings import Settings
+from models.unit_of_work import make_sessionmaker, session_scope
 from tests.services import scratch_postgres
 from workers.delivery import timing
 from workers.tasks import run_expire, run_purge

@@ -17,8 +17,8 @@ from typing import Any
 from sqlalchemy.exc import DBAPIError
 
 from models import logs
-from models.db import database_said
 from models.employers import PLANS
+from models.engines import database_said
 from models.errors import DomainError
 from models.settings import Settings
 from workers.cli import database, employers, operations, services

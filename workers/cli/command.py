@@ -12,8 +12,9 @@ from celery import Celery
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from models.db import make_engine, make_sessionmaker
+from models.engines import make_engine
 from models.settings import Settings
+from models.unit_of_work import make_sessionmaker
 
 
 class Command:

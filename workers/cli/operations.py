@@ -11,9 +11,9 @@ from sqlalchemy import select
 
 from models import outbox
 from models.dates import utcnow
-from models.db import session_scope
 from models.entities import Application, OutboxEntry
 from models.settings import is_redis
+from models.unit_of_work import session_scope
 from workers import broker, enqueue
 from workers.cli.command import Command, out
 from workers.tasks import run_expire, run_purge, run_refresh, run_sweep
