@@ -205,6 +205,15 @@ def test_no_password_appears_in_the_settings_repr() -> None:
     assert "smtp_password=None" in repr(Settings.from_env({}))
 
 
+def test_no_password_appears_in_the_relay_settings_repr() -> None:
+    """The delivery task hands the relay its own settings object, which a log line or a
+    traceback's locals may show too."""
+    from workers.delivery import smtp_settings
+
+    shown = repr(smtp_settings(Settings.from_env(SECRETS)))
+    assert "S3cret" not in shown and "jobpost" in shown
+
+
 @pytest.mark.parametrize(
     ("url", "shown"),
     [

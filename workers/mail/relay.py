@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from workers.mail.mime import Outgoing
@@ -25,7 +25,7 @@ class SmtpSettings:
     host: str = "127.0.0.1"
     port: int = 1025
     user: str | None = None
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)  # never in a log line
     starttls: bool = False
     timeout: float = 30.0
     mail_from: str = "jobpost@localhost"
