@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import secrets
 import threading
 import time
@@ -43,6 +44,7 @@ from workers.tasks import RUNNERS
 HEADER = "Idempotency-Key"
 TODAY = date(2026, 3, 10)
 PDF = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n"
+TOKEN = re.compile(r'<input type="hidden" name="idempotencyKey" value="([^"]+)">')
 APPLICANT = {"name": "Élodie Côté", "email": "elodie@example.org", "coverLetter": "I bake."}
 THREADS = 8
 
@@ -701,6 +703,81 @@ def test_concurrent_first_uses_of_a_key_make_one_application_and_one_copy(
     mail = dataclasses.replace(settings, smtp_host=smtp_sink.host, smtp_port=smtp_sink.port)
     assert delivery.deliver(service.sessions, mail, application) == "sent"
     assert len(smtp_sink.messages) == 1
+
+
+# --- the public form's one-time token --------------------------------------------------------
+
+
+def form_token(service: Service, job_id: int) -> str:
+    page = service.pages.simulate_get(f"/jobs/{job_id}")
+    assert page.status_code == 200
+    assert page.headers["cache-control"] == "private, no-cache"  # the token is this visitor's
+    [token] = TOKEN.findall(page.text)
+    return str(token)
+
+
+def submit(service: Service, job_id: int, fields: dict[str, str]) -> falcon.testing.Result:
+    return service.pages.simulate_post(f"/jobs/{job_id}/apply", **multipart(fields))
+
+
+def test_each_view_of_the_form_has_its_own_token(service: Service) -> None:
+    job_id = service.job()
+    one, two = form_token(service, job_id), form_token(service, job_id)
+    assert one != two and len(one) >= 22
+    url_job = service.job(applicantRoutingType={"id": 2}, applicationUrl="https://maple.test/a")
+    page = service.pages.simulate_get(f"/jobs/{url_job}")
+    assert not TOKEN.findall(page.text) and "cache-control" not in page.headers
+
+
+def test_a_double_submit_of_the_form_makes_one_application(service: Service) -> None:
+    job_id = service.job()
+    fields = {**APPLICANT, "idempotencyKey": form_token(service, job_id)}
+    first = submit(service, job_id, fields)
+    assert first.status_code == 303 and first.headers["location"] == f"/jobs/{job_id}/applied"
+    replayed(first, submit(service, job_id, fields))
+    assert len(service.applications(job_id)) == 1 and len(service.enqueued) == 1
+    # Sent back with other answers (the page kept in the browser's history): not applied.
+    again = submit(service, job_id, {**fields, "coverLetter": "Another letter."})
+    assert again.status_code == 422 and "This form was sent already" in again.text
+    # A new view of the form applies again.
+    fresh(submit(service, job_id, {**fields, "idempotencyKey": form_token(service, job_id)}), 303)
+    assert len(service.applications(job_id)) == 2
+
+
+def test_concurrent_submits_of_the_form_make_one_application(service: Service) -> None:
+    job_id = service.job()
+    fields = {**APPLICANT, "idempotencyKey": form_token(service, job_id)}
+    results = in_parallel(THREADS, lambda: submit(service, job_id, fields))
+    assert {r.status_code for r in results} <= {303, 409}
+    for result in results:
+        if result.status_code == 409:
+            assert result.headers["retry-after"] == "1"
+            assert "Your application is being sent" in result.text
+    assert len(service.applications(job_id)) == 1 and len(service.enqueued) == 1
+
+
+def test_a_form_sent_back_with_errors_keeps_its_token_and_then_applies_once(
+    service: Service,
+) -> None:
+    job_id = service.job()
+    token = form_token(service, job_id)
+    invalid = submit(service, job_id, {**APPLICANT, "email": "nope", "idempotencyKey": token})
+    assert invalid.status_code == 422 and TOKEN.findall(invalid.text) == [token]
+    fields = {**APPLICANT, "idempotencyKey": token}
+    first = submit(service, job_id, fields)
+    assert first.status_code == 303
+    replayed(first, submit(service, job_id, fields))
+    assert len(service.applications(job_id)) == 1
+
+
+def test_a_form_without_a_token_or_with_a_malformed_one(service: Service) -> None:
+    job_id = service.job()
+    for _ in range(2):  # a page from before the tokens: as before, each submit applies
+        fresh(submit(service, job_id, APPLICANT), 303)
+    assert len(service.applications(job_id)) == 2
+    bad = submit(service, job_id, {**APPLICANT, "idempotencyKey": "k" * 256})
+    assert bad.status_code == 400 and "The form could not be read" in bad.text
+    assert len(service.applications(job_id)) == 2
 
 
 # --- the canonical form -----------------------------------------------------------------------
