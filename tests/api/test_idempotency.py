@@ -27,7 +27,8 @@ from sqlalchemy.orm import Session, sessionmaker
 import api.idempotency
 import workers.ops
 from api.app import Collaborators, create_app
-from api.idempotency import canonical
+from api.idempotency import Endpoint, Keys, canonical, idempotent
+from api.middleware import SessionManager
 from models import employers, idempotency
 from models.db import make_engine, make_sessionmaker, session_scope
 from models.entities import Application, IdempotencyKey, Job
@@ -542,6 +543,59 @@ def test_a_dry_run_records_nothing(service: Service, monkeypatch: pytest.MonkeyP
     problem(service.post_job(""), 400, "invalid_idempotency_key")  # the key is still checked
 
 
+class Answers:
+    """A resource that answers what it is told without raising, as a page does: the layer
+    records what it answers, not whether the responder raised."""
+
+    def __init__(self) -> None:
+        self.status, self.calls = 200, 0
+
+    @idempotent(
+        Endpoint(
+            scope=lambda req, params: Scope("employer", int(params["scope_id"])),
+            limit=1024,
+            media_types=("application/json",),
+            media_detail="Send JSON.",
+        )
+    )
+    def on_post(self, req: falcon.Request, resp: falcon.Response, scope_id: str) -> None:
+        self.calls += 1
+        resp.status = self.status
+        if self.status != 204:
+            resp.media = {"call": self.calls}
+
+
+@pytest.mark.parametrize(
+    ("status", "recorded"),
+    [
+        (200, True),
+        (201, True),
+        (204, True),
+        (303, True),
+        (302, False),
+        (400, False),
+        (409, False),
+        (422, False),
+        (500, False),
+    ],
+)
+def test_only_a_success_is_recorded(
+    sessions: sessionmaker[Session], status: int, recorded: bool
+) -> None:
+    resource = Answers()
+    middleware: list[Any] = [Keys(sessions, Instant()), SessionManager(sessions)]
+    app = falcon.App(middleware=middleware)
+    app.add_route("/answers/{scope_id}", resource)
+    client = falcon.testing.TestClient(app)
+    path = f"/answers/{secrets.randbelow(2**31)}"
+    resource.status = status
+    first = client.simulate_post(path, json={"a": 1}, headers={HEADER: "k"})
+    again = client.simulate_post(path, json={"a": 1}, headers={HEADER: "k"})
+    assert resource.calls == (1 if recorded else 2)
+    if recorded:
+        replayed(first, again)
+
+
 # --- in flight, leases and age --------------------------------------------------------------
 
 
@@ -778,6 +832,25 @@ def test_a_form_without_a_token_or_with_a_malformed_one(service: Service) -> Non
     bad = submit(service, job_id, {**APPLICANT, "idempotencyKey": "k" * 256})
     assert bad.status_code == 400 and "The form could not be read" in bad.text
     assert len(service.applications(job_id)) == 2
+
+
+def test_a_form_that_cannot_be_read_counts_against_the_rate_first(service: Service) -> None:
+    """C1's order without a key: 429 before 400. The form is read before its token is known,
+    so an unreadable one is checked against the rate first; a readable one is answered by
+    its key before the rate (C10)."""
+    job_id = service.job()
+    fields = {**APPLICANT, "idempotencyKey": form_token(service, job_id)}
+    first = submit(service, job_id, fields)
+    assert first.status_code == 303
+    service.gate.wait = 30
+    unreadable = service.pages.simulate_post(
+        f"/jobs/{job_id}/apply",
+        body=b"no parts here",
+        headers={"Content-Type": "multipart/form-data; boundary=nothing"},
+    )
+    assert unreadable.status_code == 429 and unreadable.headers["retry-after"] == "30"
+    replayed(first, submit(service, job_id, fields))
+    assert submit(service, job_id, APPLICANT).status_code == 429  # no token: no key
 
 
 # --- the canonical form -----------------------------------------------------------------------
