@@ -4,18 +4,28 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime
 from typing import Any
 
 import falcon
 from sqlalchemy.orm import Session, sessionmaker
 
-from api import applications, cache, errors, health, jobs, observability, ratelimit, reference
+from api import (
+    applications,
+    cache,
+    errors,
+    health,
+    idempotency,
+    jobs,
+    observability,
+    ratelimit,
+    reference,
+)
 from api.middleware import Cors, MethodOverride, RequestId, SessionManager
 from api.openapi_resource import OpenApi
 from api.pages import Applied, ApplyForm, JobPage, serialize_error
 from models import logs
-from models.dates import today_in
+from models.dates import today_in, utcnow
 from models.engines import make_engine
 from models.settings import Settings
 from models.unit_of_work import make_sessionmaker
@@ -37,6 +47,7 @@ class Collaborators:
     limiter: ratelimit.Limiter | None = None
     ready_checks: dict[str, health.Check] = field(default_factory=dict)
     queue_depths: observability.QueueDepths | None = None  # for /metrics (C9)
+    now: Callable[[], datetime] = utcnow  # the instant: Idempotency-Key leases and ages (C10)
 
 
 def create_app(
@@ -56,6 +67,7 @@ def create_app(
         RequestId(),
         MethodOverride(),
         Cors(),
+        idempotency.Keys(sessions, parts.now),  # releases keys after SessionManager ends
         SessionManager(sessions),
     ]
     app = App(middleware=middleware)

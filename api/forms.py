@@ -16,8 +16,8 @@ from models.applications import Upload
 
 APPLICATION_BODY_LIMIT = 10 * MiB
 FORM_TYPES = ("application/json", "multipart/form-data")
-# The form has six fields (name, email, phone, coverLetter, resume and the honeypot website);
-# a body of more parts is no application.
+# The form has seven fields (name, email, phone, coverLetter, resume, the honeypot website and
+# the one-time idempotencyKey); a body of more parts is no application.
 MAX_PARTS = 32
 # The longest part header a browser sends, the résumé's with a filename of 255 four-byte
 # characters and its type, takes about 1.3 KB; a part's headers may take this many bytes.

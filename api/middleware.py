@@ -19,7 +19,9 @@ from models import unit_of_work
 REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 OVERRIDABLE = ("post", "put", "delete")  # POST, and what an override may name (C7)
 READS = frozenset({"GET", "HEAD"})  # methods that never write: their sessions only read
-CORS_HEADERS = "API-Key, Content-Type, X-HTTP-Method-Override, X-Request-ID, If-None-Match"
+CORS_HEADERS = (
+    "API-Key, Content-Type, X-HTTP-Method-Override, X-Request-ID, If-None-Match, Idempotency-Key"
+)
 
 
 class RequestId:
@@ -81,7 +83,8 @@ class Cors:
     ) -> None:
         resp.set_header("Access-Control-Allow-Origin", "*")
         resp.set_header(
-            "Access-Control-Expose-Headers", "Location, X-Request-ID, ETag, Retry-After"
+            "Access-Control-Expose-Headers",
+            "Location, X-Request-ID, ETag, Retry-After, Idempotent-Replayed",
         )
         if req.method == "OPTIONS" and req.get_header("Access-Control-Request-Method"):
             allow = resp.get_header("Allow") or "GET, POST, PUT, DELETE"

@@ -13,7 +13,7 @@ from celery import Celery, Task, shared_task
 from celery.signals import worker_process_shutdown
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import applications, outbox, upkeep
+from models import applications, idempotency, outbox, upkeep
 from models.dates import on_day, today_in, utcnow
 from models.settings import Settings
 from models.unit_of_work import session_scope
@@ -64,13 +64,19 @@ def run_refresh(factory: sessionmaker[Session], s: Settings, today: Any = None) 
 
 
 def run_purge(factory: sessionmaker[Session], s: Settings, today: Any = None) -> int:
-    """With `today` (C9's `--today`), the retention is counted back from that service date at
+    """Applications past their retention (C8) and idempotency keys past their 24 hours
+    (C10). With `today` (C9's `--today`), the retention is counted back from that service date at
     the present time of day in JOBPOST_TIMEZONE, as if the task ran then."""
     days = s.application_retention_days
     now = utcnow() if today is None else on_day(s.timezone, today, utcnow())
     with session_scope(factory) as session:
         count = applications.purge(session, now=now, retention_days=days)
-    return changed("purge", count, f"finished applications older than {days} days deleted")
+        keys = idempotency.purge(session, now=now)  # C14: the daily purge takes them too
+    what = (
+        f"rows deleted ({count} finished applications older than {days} days, "
+        f"{keys} idempotency keys past their 24 hours)"
+    )
+    return changed("purge", count + keys, what)
 
 
 def run_sweep(
