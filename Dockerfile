@@ -13,14 +13,19 @@ RUN groupadd --system --gid 10001 jobpost \
  && useradd --system --uid 10001 --gid jobpost --home-dir /app --no-create-home \
         --shell /usr/sbin/nologin jobpost
 
-# Install the package (and its console script `jobpost`) like any deployment would;
-# the source tree is not needed afterwards.
+# The dependencies at the versions the suite ran on (requirements.txt, written by `make lock`,
+# every file checked against its hash), in a layer of their own that a code change keeps.
 WORKDIR /src
+COPY requirements.txt ./
+RUN pip install --no-cache-dir --require-hashes -r requirements.txt
+
+# Then the package (and its console script `jobpost`), its dependencies already there; the
+# source tree is not needed afterwards.
 COPY pyproject.toml README.md beat_schedule.py ./
 COPY api ./api
 COPY models ./models
 COPY workers ./workers
-RUN pip install --no-cache-dir . \
+RUN pip install --no-cache-dir --no-deps . \
  && cd / && rm -rf /src
 
 # The working directory must be writable by the app user: the defaults of C9 keep

@@ -2,22 +2,40 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+# The pinned versions (with their hashes) that `make install` installs: the runtime ones and the
+# test tools for `make install` and CI, the runtime ones alone for the Dockerfile. `make lock`
+# writes both from pyproject.toml.
+LOCK := requirements-test.txt
+RUNTIME_LOCK := requirements.txt
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(wildcard $(LOCK)) | cksum | cut -d' ' -f1)
+UV_VERSION := 0.13.9
+# The machine the suite is tested on (CI's too); the Docker image is python:3.11 on Linux.
+COMPILE := $(BIN)/uv pip compile pyproject.toml --quiet --generate-hashes \
+	--python-version 3.11 --python-platform x86_64-unknown-linux-gnu --custom-compile-command 'make lock'
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test lint bench browser clean
+.PHONY: help install lock run test lint bench browser pgbouncer clean
 
 help: ## list the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-9s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "jobpost needs Python 3.11+"'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q --require-hashes -r $(LOCK)
+	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
+	@# Before any conftest imports what the lock may lack: a clear "run make lock" instead.
+	$(BIN)/pytest -q -p no:cacheprovider --noconftest tests/test_dependencies.py
 	rm -f $(VENV)/.installed-* && touch $@
 
-install: $(STAMP) ## create .venv and install jobpost with its test tools
+install: $(STAMP) ## create .venv and install jobpost with its test tools, as locked
+
+lock: ## pin pyproject.toml's dependencies in requirements*.txt (UPGRADE=1: the newest allowed)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q uv==$(UV_VERSION)
+	$(COMPILE) --extra test $(if $(UPGRADE),--upgrade) -o $(LOCK)
+	$(COMPILE) --constraint $(LOCK) -o $(RUNTIME_LOCK)
 
 run: install ## migrate, issue the demo key, start web + worker + beat + mail sink
 	$(BIN)/jobpost db upgrade
@@ -29,12 +47,17 @@ browser: ## install Debian's Chromium for the browser test (skipped where apt is
 	  && (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) \
 	  || echo "chromium not installed: the browser test will skip (fail under CI=true)"; }
 
+pgbouncer: ## install Debian's PgBouncer for the pooler test (skipped where apt is absent)
+	@command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || { command -v apt-get >/dev/null \
+	  && [ "$$(id -u)" = 0 ] && (apt-get update -qq && apt-get install -y -qq pgbouncer >/dev/null) \
+	  || echo "pgbouncer not installed: the pooler test will skip (fail under CI=true)"; }
+
 lint: install ## ruff (lint and format) and mypy
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: install browser lint ## lint, then the whole suite on SQLite and PostgreSQL
+test: install browser pgbouncer lint ## lint, then the whole suite on SQLite and PostgreSQL
 	$(BIN)/pytest -q -p no:cacheprovider
 
 bench: install ## benchmarks against PostgreSQL, printed as ratios to a baseline of the same run

@@ -4,20 +4,31 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime
 from typing import Any
 
 import falcon
 from sqlalchemy.orm import Session, sessionmaker
 
-from api import applications, cache, errors, health, jobs, observability, ratelimit, reference
+from api import (
+    applications,
+    cache,
+    errors,
+    health,
+    idempotency,
+    jobs,
+    observability,
+    ratelimit,
+    reference,
+)
 from api.middleware import Cors, MethodOverride, RequestId, SessionManager
 from api.openapi_resource import OpenApi
 from api.pages import Applied, ApplyForm, JobPage, serialize_error
 from models import logs
-from models.dates import today_in
-from models.db import make_engine, make_sessionmaker
+from models.dates import today_in, utcnow
+from models.engines import make_engine
 from models.settings import Settings
+from models.unit_of_work import make_sessionmaker
 
 WsgiApp = falcon.App[falcon.Request, falcon.Response]
 API = "/api/v1.1"
@@ -36,6 +47,7 @@ class Collaborators:
     limiter: ratelimit.Limiter | None = None
     ready_checks: dict[str, health.Check] = field(default_factory=dict)
     queue_depths: observability.QueueDepths | None = None  # for /metrics (C9)
+    now: Callable[[], datetime] = utcnow  # the instant: Idempotency-Key leases and ages (C10)
 
 
 def create_app(
@@ -51,10 +63,11 @@ def create_app(
     limiter = parts.limiter or ratelimit.build(settings.apply_rate_limit, settings.redis_url)
     # Observe first: its process_response runs last, after RequestId and every status change.
     middleware: list[Any] = [
-        observability.Observe(),
+        observability.Observe(settings.prometheus_multiproc_dir),
         RequestId(),
         MethodOverride(),
         Cors(),
+        idempotency.Keys(sessions, parts.now),  # releases keys after SessionManager ends
         SessionManager(sessions),
     ]
     app = App(middleware=middleware)
@@ -106,12 +119,13 @@ class App(falcon.App):  # type: ignore[type-arg]
 
 
 def get_app() -> WsgiApp:
-    """For gunicorn (`api.app:get_app()`): everything from the environment (C9)."""
+    """For gunicorn (`api.app:get_app()`), once in each web process: the settings read from
+    the environment here, and everything the app needs made from them (C9)."""
     from workers import broker, enqueue
     from workers.app import make_celery
 
-    logs.configure()
     settings = Settings.from_env()
+    logs.configure()
     publisher = make_celery(settings, publisher=True)
     engine = make_engine(settings.database_url)
     timeout = settings.ready_timeout_seconds

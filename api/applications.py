@@ -13,17 +13,34 @@ from sqlalchemy.orm import Session
 
 from api import forms, query
 from api.auth import employer_of, require_employer
-from api.clients import client_address
+from api.clients import client_address, rate_key
 from api.errors import Problem
+from api.idempotency import Endpoint, idempotent
 from api.ratelimit import Limiter
-from api.responses import INT32_MAX, path_id, send_json
+from api.responses import INT32_MAX, int32, path_id, send_json
 from models import applications, jobs, resumes
-from models.db import after_commit
 from models.entities import Application
 from models.errors import FieldError
+from models.idempotency import Scope
 from models.settings import Network
+from models.unit_of_work import after_commit
 
 Enqueue = Callable[[int, str | None], object]
+
+
+def job_scope(raw_id: object) -> Scope | None:
+    """An application's Idempotency-Key belongs to its job (C10); a path id that names no job
+    (not an Int32) has no keys, and is answered 404."""
+    job_id = int32(raw_id) if isinstance(raw_id, str) else None
+    return None if job_id is None else Scope("job", job_id)
+
+
+KEYED = Endpoint(
+    scope=lambda req, params: job_scope(params.get("job_id")),
+    limit=forms.APPLICATION_BODY_LIMIT,
+    media_types=forms.FORM_TYPES,
+    media_detail="Send the application as application/json or multipart/form-data.",
+)
 
 
 def private(resp: falcon.Response) -> None:
@@ -91,7 +108,7 @@ class Intake:
         return application
 
     def check_rate(self, req: falcon.Request) -> None:
-        wait = self.limiter.hit(client_address(req, self.trusted_proxies))
+        wait = self.limiter.hit(rate_key(client_address(req, self.trusted_proxies)))
         if wait is not None:
             raise Problem(
                 429,
@@ -107,6 +124,7 @@ class Submissions:
     def __init__(self, intake: Intake, public_base_url: str | None) -> None:
         self.intake, self.public_base_url = intake, public_base_url
 
+    @idempotent(KEYED)
     def on_post(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         application = self.intake.receive(req, job_id)
         # The honeypot's answer looks like any other success: a positive id (C8).

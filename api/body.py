@@ -18,7 +18,15 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # where one may come from
 
 
 def read_bytes(req: falcon.Request, limit: int) -> bytes:
-    """The raw body, refusing more than `limit` bytes, chunked bodies included (C1 413)."""
+    """The raw body, refusing more than `limit` bytes, chunked bodies included (C1 413).
+    Read once: a second call (after the Idempotency-Key layer's, C10) gets the same bytes."""
+    kept: bytes | None = getattr(req.context, "raw_body", None)
+    if kept is None:
+        kept = req.context.raw_body = _read_bytes(req, limit)
+    return kept
+
+
+def _read_bytes(req: falcon.Request, limit: int) -> bytes:
     if req.content_length is not None and req.content_length > limit:
         raise too_large(limit)
     stream = req.bounded_stream if req.content_length is not None else req.stream

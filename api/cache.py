@@ -15,8 +15,8 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-# What an entry holds beyond its body: the Entry, its ETag, the key and the map's node
-# (measured with tracemalloc: about 250 bytes on CPython 3.11).
+# What an entry holds beyond its body: the Entry, its ETag, the key, the map's node (measured:
+# docs/benchmarks.md).
 OVERHEAD = 256
 
 

@@ -37,3 +37,19 @@ def _trusted(address: str, trusted: tuple[Network, ...]) -> bool:
     except ValueError:
         return False
     return any(ip in network for network in trusted)
+
+
+def rate_key(address: str) -> str:
+    """The client an apply rate limit counts (C8): an IPv4 address, or the /64 network of an
+    IPv6 address. A /64 is the least an IPv6 subscriber is given, and any host of it picks new
+    addresses at will (RFC 8981), so counting each address apart gives one client a fresh
+    budget per address. An IPv4-mapped IPv6 address (a dual-stack socket's) is its IPv4."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv4Address):
+        return str(ip)
+    if ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ipaddress.IPv6Network((int(ip) >> 64 << 64, 64)))

@@ -10,7 +10,7 @@ import falcon
 import orjson
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from models.db import connection_lost, database_said
+from models.engines import connection_lost, database_said
 from models.errors import (
     ApplyViaUrl,
     DomainError,

@@ -208,6 +208,7 @@ class FormState:
     values: dict[str, str] = field(default_factory=dict)
     errors: dict[str, list[str]] = field(default_factory=dict)
     resume_dropped: bool = False
+    token: str = ""  # the one-time token the form sends as its Idempotency-Key (C10)
 
 
 def job_page(
@@ -274,6 +275,10 @@ FIELDS: tuple[tuple[str, str, dict[str, str]], ...] = (
 )
 
 
+FORM_KEY = "idempotencyKey"  # the hidden field holding the form's one-time token
+TOKEN_INPUT = {"type": "hidden", "name": FORM_KEY}
+
+
 def attributes(pairs: dict[str, str]) -> str:
     """` name="value"` for each pair, every name and value escaped."""
     return "".join(f' {esc(k)}="{esc(v)}"' for k, v in pairs.items())
@@ -309,6 +314,8 @@ def application_form(job_id: int, form: FormState) -> str:
         {"method": "post", "action": f"/jobs/{job_id}/apply", "enctype": "multipart/form-data"}
     )
     parts.append(f"<form{action}>\n")
+    if form.token:  # sent as the form's Idempotency-Key: a double submit applies once (C10)
+        parts.append(f"<input{attributes(TOKEN_INPUT | {'value': form.token})}>\n")
     for name, text, extra in FIELDS:
         label, attrs, message = _field(name, text, form, optional=name == "phone")
         value = {"value": form.values.get(name, "")}

@@ -10,16 +10,26 @@ import orjson
 
 from api import cache, query, representations
 from api.auth import access_of, employer_of, require_employer
-from api.body import read_json
+from api.body import JOB_BODY_LIMIT, read_json
+from api.idempotency import Endpoint, idempotent
 from api.responses import path_id, send_json, send_validated
 from models import jobs
 from models.errors import FieldError, NotFound
+from models.idempotency import Scope
 from models.job_rows import StoredJob
 from models.job_rules import STATUSES
 
 # An employer's own jobs, one or a page, behind a key no cache takes for Authorization: no
 # shared cache may keep them for another employer (PrivateNoCache in openapi.json).
 PRIVATE = "private, no-cache"
+
+# POST /jobs takes Idempotency-Key; its keys are the employer's (C10).
+KEYED = Endpoint(
+    scope=lambda req, params: Scope("employer", access_of(req).employer_id),
+    limit=JOB_BODY_LIMIT,
+    media_types=("application/json",),
+    media_detail="Send the body as application/json.",
+)
 
 
 class _JobResource:
@@ -77,6 +87,7 @@ class JobCollection(_JobResource):
             },
         )
 
+    @idempotent(KEYED)
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req)
         job = jobs.create(req.context.db.session, employer_of(req), body, today=self.today())

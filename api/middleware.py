@@ -14,12 +14,14 @@ from api.applications import Intake
 from api.auth import require_employer
 from api.body import read_json
 from api.errors import Problem
-from models import db
+from models import unit_of_work
 
 REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 OVERRIDABLE = ("post", "put", "delete")  # POST, and what an override may name (C7)
 READS = frozenset({"GET", "HEAD"})  # methods that never write: their sessions only read
-CORS_HEADERS = "API-Key, Content-Type, X-HTTP-Method-Override, X-Request-ID, If-None-Match"
+CORS_HEADERS = (
+    "API-Key, Content-Type, X-HTTP-Method-Override, X-Request-ID, If-None-Match, Idempotency-Key"
+)
 
 
 class RequestId:
@@ -81,7 +83,8 @@ class Cors:
     ) -> None:
         resp.set_header("Access-Control-Allow-Origin", "*")
         resp.set_header(
-            "Access-Control-Expose-Headers", "Location, X-Request-ID, ETag, Retry-After"
+            "Access-Control-Expose-Headers",
+            "Location, X-Request-ID, ETag, Retry-After, Idempotent-Replayed",
         )
         if req.method == "OPTIONS" and req.get_header("Access-Control-Request-Method"):
             allow = resp.get_header("Allow") or "GET, POST, PUT, DELETE"
@@ -95,7 +98,7 @@ class Database:
     statements (authentication), `session` for the ORM, on the same connection. /healthz
     opens neither; a job served from the kept copies opens no session.
 
-    GET and HEAD, which only read, use `models.db.autocommit_sessions`; the rest one
+    GET and HEAD, which only read, use `models.unit_of_work.autocommit_sessions`; the rest one
     transaction, committed by SessionManager."""
 
     def __init__(self, sessions: sessionmaker[Session], reads: Engine | None) -> None:
@@ -137,7 +140,7 @@ class SessionManager:
 
     def __init__(self, factory: sessionmaker[Session]) -> None:
         self.factory = factory
-        self.reads = db.autocommit_sessions(factory)
+        self.reads = unit_of_work.autocommit_sessions(factory)
         bind = self.reads.kw.get("bind")
         # A bare connection for reads needs an engine to check it out from; sessions bound
         # to a connection (the tests' rolled-back one) use theirs.
@@ -161,11 +164,11 @@ class SessionManager:
             if session is None or req.method in READS:
                 return  # nothing to commit: close() ends the read
             if req_succeeded and resp.status_code < 400:
-                db.commit(session)
+                unit_of_work.commit(session)
             else:
                 # Detach first: a rollback would expire what the request loaded, and the
                 # middleware that runs after this one (the access log) still reads the employer.
                 session.expunge_all()
-                db.discard(session)
+                unit_of_work.discard(session)
         finally:
             database.close()

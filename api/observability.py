@@ -60,10 +60,9 @@ class Observe:
     The request id (set by RequestId) is bound to the log context once routing is done, so
     every line logged while handling the request carries it."""
 
-    def __init__(self) -> None:
-        folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-        if folder and multiprocess():  # gunicorn run by hand: the directory may not exist yet
-            os.makedirs(folder, exist_ok=True)
+    def __init__(self, metrics_dir: str) -> None:
+        if multiprocess():  # gunicorn run by hand: the directory may not exist yet
+            os.makedirs(metrics_dir, exist_ok=True)
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.started = time.perf_counter()

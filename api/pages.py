@@ -6,18 +6,20 @@ enqueueing); only the answers differ: HTML pages and redirects instead of proble
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import falcon
 from sqlalchemy.orm import Session
 
-from api import errors, html_render, query
-from api.applications import Intake
+from api import errors, forms, html_render, idempotency, query
+from api.applications import Intake, job_scope
 from api.responses import path_id
 from models.applications import Upload, elsewhere
 from models.entities import Job
 from models.errors import ApplyViaUrl, FieldError, NotFound, ValidationFailed
+from models.idempotency import Busy
 
 HTML = "text/html; charset=utf-8"
 SECURITY_HEADERS = {
@@ -99,7 +101,16 @@ class JobPage:
             send_not_found(resp)
             return
         canonical = f"{query.base_url(req, self.public_base_url)}/jobs/{job.id}"
-        send_html(resp, html_render.job_page(job, self.timezone, canonical=canonical))
+        form = html_render.FormState(token=new_token())
+        send_html(resp, html_render.job_page(job, self.timezone, form, canonical=canonical))
+        if elsewhere(job) is None:
+            # The form's token is this visitor's: no shared cache may hand it to another.
+            resp.set_header("Cache-Control", "private, no-cache")
+
+
+def new_token() -> str:
+    """The form's one-time token, its Idempotency-Key (C10): 22 random URL-safe characters."""
+    return secrets.token_urlsafe(16)
 
 
 class ApplyRedirect:
@@ -125,8 +136,12 @@ class ApplyForm(ApplyRedirect):
         self.intake, self.timezone = intake, timezone
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
+        fields: dict[str, Any] = {}
         try:
-            fields = self.intake.read(req)
+            fields = self._read(req)
+            if self._answered_by_key(req, resp, job_id, fields):
+                return
+            self.intake.check_rate(req)
             self.intake.store(req, job_id, fields)
         except ValidationFailed as e:
             self._invalid(req, resp, job_id, fields, e.errors)
@@ -146,6 +161,53 @@ class ApplyForm(ApplyRedirect):
             return
         resp.status = 303
         resp.location = f"/jobs/{path_id(job_id)}/applied"
+        idempotency.finish(req, resp)
+
+    def _read(self, req: falcon.Request) -> dict[str, Any]:
+        """413 and 415, then the fields (400). C1 puts 429 before a 400, so an unreadable body
+        counts against the rate first; a readable one is counted after the key's answers."""
+        kind, data = forms.read_raw(req)
+        try:
+            return forms.parse(req, kind, data)
+        except falcon.HTTPError:
+            self.intake.check_rate(req)
+            raise
+
+    def _answered_by_key(
+        self, req: falcon.Request, resp: falcon.Response, job_id: str, fields: dict[str, Any]
+    ) -> bool:
+        """The form's hidden token is its Idempotency-Key (C10): a submit sent twice makes
+        one application, and the second is answered the first's 303. True when the key
+        answered (the replay, or a page saying why not); False when the form is processed."""
+        token = fields.get(html_render.FORM_KEY)
+        scope = job_scope(job_id)
+        if token is None or scope is None or idempotency.dry_run(req):
+            return False
+        idempotency.check_key(token if isinstance(token, str) else "")
+        content = ["form", idempotency.form_content(fields)]
+        keys: idempotency.Keys = req.context.idempotency_keys
+        outcome = keys.begin(req, scope, token, idempotency.fingerprint(req, content))
+        back = f"/jobs/{scope.id}"
+        if outcome is Busy.IN_FLIGHT:
+            page = html_render.error_page(
+                "Your application is being sent",
+                "This form was sent a moment ago and is still being processed; it will not "
+                "apply twice. Reload this page in a moment to see the confirmation.",
+                back=back,
+            )
+            send_html(resp, page, 409)
+            resp.set_header("Retry-After", idempotency.RETRY_AFTER)
+        elif outcome is Busy.REUSED:
+            page = html_render.error_page(
+                "This form was sent already",
+                "An application was sent from this page already, with other answers. To send "
+                "another, open the job again.",
+                back=back,
+            )
+            send_html(resp, page, 422)
+        elif outcome is not None:
+            idempotency.replay(resp, outcome)
+        return outcome is not None
 
     def _invalid(
         self,
@@ -159,8 +221,11 @@ class ApplyForm(ApplyRedirect):
         if job is None:  # unreachable: Intake found the job
             send_not_found(resp)
             return
+        token = fields.get(html_render.FORM_KEY)
         state = html_render.FormState(
-            values={k: v for k in TEXT_FIELDS if isinstance(v := fields.get(k), str)}
+            values={k: v for k in TEXT_FIELDS if isinstance(v := fields.get(k), str)},
+            # The same token: the key was released, and the corrected form applies once.
+            token=token if isinstance(token, str) else new_token(),
         )
         for error in errors:
             name = error.field.split(".", 1)[0]

@@ -1,4 +1,4 @@
-"""Read shapes: exactly the members the interface lists, plus those the contract adds."""
+"""Read shapes: exactly the members docs/reference.md lists for each (C3, C4, C6)."""
 
 from __future__ import annotations
 

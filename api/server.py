@@ -4,16 +4,23 @@ The workers share their metrics through files in PROMETHEUS_MULTIPROC_DIR (C9). 
 is set here, in the master, before anything imports prometheus_client and before the workers
 fork, and the directory is emptied at start: files of an earlier run would be summed in.
 Nothing in this module may import prometheus_client at import time.
+
+GUNICORN_CMD_ARGS is read as gunicorn reads it: its options override jobpost's own choices
+(below), and `jobpost serve`'s --host, --port and --workers, when given, override it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shutil
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from gunicorn.app.base import BaseApplication
+from gunicorn.config import Config
 from gunicorn.glogging import Logger
 
 
@@ -33,9 +40,8 @@ class Server(BaseApplication):  # type: ignore[misc]  # gunicorn ships no type h
 
 
 class NoAccessLog(Logger):  # type: ignore[misc]
-    """gunicorn's logger without its access log: ours is api.observability's. With a
-    logconfig_dict set, gunicorn would format every request's fields before finding that no
-    handler listens (about 5% of a worker's time on a small request)."""
+    """gunicorn's logger without its access log: ours is api.observability's, and gunicorn's
+    would format every request's fields for no handler (its cost: docs/benchmarks.md)."""
 
     def access(self, resp: Any, req: Any, environ: Any, request_time: Any) -> None:
         return None
@@ -53,15 +59,17 @@ def prepare_metrics_dir(path: str | Path) -> str:
     return str(folder)
 
 
-def child_exit(server: Any, worker: Any) -> None:
-    """A gunicorn hook in the master: a worker is gone; its live gauges go with it, and its
-    counts are added to those of the workers gone before (`fold_dead`)."""
-    from prometheus_client import multiprocess
+def child_exit(folder: str) -> Callable[[Any, Any], None]:
+    """A gunicorn hook for the master: a worker is gone; its live gauges go with it, and its
+    counts are added to those of the workers gone before, in `folder` (`fold_dead`)."""
 
-    folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-    if folder:
+    def gone(server: Any, worker: Any) -> None:
+        from prometheus_client import multiprocess
+
         multiprocess.mark_process_dead(worker.pid, folder)  # type: ignore[no-untyped-call]
         fold_dead(folder, worker.pid)
+
+    return gone
 
 
 # The kinds of metric files whose values add up across processes (a gauge's do not).
@@ -71,9 +79,9 @@ ADDITIVE = ("counter", "histogram", "summary")
 def fold_dead(folder: str | Path, pid: int) -> None:
     """Add the counts of a dead process into one file per kind (`counter_gone.db`), and
     remove its own. Each worker counts into files of its pid, kept after it exits so that no
-    count goes down; a worker replaced (a timeout, a HUP reload) left two, and every scrape
-    read them all: 1,000 replacements made a scrape 0.4 s slower. The sum is written beside
-    and renamed into place, so a scrape reads the old sum or the new one, never half."""
+    count goes down; every scrape reads them all, so a dead worker's are folded (what they
+    cost unfolded: docs/benchmarks.md). The sum is written beside and renamed into place, so
+    a scrape reads the old sum or the new one, never half."""
     from prometheus_client.mmap_dict import MmapedDict
 
     for kind in ADDITIVE:
@@ -117,24 +125,80 @@ LOGGING = {
 }
 
 
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8000
+
+
 def serve(
-    host: str, port: int, workers: int, *, metrics_dir: str | None = None, **extra: Any
+    host: str | None,
+    port: int | None,
+    workers: int | None,
+    *,
+    metrics_dir: str | None = None,
+    cmd_args: Sequence[str] = (),
+    **extra: Any,
 ) -> None:
+    """gunicorn, on `options_for`'s options (`host`, `port`, `workers`: None when not given).
+    A value of GUNICORN_CMD_ARGS (`cmd_args`) gunicorn refuses is a ValueError, before
+    anything starts."""
+    options = options_for(host, port, workers, cmd_args=cmd_args)
     if metrics_dir is not None:
-        prepare_metrics_dir(metrics_dir)
-    options = {
-        "bind": f"{host}:{port}",
-        "workers": workers,
+        options["child_exit"] = child_exit(prepare_metrics_dir(metrics_dir))
+    Server({**options, **extra}).run()
+
+
+def options_for(
+    host: str | None, port: int | None, workers: int | None, *, cmd_args: Sequence[str] = ()
+) -> dict[str, Any]:
+    """gunicorn's options for `jobpost serve`: jobpost's, then GUNICORN_CMD_ARGS', then the
+    command's own."""
+    options: dict[str, Any] = {
+        "bind": f"{DEFAULT_HOST}:{DEFAULT_PORT}",
+        "workers": os.cpu_count() or 1,
         "accesslog": None,
         "logger_class": NoAccessLog,
         "worker_class": "api.gunicorn_workers.ProblemSyncWorker",
         "timeout": 30,
-        "child_exit": child_exit,
         "logconfig_dict": LOGGING,
         # gunicorn 25.1+ opens a control socket at one path per user ($XDG_RUNTIME_DIR or
         # ~/.gunicorn): a second server on the machine takes it from the first, and nothing
         # of ours uses it. A supervisor's signals (TERM, HUP, TTIN) still reach the master.
         "control_socket_disable": True,
-        **extra,
     }
-    Server(options).run()
+    options.update(gunicorn_cmd_args(cmd_args))
+    if host is not None or port is not None:
+        options["bind"] = f"{host or DEFAULT_HOST}:{port or DEFAULT_PORT}"
+    if workers is not None:
+        options["workers"] = workers
+    return options
+
+
+NOT_READ = {"config": "a configuration file (--config) is not read by `jobpost serve`"}
+
+
+def gunicorn_cmd_args(words: Sequence[str]) -> dict[str, Any]:
+    """GUNICORN_CMD_ARGS' options, parsed and checked by gunicorn's own parser and settings;
+    one it refuses is a ValueError naming the variable."""
+    config = Config()
+    parser = config.parser()
+
+    def refuse(message: str) -> NoReturn:
+        raise ValueError(f"GUNICORN_CMD_ARGS: {message}")
+
+    parser.error = refuse  # argparse would print the usage and exit 2
+    with contextlib.redirect_stdout(io.StringIO()):  # --help, --version
+        try:
+            parsed = parser.parse_args(list(words))
+        except SystemExit:
+            refuse("--help and --version are for the gunicorn command")
+    given = {k: v for k, v in vars(parsed).items() if v is not None and k != "args"}
+    if parsed.args:
+        refuse(f"no application may be named ({' '.join(parsed.args)}): jobpost serves its own")
+    for name, why in NOT_READ.items():
+        if name in given:
+            refuse(why)
+    for name, value in given.items():
+        try:
+            config.set(name, value)
+        except (ValueError, TypeError) as e:
+            refuse(f"{name}: {e}")
+    return given

@@ -28,17 +28,15 @@ from bench.http import Client, Response
 from bench.options import Options
 from models import jobs
 from models.dates import today_in
-from models.db import make_engine
+from models.engines import make_engine
 from models.entities import Employer
 from models.settings import Settings
 
 API = "/api/v1.1"
 HEALTHZ = "GET /healthz"
 GET_ONE_JOBS = 1000  # GET one job cycles through this many of the big employer's jobs
-# Each web process keeps the jobs it has served (api.cache); a request reaches either worker,
-# so after 2 s of warm-up (about two passes over the sample) one job in five was still
-# unread by a given worker, and the measurement counted those first reads. Six seconds is
-# five passes or more on the slowest machine seen: under 3% of (worker, job) pairs still cold.
+# Long enough for each worker to have served (and kept, api.cache) nearly every sampled job:
+# docs/benchmarks.md, GET one job.
 GET_ONE_WARMUP = 6
 PUT_JOBS = 200  # PUT by referenceId writes these jobs, as real jobs (bench.bodies)
 POST_BODIES = 20

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from models.settings import VAR
+from models.settings import Settings
 
 DEFAULT_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
@@ -33,6 +33,6 @@ class Options:
             warmup=2,
             threads=2,
             connections=8,
-            out_dir=VAR / "bench",
+            out_dir=Settings.from_env().var_dir / "bench",
             deliveries=2000,
         )

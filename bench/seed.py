@@ -36,10 +36,11 @@ from bench.words import (
 )
 from models import employers
 from models.dates import today_in
-from models.db import make_engine, make_sessionmaker, session_scope
+from models.engines import make_engine
 from models.jobs import search_text
 from models.migrate import upgrade
 from models.settings import Settings
+from models.unit_of_work import make_sessionmaker, session_scope
 
 SEED_VERSION = 2  # bump when the generated data changes, so old bench databases are reseeded
 TOTAL_JOBS = 1_000_000

@@ -3,33 +3,21 @@
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from bench.http import Client
+from tests.harness import JOBPOST, Program, free_port
 
-PROJECT = Path(__file__).resolve().parent.parent
 START_TIMEOUT = 60.0
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def cores() -> int:
     return len(os.sched_getaffinity(0))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass(frozen=True)
@@ -62,64 +50,30 @@ def gunicorn(
     """`jobpost serve` on a free port against `database_url`, until it answers; stopped after.
     `env`: more environment for the server (a broker, an SMTP relay, a rate limit)."""
     port = free_port()
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with (
-        tempfile.TemporaryDirectory(prefix="jobpost-bench-prom-") as prom,
-        log_path.open("w") as log,
-    ):
+    with tempfile.TemporaryDirectory(prefix="jobpost-bench-prom-") as prom:
         environ = {
             **os.environ,
             **(env or {}),
             "DATABASE_URL": database_url,
             "PROMETHEUS_MULTIPROC_DIR": prom,
         }
-        command = [
-            sys.executable,
-            "-m",
-            "workers.cli",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            str(workers),
-        ]
-        proc = subprocess.Popen(command, cwd=PROJECT, env=environ, stdout=log, stderr=log)
-        try:
+        command = [*JOBPOST, "serve", "--host", "127.0.0.1", "--port", str(port)]
+        command += ["--workers", str(workers)]
+        # Stopped with SIGTERM: gunicorn's graceful shutdown of its workers.
+        with Program(command, log_path, env=environ, name="the server", stop_timeout=30) as proc:
             server = Server(f"http://127.0.0.1:{port}", proc.pid, workers)
-            _wait_until_serving(server, proc, log_path)
+            what = f"the server to answer (log: {log_path})"
+            proc.wait_until(lambda: _serving(server), timeout=START_TIMEOUT, what=what)
             yield server
-        finally:
-            _stop(proc)
 
 
-def _wait_until_serving(server: Server, proc: subprocess.Popen[bytes], log: Path) -> None:
-    """Until the port answers HTTP (any status) and every worker has booted."""
-    client = Client(server.base_url, timeout=2)
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited ({proc.returncode}); see {log}")
-        try:
-            client.request("GET", "/healthz", auth=False)
-            if len(server.worker_pids()) >= server.workers:
-                return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"the server did not answer within {START_TIMEOUT:.0f} s; see {log}")
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)  # gunicorn: graceful shutdown of the workers
+def _serving(server: Server) -> bool:
+    """The port answers HTTP (any status) and every worker has booted."""
     try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+        Client(server.base_url, timeout=2).request("GET", "/healthz", auth=False)
+    except OSError:
+        return False
+    return len(server.worker_pids()) >= server.workers
 
 
 def cpu_seconds(pid: int) -> float:

@@ -1,10 +1,10 @@
 """A local SMTP sink for the workers bench: accepts every message at once and counts it.
 
-Run in a process of its own (`python -m bench.smtp_sink --port N`), so that its CPU time is
-neither taken from the load generator nor from the sender being measured, and shows apart:
-aiosmtpd is pure Python, and parsing SMTP costs about as much as speaking it. Messages are
-counted, never parsed or stored. `NOOP` answers `250 messages=N bytes=B` (what was accepted
-so far); SIGTERM or SIGINT stop it.
+Run in a process of its own (`python -m bench.smtp_sink --port N`, or `running(log)` from the
+bench), so that its CPU time is neither taken from the load generator nor from the sender being
+measured, and shows apart: aiosmtpd is pure Python, and parsing SMTP costs about as much as
+speaking it. Messages are counted, never parsed or stored. `NOOP` answers
+`250 messages=N bytes=B` (what was accepted so far); SIGTERM or SIGINT stop it.
 """
 
 from __future__ import annotations
@@ -12,10 +12,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import re
 import signal
+import smtplib
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from aiosmtpd.smtp import SMTP
+
+from tests.harness import Program, free_port
+
+START_TIMEOUT = 60.0
 
 
 class Counter:
@@ -57,6 +68,45 @@ def main() -> None:
     args = p.parse_args()
     logging.getLogger("mail.log").setLevel(logging.WARNING)  # aiosmtpd logs every command
     asyncio.run(serve(args.host, args.port))
+
+
+@dataclass(frozen=True)
+class Sink:
+    host: str
+    port: int
+    pid: int
+
+    def counts(self) -> tuple[int, int]:
+        """Messages and bytes the sink has accepted so far (asked with NOOP)."""
+        conn = smtplib.SMTP(self.host, self.port, timeout=10)
+        try:
+            code, reply = conn.noop()
+        finally:
+            conn.quit()
+            conn.close()
+        found = re.fullmatch(rb"messages=(\d+) bytes=(\d+)", reply)
+        if code != 250 or not found:
+            raise RuntimeError(f"the SMTP sink answered NOOP with {code} {reply!r}")
+        return int(found.group(1)), int(found.group(2))
+
+    def answers(self) -> bool:
+        try:
+            self.counts()
+            return True
+        except (OSError, smtplib.SMTPException):
+            return False
+
+
+@contextmanager
+def running(log: Path) -> Iterator[Sink]:
+    """The sink in a process of its own, on a free port, until the block ends."""
+    port = free_port()
+    command = [sys.executable, "-m", "bench.smtp_sink", "--host", "127.0.0.1", "--port", str(port)]
+    with Program(command, log, name="the SMTP sink", stop_timeout=5) as proc:
+        sink = Sink("127.0.0.1", port, proc.pid)
+        what = f"the SMTP sink to answer (log: {log})"
+        proc.wait_until(sink.answers, timeout=START_TIMEOUT, what=what)
+        yield sink
 
 
 if __name__ == "__main__":

@@ -40,7 +40,8 @@ from bench import report, seed, server
 from bench.options import Options
 from models import upkeep
 from models.dates import REFRESH_DAYS
-from models.db import make_engine, make_sessionmaker
+from models.engines import make_engine
+from models.unit_of_work import make_sessionmaker
 
 REPEATS = 5  # timed runs of each statement
 EXPIRE_SHARE = 0.10  # of the active jobs

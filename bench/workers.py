@@ -20,13 +20,13 @@ being measured, and its cost is shown in a column of its own instead.
    N over the time from then to the last `sent_at`, worker start and enqueueing left out.
    The baseline is a plain loop in the bench process sending the same messages to the same
    sink with smtplib over one connection kept across them, as the worker keeps its
-   (`workers.mail.Relay`; the worker also sends RSET before each reuse), so the ratio is
+   (`workers.mail.relay.Relay`; the worker also sends RSET before each reuse), so the ratio is
    what the pipeline costs beside sending, not what reusing connections saves. A loop with
    a connection per message (connect, EHLO, MAIL, RCPT, DATA, QUIT), as the worker sent
    until it kept one, is shown beside it, with no target. The messages are built beforehand with
-   `workers.mail.build_message` (the readable reference of the copy) from the same
-   ApplicationCopy data the worker reads, so the loop times sending alone (send_message
-   flattens each message); the worker renders its bytes itself (`workers.mail.render`) and
+   `build_message` (tests/workers/mail_reference.py, the readable reference of the copy) from
+   the same ApplicationCopy data the worker reads, so the loop times sending alone (send_message
+   flattens each message); the worker renders its bytes itself (`workers.mail.mime.render`) and
    that is in its time. The reference's build time is shown apart, with what the baseline
    would be had the loop built them. The loop runs before and after the worker; their mean
    is the baseline. Target: the worker at least 50% of it. A diagnostic row, no target:
@@ -48,8 +48,8 @@ import re
 import smtplib
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from email.message import EmailMessage
@@ -63,17 +63,21 @@ from sqlalchemy import Engine, create_engine, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from bench import report, server, services, wrk
+from bench import report, server, smtp_sink, wrk
 from bench.http import Client
 from bench.options import Options
 from models import applications, employers, jobs
 from models.dates import today_in
-from models.db import make_engine, make_sessionmaker, session_scope
+from models.engines import make_engine
 from models.entities import Application, Resume
 from models.migrate import upgrade
 from models.settings import VARIABLES, Settings
-from workers import broker, delivery, enqueue, mail
+from models.unit_of_work import make_sessionmaker, session_scope
+from tests.harness import JOBPOST, Program, RedisServer, free_port
+from tests.workers.mail_reference import build_message
+from workers import broker, delivery, enqueue
 from workers.app import EMAIL_QUEUE, make_celery
+from workers.mail.content import ApplicationCopy
 
 DATABASE = "jobpost_bench_workers"
 API = "/api/v1.1"
@@ -155,7 +159,7 @@ class Delivery:
     kind: str
     count: int
     message_bytes: float  # mean size on the wire, as the sink counted it
-    build_ms: float  # workers.mail.build_message per message, not in the plain loop's time
+    build_ms: float  # the tests' build_message per message, not in the plain loop's time
     enqueue_seconds: float  # sending N tasks to the broker (before the worker consumes them)
     plain: list[Sending]  # before and after the worker
     fresh: Sending  # no target: the loop with a connection per message
@@ -212,8 +216,8 @@ def run(options: Options) -> bool:
     with ExitStack() as stack:
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="jobpost-bench-")))
         redis_log = out / "workers-redis.log"
-        broker_server = stack.enter_context(services.redis_server(workdir, redis_log))
-        sink = stack.enter_context(services.smtp_sink(out / "workers-sink.log"))
+        broker_server = stack.enter_context(RedisServer(workdir, redis_log))
+        sink = stack.enter_context(smtp_sink.running(out / "workers-sink.log"))
         env = _service_env(url, broker_server.url, sink, workdir)
         sessions = make_sessionmaker(engine)
         job_id = _job(sessions)
@@ -277,7 +281,7 @@ def _job(sessions: sessionmaker[Session]) -> int:
 
 
 def _service_env(
-    database_url: str, broker_url: str, sink: services.Sink, workdir: Path
+    database_url: str, broker_url: str, sink: smtp_sink.Sink, workdir: Path
 ) -> dict[str, str]:
     # None of the caller's jobpost settings: the services see only what the bench gives them.
     env = {k: v for k, v in os.environ.items() if k not in VARIABLES}
@@ -291,7 +295,7 @@ def _service_env(
         SMTP_TIMEOUT="30",
         MAIL_FROM=MAIL_FROM,
         PROMETHEUS_MULTIPROC_DIR=str(workdir / "prometheus"),
-        WORKER_METRICS_PORT=str(server.free_port()),
+        WORKER_METRICS_PORT=str(free_port()),
         JOBPOST_VAR_DIR=str(workdir),
         PYTHONUNBUFFERED="1",
     )
@@ -406,11 +410,24 @@ def _forget_api_applications(engine: Engine, url: str, broker_url: str) -> None:
 # -- 2. delivery -----------------------------------------------------------------------------
 
 
+@contextmanager
+def worker(
+    env: Mapping[str, str], concurrency: int, log: Path, ready: Callable[[], bool]
+) -> Iterator[int]:
+    """`jobpost worker --concurrency N` until `ready()` holds; yields the main process's pid.
+    Stopped with a warm shutdown (SIGTERM), its group killed after."""
+    command = [*JOBPOST, "worker", "--concurrency", str(concurrency)]
+    with Program(command, log, env=env, name="the worker", stop_timeout=20) as proc:
+        what = f"the worker to answer (log: {log})"
+        proc.wait_until(ready, timeout=server.START_TIMEOUT, what=what)
+        yield proc.pid
+
+
 @dataclass(frozen=True)
 class _Services:
     env: Mapping[str, str]  # of the server and the worker
-    sink: services.Sink
-    redis: services.Redis
+    sink: smtp_sink.Sink
+    redis: RedisServer
     celery: Celery  # the bench's client of the private broker
     settings: Settings  # the worker's, for the in-process diagnostic
 
@@ -432,7 +449,7 @@ def _deliver(
     log = options.out_dir / "workers-worker.log"
     conninfo = make_url(engine.url).set(drivername="postgresql").render_as_string(False)
     with (
-        services.worker(running.env, 1, log, ready) as worker_pid,
+        worker(running.env, 1, log, ready) as worker_pid,
         psycopg.connect(conninfo, autocommit=True) as watch,
     ):
         probe = _Probe(watch, worker_pid, sink, running.redis.pid)
@@ -459,7 +476,7 @@ def _deliver_kind(
     ids = _submit(sessions, job_id, [kind.fields(i) for i in range(count)])
     copies = _copies(sessions, ids)
     started = time.perf_counter()
-    messages = [mail.build_message(c, mail_from=MAIL_FROM) for c in copies]
+    messages = [build_message(c, mail_from=MAIL_FROM) for c in copies]
     build_ms = (time.perf_counter() - started) * 1000 / len(messages)
     first = _plain_loop(f"plain smtplib loop, {kind.name}", messages, sink, probe)
     worker, enqueue_seconds = _worker_delivery(f"worker, {kind.name}", ids, running.celery, probe)
@@ -496,7 +513,7 @@ def _submit(
         return [applications.submit(s, job, applications.check(f)).id for f in fields]
 
 
-def _copies(sessions: sessionmaker[Session], ids: Sequence[int]) -> list[mail.ApplicationCopy]:
+def _copies(sessions: sessionmaker[Session], ids: Sequence[int]) -> list[ApplicationCopy]:
     """What `workers.delivery` reads for each application, read in one go."""
     with sessions() as s:
         found = {a.id: a for a in s.scalars(select(Application).where(Application.id.in_(ids)))}
@@ -517,7 +534,7 @@ class _Probe:
 
     watch: psycopg.Connection[tuple[Any, ...]]  # autocommit; its own backend is left out
     worker_pid: int
-    sink: services.Sink
+    sink: smtp_sink.Sink
     redis_pid: int
 
     def snapshot(self) -> _Snapshot:
@@ -590,7 +607,7 @@ def _sending(
 def _plain_loop(
     scenario: str,
     messages: Sequence[EmailMessage],
-    sink: services.Sink,
+    sink: smtp_sink.Sink,
     probe: _Probe,
     *,
     kept: bool = True,

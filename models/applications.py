@@ -15,9 +15,9 @@ from sqlalchemy.orm import Session, lazyload
 from models import checks, resumes
 from models.checks import Invalid
 from models.dates import utcnow
-from models.db import planned_for_values
 from models.entities import Application, Employer, Job, OutboxEntry, Resume
 from models.errors import ApplyViaUrl, FieldError, NotFound, ValidationFailed
+from models.fast_reads import planned_for_values
 from models.reference import URL_ROUTE
 
 PHONE = re.compile(r"[0-9 +\-().]{1,30}")

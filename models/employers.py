@@ -14,9 +14,9 @@ from sqlalchemy.orm import Session, make_transient_to_detached
 
 from models import job_rows
 from models.dates import utcnow
-from models.db import Precompiled
 from models.entities import ApiKey, Employer, Job
 from models.errors import NotFound
+from models.fast_reads import Precompiled
 from models.job_rows import StoredJob
 
 PLANS = ("standard", "unlimited")

@@ -143,7 +143,7 @@ class Job(Base):
     application_email: Mapped[str | None] = mapped_column(String(50))
     application_url: Mapped[str | None] = mapped_column(String(200))
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    # Raised by every write (`models.jobs.touch`, the upkeep UPDATEs): the API serves a cached
+    # Raised by every write (`models.job_rows`, the upkeep UPDATEs): the API serves a cached
     # representation only while the row still has the version it was made from.
     version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
 
@@ -249,3 +249,25 @@ class OutboxEntry(Base):
     retry_from: Mapped[datetime | None] = mapped_column(UTCDateTime)
     application: Mapped[Application] = relationship(back_populates="outbox")
     __table_args__ = (Index("ix_outbox_status_next", "status", "next_attempt_at"),)
+
+
+class IdempotencyKey(Base):
+    """An Idempotency-Key within its scope (C10): marked while its first request runs (the
+    holder's `token`, until `lease_until`), then the response to replay (`status` set), for
+    24 hours from `first_used_at`. The request itself is kept only as a hash of its canonical
+    form."""
+
+    __tablename__ = "idempotency_keys"
+    scope: Mapped[str] = mapped_column(String(16), primary_key=True)  # "employer" or "job"
+    scope_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    first_used_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    token: Mapped[str] = mapped_column(String(32))
+    lease_until: Mapped[datetime] = mapped_column(UTCDateTime)
+    status: Mapped[int | None] = mapped_column(Integer)  # None: in flight
+    location: Mapped[str | None] = mapped_column(Text)
+    etag: Mapped[str | None] = mapped_column(String(200))
+    content_type: Mapped[str | None] = mapped_column(String(200))
+    body: Mapped[bytes | None] = mapped_column(LargeBinary)
+    __table_args__ = (Index("ix_idempotency_keys_first_used_at", "first_used_at"),)

@@ -37,8 +37,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
-from models.db import Precompiled
 from models.entities import Job, JobCategory, JobLocation, Location
+from models.fast_reads import Precompiled
 from models.places import PLACE_COLUMNS, Place
 
 _jobs = cast(Table, Job.__table__)

@@ -16,9 +16,9 @@ from sqlalchemy.orm import Session
 
 from models import checks, job_rows, job_rules
 from models.dates import default_close, utcnow
-from models.db import Precompiled, planned_for_values
 from models.entities import Employer, Job, JobLocation, Location
 from models.errors import DuplicateReferenceId, FieldError, NotFound, ValidationFailed
+from models.fast_reads import Precompiled, planned_for_values
 from models.job_rows import StoredJob
 from models.places import Place
 

@@ -9,7 +9,7 @@ from alembic.config import Config
 from sqlalchemy import Engine
 
 from models import reference
-from models.db import make_sessionmaker, session_scope
+from models.unit_of_work import make_sessionmaker, session_scope
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 

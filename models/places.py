@@ -29,9 +29,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from models.db import Precompiled
 from models.entities import Location, LocationName
 from models.errors import FieldError
+from models.fast_reads import Precompiled
 from models.reference import CITY, PROVINCES, fold
 
 MAX_LENGTH = 300

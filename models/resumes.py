@@ -4,7 +4,8 @@
 - RTF: starts with `{\\rtf` and is text (see `_is_rtf`): an executable or a zip behind the
   prefix is refused.
 - DOC: a Word 97-2003 document, an OLE2 compound file ([MS-CFB]) whose root storage holds a
-  `WordDocument` stream; other compound files (Excel, PowerPoint, Outlook messages…) are refused.
+  `WordDocument` stream; other compound files (Excel, PowerPoint, Outlook messages…) are refused,
+  and so is one whose directory holds a VBA project (`Macros` or `_VBA_PROJECT_CUR`), as DOCM is.
 - DOCX: a zip with `word/document.xml`, whose `[Content_Types].xml` declares the WordprocessingML
   document type and nothing macro-enabled, and with no `vbaProject.bin` (so no DOCM or DOTM).
 - ODT: a zip whose `mimetype` is exactly the ODF text type (not a template, sheet or other ODF
@@ -28,7 +29,10 @@ MAX_RESUME_BYTES = 5 * 1024 * 1024
 
 _OLE2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _WORD_STREAM = "WordDocument\x00".encode("utf-16-le")  # a directory entry's name, with its NUL
-_CFB_STREAM, _CFB_ROOT = 2, 5  # directory entry object types
+_CFB_STORAGE, _CFB_STREAM, _CFB_ROOT = 1, 2, 5  # directory entry object types
+# Where Word (Macros) and the other Office programs (_VBA_PROJECT_CUR) keep a VBA project;
+# [MS-CFB] compares names without case, so any case names the same storage.
+_VBA_STORAGES = {"MACROS", "_VBA_PROJECT_CUR"}
 _ZIP = b"PK\x03\x04"
 _ODT_MIMETYPE = b"application/vnd.oasis.opendocument.text"
 _DOCX_MAIN = b"application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"
@@ -70,13 +74,14 @@ def detect(data: bytes) -> ResumeKind | None:
 
 
 def _is_word_document(data: bytes) -> bool:
-    """A compound file whose root storage has a `WordDocument` stream among its children.
+    """A compound file whose root storage has a `WordDocument` stream among its children, and
+    with no entry of a VBA project anywhere in its directory (an embedded object's included).
 
     Reads the header, follows the directory's sector chain through the FAT, then walks the root
-    storage's tree of children (left and right siblings). Each sector and entry is visited at most
-    once and every number is checked against the file, so a broken or cyclic file costs work
-    bounded by its size and answers False. Only the header's 109 FAT sectors are used: they map
-    at least 7 MiB, more than a résumé may weigh.
+    storage's tree of children (left and right siblings), then reads every entry's name once.
+    Each sector and tree entry is visited at most once and every number is checked against the
+    file, so a broken or cyclic file costs work bounded by its size and answers False. Only the
+    header's 109 FAT sectors are used: they map at least 7 MiB, more than a résumé may weigh.
     """
     if len(data) < 512:
         return False
@@ -106,10 +111,13 @@ def _is_word_document(data: bytes) -> bool:
     per_sector = size // 128
     entries = len(chain) * per_sector
 
+    def offset_of(stream_id: int) -> int:
+        sector, slot = divmod(stream_id, per_sector)
+        return (chain[sector] + 1) * size + slot * 128
+
     def entry(stream_id: int) -> tuple[bytes, int, int, int, int]:
         """Name (its declared length), object type, left sibling, right sibling and child."""
-        sector, slot = divmod(stream_id, per_sector)
-        offset = (chain[sector] + 1) * size + slot * 128
+        offset = offset_of(stream_id)
         name_length, kind = struct.unpack_from("<HB", data, offset + 64)
         left, right, child = struct.unpack_from("<3I", data, offset + 68)
         return data[offset : offset + min(name_length, 64)], kind, left, right, child
@@ -127,9 +135,18 @@ def _is_word_document(data: bytes) -> bool:
         visited.add(stream_id)
         name, kind, left, right, _ = entry(stream_id)
         if kind == _CFB_STREAM and name == _WORD_STREAM:
-            return True
+            return not any(_is_vba(data, offset_of(i)) for i in range(entries))
         todo += (left, right)
     return False
+
+
+def _is_vba(data: bytes, offset: int) -> bool:
+    """Whether the directory entry at `offset` is a VBA project's storage (or a stream of its
+    name). Its name is read up to its NUL, whatever length the entry declares."""
+    if data[offset + 66] not in (_CFB_STORAGE, _CFB_STREAM):
+        return False
+    name = data[offset : offset + 64].decode("utf-16-le", "replace").split("\x00", 1)[0]
+    return name.upper() in _VBA_STORAGES
 
 
 def _zip_kind(data: bytes) -> ResumeKind | None:

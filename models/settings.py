@@ -6,15 +6,24 @@ import ipaddress
 import math
 import os
 import re
+import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from email.utils import getaddresses
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-VAR = Path(os.environ.get("JOBPOST_VAR_DIR") or "var")
-# Every environment variable jobpost reads: C9's, plus where local files go and a test aid.
+from models import checks
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
+
+# Every environment variable jobpost reads: C9's, plus where local files go, a test aid, and
+# gunicorn's own GUNICORN_CMD_ARGS, which `jobpost serve` hands to gunicorn. This module is
+# the only one that reads the environment: each process's entry point calls
+# Settings.from_env() once and passes the settings down.
 VARIABLES = (
     "DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL", "SMTP_HOST", "SMTP_PORT", "SMTP_USER",
     "SMTP_PASSWORD", "SMTP_STARTTLS", "SMTP_TIMEOUT", "MAIL_FROM", "JOBPOST_TIMEZONE",
@@ -22,7 +31,7 @@ VARIABLES = (
     "OUTBOX_SWEEP_GRACE_SECONDS", "OUTBOX_LEASE_SECONDS", "DELIVERY_RETRY_BASE_SECONDS",
     "DELIVERY_RETRY_HOURS", "READY_TIMEOUT_SECONDS", "PROMETHEUS_MULTIPROC_DIR",
     "WORKER_METRICS_PORT", "JOBPOST_VAR_DIR", "JOBPOST_BEAT_EVERY_SECONDS", "JOB_CACHE_MB",
-    "TRUSTED_PROXIES",
+    "TRUSTED_PROXIES", "GUNICORN_CMD_ARGS",
 )  # fmt: skip
 
 
@@ -34,8 +43,18 @@ def is_redis(url: str) -> bool:
     return url.startswith(REDIS_SCHEMES)
 
 
-def _bool(value: str) -> bool:
-    return value.strip().lower() in {"1", "true", "yes", "on"}
+BOOLEANS = {
+    "true": True, "1": True, "yes": True, "on": True,
+    "false": False, "0": False, "no": False, "off": False,
+}  # fmt: skip
+
+
+def _boolean(raw: str) -> bool:
+    """Exactly one of BOOLEANS' words, any case: a typo (`ture`) is refused, not taken as off."""
+    try:
+        return BOOLEANS[raw.strip().lower()]
+    except KeyError:
+        raise ValueError("not true or false (true/false, 1/0, yes/no, on/off)") from None
 
 
 T = TypeVar("T")
@@ -127,6 +146,45 @@ def rate_limit(rule: str) -> tuple[int, int] | None:
     return int(match.group(1)), PERIODS[match.group(2)]
 
 
+# The default's domain: a relay on this machine. C4's address rules want a dotted domain.
+LOCAL_SENDER_DOMAIN = "localhost"
+
+
+def _sender(raw: str) -> str:
+    """MAIL_FROM: one address, bare or with a display name (`Jobs <jobs@example.com>`), by
+    the address rules of C4 (models.checks.email). Checked at start: a sender the relay
+    refuses would fail every copy, one by one."""
+    found = getaddresses([raw])
+    # The parser drops what it cannot read (a space inside the address, say): the address
+    # must be there as written.
+    control = any(ord(c) < 32 or ord(c) == 127 for c in raw)
+    if len(found) != 1 or found[0][1] not in raw or control:
+        raise ValueError("not one email address (jobs@example.com or Jobs <jobs@example.com>)")
+    local, _, domain = found[0][1].rpartition("@")
+    if domain.lower() == LOCAL_SENDER_DOMAIN:  # allowed, as C9's default; the rest is checked
+        domain = "example.com"
+    try:
+        checks.email(f"{local}@{domain}", "MAIL_FROM", max_len=254)
+    except checks.Invalid:
+        raise ValueError(
+            "not a valid email address (jobs@example.com or Jobs <jobs@example.com>)"
+        ) from None
+    return raw
+
+
+def _every(raw: str) -> float | None:
+    """JOBPOST_BEAT_EVERY_SECONDS: a positive number of seconds, or unset."""
+    return _span(1, above=True)(raw) if raw.strip() else None
+
+
+def _words(raw: str) -> tuple[str, ...]:
+    """A command line's options, split as a shell splits them (GUNICORN_CMD_ARGS)."""
+    try:
+        return tuple(shlex.split(raw))
+    except ValueError as e:  # "No closing quotation"
+        raise ValueError(f"cannot be split as a shell would ({str(e).lower()})") from None
+
+
 def _rule(raw: str) -> str:
     rate_limit(raw)
     return raw
@@ -190,10 +248,42 @@ def _database(raw: str) -> str:
         raise ValueError(f"its driver is not installed ({e.name}); use postgresql://") from None
     if "@" in (parsed.host or ""):  # the driver would repeat this "host" in every error
         raise ValueError(f"its host holds an '@'{UNESCAPED}")
+    _pooler(parsed)
     return url
 
 
-@dataclass(frozen=True)
+def _pooler(parsed: URL) -> None:
+    """DATABASE_URL's own `pooler` parameter: on a PostgreSQL URL, the pool mode of the
+    pooler in between (models.engines)."""
+    from models.engines import POOL_MODES, POOLER
+
+    mode = parsed.query.get(POOLER)
+    if mode is not None and (parsed.get_backend_name() != "postgresql" or mode not in POOL_MODES):
+        raise ValueError(f"its {POOLER}= is {' or '.join(POOL_MODES)}, on a PostgreSQL URL only")
+
+
+HIDDEN = "***"
+PASSWORD_PARAMETER = re.compile(r"(?i)(\bpassword=)[^&]*")  # ?password=… in a URL's query
+
+
+def hide_password(url: str | None) -> str | None:
+    """`url` with its password, if it holds one, shown as HIDDEN: for a repr, a log line or
+    an error. The last '@' ends the user and password, as drivers read them."""
+    if not url:
+        return url
+    netloc = urlsplit(url).netloc
+    userinfo, at, host = netloc.rpartition("@")
+    if at and ":" in userinfo:
+        url = url.replace(netloc, f"{userinfo.split(':', 1)[0]}:{HIDDEN}@{host}", 1)
+    return PASSWORD_PARAMETER.sub(rf"\1{HIDDEN}", url)
+
+
+# Shown through hide_password in a repr; SMTP_PASSWORD is not shown at all.
+URL_FIELDS = ("database_url", "broker_url", "redis_url")
+SECRET_FIELDS = ("smtp_password",)
+
+
+@dataclass(frozen=True, repr=False)
 class Settings:
     database_url: str
     broker_url: str
@@ -218,11 +308,26 @@ class Settings:
     worker_metrics_port: int
     job_cache_mb: float = 4.0  # per web process: job representations kept for GET (0: none)
     trusted_proxies: tuple[Network, ...] = ()  # the proxies in front of the web process
+    var_dir: Path = Path("var")  # local state of the defaults (JOBPOST_VAR_DIR)
+    beat_every_seconds: float | None = None  # tests and demos: every beat entry this often
+    gunicorn_cmd_args: tuple[str, ...] = ()  # gunicorn options for `jobpost serve`
+
+    def __repr__(self) -> str:
+        """Every field, but no password: URLs show theirs as HIDDEN, SMTP_PASSWORD is HIDDEN."""
+        shown = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in URL_FIELDS:
+                value = hide_password(value)
+            elif f.name in SECRET_FIELDS and value is not None:
+                value = HIDDEN
+            shown.append(f"{f.name}={value!r}")
+        return f"Settings({', '.join(shown)})"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         e = os.environ if env is None else env
-        var = Path(e.get("JOBPOST_VAR_DIR") or VAR)
+        var = Path(e.get("JOBPOST_VAR_DIR") or "var")
         broker = e.get("CELERY_BROKER_URL") or f"sqla+sqlite:///{var}/broker.sqlite"
         redis_default = broker if is_redis(broker) else None
         return cls(
@@ -235,9 +340,9 @@ class Settings:
             smtp_port=_read(e, "SMTP_PORT", "1025", _port),
             smtp_user=e.get("SMTP_USER") or None,
             smtp_password=e.get("SMTP_PASSWORD") or None,
-            smtp_starttls=_bool(e.get("SMTP_STARTTLS", "false")),
+            smtp_starttls=_read(e, "SMTP_STARTTLS", "false", _boolean),
             smtp_timeout=_read(e, "SMTP_TIMEOUT", "30", _span(1, above=True)),
-            mail_from=e.get("MAIL_FROM") or "jobpost@localhost",
+            mail_from=_read(e, "MAIL_FROM", "jobpost@localhost", _sender),
             timezone=_read(e, "JOBPOST_TIMEZONE", "America/Toronto", _zone),
             public_base_url=_read(e, "PUBLIC_BASE_URL", "", _base_url),
             application_retention_days=int(
@@ -255,4 +360,7 @@ class Settings:
             worker_metrics_port=_read(e, "WORKER_METRICS_PORT", "9808", _port),
             job_cache_mb=_read(e, "JOB_CACHE_MB", "4", _number(0)),
             trusted_proxies=networks(e.get("TRUSTED_PROXIES", "")),
+            var_dir=var,
+            beat_every_seconds=_read(e, "JOBPOST_BEAT_EVERY_SECONDS", "", _every),
+            gunicorn_cmd_args=_read(e, "GUNICORN_CMD_ARGS", "", _words),
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import date, timedelta
 
 from sqlalchemy import select, update
@@ -24,7 +25,7 @@ def expire(session: Session, *, today: date) -> int:
 
 def refresh(session: Session, *, today: date) -> int:
     """Active auto-refresh jobs of unlimited-plan employers, published 7+ days ago, get
-    publishDate = today; closeDate is left alone. Run expire first."""
+    publishDate = today; closeDate is left alone. Run after expire: `expire_and_refresh`."""
     unlimited = select(Employer.id).where(Employer.plan == "unlimited")
     result = session.execute(
         update(Job)
@@ -38,3 +39,16 @@ def refresh(session: Session, *, today: date) -> int:
         .execution_options(synchronize_session=False)
     )
     return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class Refreshed:
+    expired: int
+    refreshed: int
+
+
+def expire_and_refresh(session: Session, *, today: date) -> Refreshed:
+    """The refresh as the service runs it (C5): expiry first, so that a job past its close
+    date is archived, never re-published."""
+    expired = expire(session, today=today)
+    return Refreshed(expired, refresh(session, today=today))

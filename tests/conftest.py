@@ -17,16 +17,16 @@ from typing import Any
 
 import falcon.testing
 import pytest
-from aiosmtpd.controller import Controller
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import WsgiApp, create_app
 from models import employers
-from models.db import make_engine
+from models.engines import make_engine
 from models.migrate import upgrade
 from models.settings import Settings
 from tests import factories
+from tests.harness import SmtpServer, free_port
 from tests.openapi_check import check_response
 from tests.services import scratch_postgres
 
@@ -107,13 +107,7 @@ class Api:
         if key is not None:
             headers["API-Key"] = key
         result = self.client.simulate_request(method, path, headers=headers, **kwargs)
-        check_response(
-            _effective(method, headers),
-            path,
-            result.status_code,
-            result.headers.get("content-type"),
-            result.content,
-        )
+        _check(method, path, headers, result)
         return result
 
     def get(self, path: str, **kw: Any) -> falcon.testing.Result:
@@ -127,6 +121,24 @@ class Api:
 
     def delete(self, path: str, **kw: Any) -> falcon.testing.Result:
         return self.request("DELETE", path, **kw)
+
+
+class CheckedClient(falcon.testing.TestClient):
+    """falcon's test client, checking each response against openapi.json (the pages'
+    tests use it: they send forms and follow redirects, with no API key)."""
+
+    def simulate_request(self, *args: Any, **kwargs: Any) -> falcon.testing.Result:
+        result = super().simulate_request(*args, **kwargs)
+        method = args[0] if args else kwargs.get("method", "GET")
+        path = args[1] if len(args) > 1 else kwargs.get("path", "/")
+        _check(method, path, dict(kwargs.get("headers") or {}), result)
+        return result
+
+
+def _check(method: str, path: str, headers: dict[str, str], result: falcon.testing.Result) -> None:
+    content_type = result.headers.get("content-type")
+    method = _effective(method, headers)
+    check_response(method, path, result.status_code, content_type, result.content)
 
 
 def _effective(method: str, headers: dict[str, str]) -> str:
@@ -203,14 +215,6 @@ def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return sent
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on (at the time of asking)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @dataclasses.dataclass
 class SmtpSink:
     """Stores what it accepts; `reply` (RCPT) or `data_reply` (DATA) make it refuse instead."""
@@ -276,12 +280,5 @@ def unused_port() -> int:
 @pytest.fixture
 def smtp_sink() -> Iterator[SmtpSink]:
     """A running SMTP server on 127.0.0.1 and a free port, stopped after the test."""
-    sink = SmtpSink(host="127.0.0.1", port=free_port())
-    controller = Controller(
-        sink, hostname=sink.host, port=sink.port, server_hostname="localhost", ready_timeout=5.0
-    )
-    controller.start()
-    try:
+    with SmtpServer(SmtpSink(host="127.0.0.1", port=free_port())) as sink:
         yield sink
-    finally:
-        controller.stop()

@@ -99,6 +99,21 @@ WORD_ENTRIES: list[Entry] = [
     ("\x05DocumentSummaryInformation", STREAM, NOSTREAM, NOSTREAM, NOSTREAM),
 ]
 DOC_BYTES = compound_file(WORD_ENTRIES)
+# The same document carrying a VBA project, as Word 97 keeps one: a `Macros` storage beside
+# WordDocument (both in the directory's second sector) holding the project's streams and its
+# `VBA` storage.
+WORD_MACRO_ENTRIES: list[Entry] = [
+    *WORD_ENTRIES[:5],
+    ("\x05DocumentSummaryInformation", STREAM, NOSTREAM, 6, NOSTREAM),
+    ("Macros", STORAGE, NOSTREAM, NOSTREAM, 7),
+    ("PROJECT", STREAM, NOSTREAM, 8, NOSTREAM),
+    ("VBA", STORAGE, NOSTREAM, 9, 10),
+    ("PROJECTwm", STREAM, NOSTREAM, NOSTREAM, NOSTREAM),
+    ("dir", STREAM, NOSTREAM, 11, NOSTREAM),
+    ("ThisDocument", STREAM, NOSTREAM, 12, NOSTREAM),
+    ("_VBA_PROJECT", STREAM, NOSTREAM, NOSTREAM, NOSTREAM),
+]
+DOC_MACROS_BYTES = compound_file(WORD_MACRO_ENTRIES)
 XLS_BYTES = ole2(["Workbook", "\x05SummaryInformation"])
 PPT_BYTES = ole2(["Current User", "PowerPoint Document"])
 MSG_BYTES = ole2(["__nameid_version1.0", "__properties_version1.0", "__substg1.0_0037001F"])

@@ -7,11 +7,14 @@ import secrets
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import NoReturn
 
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
+
+from tests.harness import RedisServer
 
 CI = os.environ.get("CI", "").lower() == "true"
 POSTGRES_URL = os.environ.get(
@@ -47,6 +50,14 @@ def require_redis() -> str:
     if not _answers(url.host or "127.0.0.1", url.port or 6379):
         missing(f"Redis at {url.host}:{url.port}")
     return REDIS_URL
+
+
+def private_redis(workdir: Path) -> RedisServer:
+    """A redis-server of the test's own (not started yet), which it may stop and restart."""
+    try:
+        return RedisServer(workdir)
+    except FileNotFoundError:
+        missing("the program redis-server")
 
 
 @contextmanager

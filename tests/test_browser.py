@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -24,11 +22,13 @@ from playwright.sync_api import ConsoleMessage, Page, ViewportSize, sync_playwri
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import employers
-from models.db import make_engine, make_sessionmaker, session_scope
+from models.engines import make_engine
 from models.migrate import upgrade
 from models.settings import Settings
-from tests.conftest import SmtpSink, free_port
+from models.unit_of_work import make_sessionmaker, session_scope
+from tests.conftest import SmtpSink
 from tests.factories import job_body
+from tests.harness import Program, free_port
 from tests.services import missing
 from workers.delivery import deliver
 
@@ -118,50 +118,23 @@ def server(tmp_path: Path, smtp_sink: SmtpSink) -> Iterator[Server]:
         "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prometheus"),
     }
     port = free_port()
-    log_path = tmp_path / "gunicorn.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gunicorn",
-                "--workers",
-                "1",
-                "--bind",
-                f"127.0.0.1:{port}",
-                "api.app:get_app()",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            base = f"http://127.0.0.1:{port}"
-            _wait_until_serving(base, process, log_path)
+    command = [sys.executable, "-m", "gunicorn", "--workers", "1"]
+    command += ["--bind", f"127.0.0.1:{port}", "api.app:get_app()"]
+    base = f"http://127.0.0.1:{port}"
+    try:
+        with Program(command, tmp_path / "gunicorn.log", env=env, name="gunicorn") as gunicorn:
+            gunicorn.wait_until(lambda: healthy(base), timeout=30, what="gunicorn's /healthz")
             yield Server(base, env, make_sessionmaker(engine))
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-            engine.dispose()
+    finally:
+        engine.dispose()
 
 
-def _wait_until_serving(base: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"gunicorn exited ({process.returncode}):\n{log.read_text()}")
-        try:
-            with urllib.request.urlopen(f"{base}/healthz", timeout=1) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    pytest.fail(f"gunicorn did not answer /healthz within 30 s:\n{log.read_text()}")
+def healthy(base: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{base}/healthz", timeout=1) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
 
 
 def call(base: str, method: str, path: str, key: str, body: Any = None) -> Any:

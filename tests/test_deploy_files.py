@@ -49,6 +49,8 @@ MAILPIT_DEFAULT_SMTP_PORT = 1025
 WEB_PORT = 8000
 
 URL_PORT = re.compile(r"https?://[^/:\s'\"]+:(\d+)")
+LOCKED_INSTALL = re.compile(r"\bpip install\b[^&;]*--require-hashes[^&;]*-r requirements\.txt\b")
+PACKAGE_ALONE = re.compile(r"\bpip install\b[^&;]*--no-deps[^&;]*\s\.(\s|$)")
 
 
 # --- helpers -----------------------------------------------------------------------------------
@@ -524,6 +526,18 @@ def test_dockerfile_installs_the_package_with_pip() -> None:
     assert any(re.search(r"\bpip install\b[^&;]*\s\.(\s|$)", run) for run in runs), (
         "Dockerfile must `pip install .` the project, so the `jobpost` console script exists"
     )
+
+
+def test_dockerfile_installs_the_locked_dependencies_and_then_the_package_alone() -> None:
+    """The image's dependencies are requirements.txt's (written by `make lock`), each file
+    checked against its hash; the package comes after, with nothing more (issue 14)."""
+    runs = dockerfile_values("RUN")
+    locked = [i for i, run in enumerate(runs) if LOCKED_INSTALL.search(run)]
+    package = [i for i, run in enumerate(runs) if PACKAGE_ALONE.search(run)]
+    assert locked, "Dockerfile must `pip install --require-hashes -r requirements.txt`"
+    assert package, "Dockerfile must `pip install --no-deps .`: its dependencies are locked"
+    assert locked[0] <= package[0], "the locked dependencies go in before the package"
+    assert "requirements.txt" in dockerfile_copied()
 
 
 def test_dockerfile_copies_what_the_package_build_needs() -> None:

@@ -15,7 +15,6 @@ The stack is started once for the module; the SIGINT test comes last and stops i
 
 from __future__ import annotations
 
-import contextlib
 import email
 import json
 import os
@@ -35,8 +34,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import free_port
-from tests.workers.processes import C9_VARIABLES, wait_for
+from tests.harness import Program, free_port, wait_for
+from tests.workers.processes import C9_VARIABLES
 
 pytestmark = pytest.mark.slow
 
@@ -156,20 +155,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     step("db", "upgrade")
     demo_output = step("demo", "--port", str(port))
     log = home / "dev.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(JOBPOST), "dev", "--port", str(port)],
-            cwd=home,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    running = Stack(home, port, env, proc, log, demo_output)
+    dev = Program([str(JOBPOST), "dev", "--port", str(port)], log, env=env, cwd=home)
+    running = Stack(home, port, env, dev.proc, log, demo_output)
 
     def healthy() -> bool:
-        assert proc.poll() is None, f"jobpost dev exited:\n{running.log_text()}"
         try:
             with urllib.request.urlopen(running.url("/healthz"), timeout=2) as response:
                 return bool(response.status == 200)
@@ -177,17 +166,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             return False
 
     try:
-        wait_for(healthy, timeout=90, what="jobpost dev to answer /healthz")
+        dev.wait_until(healthy, timeout=90, what="jobpost dev to answer /healthz")
         yield running
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(20)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        if proc.poll() is None:
-            proc.wait(10)
+        dev.stop(timeout=20, signum=signal.SIGINT)  # Ctrl-C, as `make run` is stopped
 
 
 # --- `make run` --------------------------------------------------------------------------------

@@ -2,23 +2,30 @@
 
 from __future__ import annotations
 
+import ast
 import copy
+import itertools
 import json
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
 
+import api
+from api.responses import INT32_MAX
 from models.applications import MAX_EMAIL
 from tests.openapi_check import DOC_PATH, check_response, document, loaded, match_template
 
 V = "/api/v1.1"
 PROBLEM = "application/problem+json"
 JSON = "application/json"
+HTML = "text/html"
 KEYED: dict[str, list[str]] = {"ApiKey": []}
 
-# The endpoint table of interface-v1.1.md, then C3, C8 and C9 of the contract.
+# The eight job operations of the v1.1 interface, then C3, C8 and C9 (docs/reference.md).
 ENDPOINTS = [
     ("get", f"{V}/jobs/{{id}}"),
     ("post", f"{V}/jobs"),
@@ -37,13 +44,21 @@ ENDPOINTS = [
     ("get", f"{V}/applications/{{id}}"),
     ("get", f"{V}/applications/{{id}}/resume"),
     ("get", f"{V}/openapi.json"),
+    ("get", "/jobs/{id}"),
+    ("get", "/jobs/{id}/apply"),
+    ("post", "/jobs/{id}/apply"),
+    ("get", "/jobs/{id}/applied"),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),
 ]
 
-# Statuses per operation, as C1 (and C3, C4, C8, C9) make them apply; 503 when the database
-# does not answer (api.errors.database_unavailable).
+# What any request may meet, whatever its path and method: the HTTP server's refusals (400
+# malformed_request, 403 forbidden, 414, 417, 431, 501 unsupported_transfer_coding:
+# api.gunicorn_workers), a method the path lacks (405) or no one knows (501), a fault (500).
+EVERYWHERE = {400, 403, 405, 414, 417, 431, 500, 501}
+# Statuses per operation besides those, as C1 (and C3, C4, C8, C9) make them apply; 503 when
+# the database does not answer (api.errors.database_unavailable).
 STATUSES = {
     ("get", f"{V}/jobs"): {200, 400, 401, 500, 503},
     ("post", f"{V}/jobs"): {201, 400, 401, 409, 413, 415, 422, 500, 503},
@@ -62,6 +77,10 @@ STATUSES = {
     ("get", f"{V}/locations"): {200, 304, 400, 500, 503},
     ("get", f"{V}/locations/{{id}}"): {200, 304, 404, 500, 503},
     ("get", f"{V}/openapi.json"): {200, 304, 500},
+    ("get", "/jobs/{id}"): {200, 404, 500, 503},
+    ("get", "/jobs/{id}/apply"): {302, 404, 500, 503},
+    ("post", "/jobs/{id}/apply"): {303, 400, 404, 409, 413, 415, 422, 429, 500, 503},
+    ("get", "/jobs/{id}/applied"): {200, 404, 500, 503},
     ("get", "/healthz"): {200, 500},
     ("get", "/readyz"): {200, 500, 503},
     ("get", "/metrics"): {200, 500},
@@ -74,6 +93,10 @@ PUBLIC = {
     ("get", f"{V}/locations"),
     ("get", f"{V}/locations/{{id}}"),
     ("get", f"{V}/openapi.json"),
+    ("get", "/jobs/{id}"),
+    ("get", "/jobs/{id}/apply"),
+    ("post", "/jobs/{id}/apply"),
+    ("get", "/jobs/{id}/applied"),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),
@@ -220,6 +243,14 @@ def test_the_document_is_valid_openapi_3_1() -> None:
     assert doc["servers"] == [{"url": "/"}]
 
 
+def test_openapi_spec_validator_finds_nothing_wrong() -> None:
+    """The OAI meta-schema checks the shape; openapi-spec-validator checks the rest, such as
+    each path template's parameters and unique operationIds."""
+    from openapi_spec_validator import validate
+
+    validate(document())
+
+
 def test_every_schema_is_a_valid_2020_12_schema() -> None:
     schemas = list(document()["components"]["schemas"].values())
     schemas += [n["schema"] for n in walk(document()) if isinstance(n, dict) and "schema" in n]
@@ -266,7 +297,7 @@ def test_no_other_operation_is_documented() -> None:
 @pytest.mark.parametrize(("method", "path"), sorted(STATUSES))
 def test_statuses_of_each_operation(method: str, path: str) -> None:
     responses = document()["paths"][path][method]["responses"]
-    assert {int(s) for s in responses} == STATUSES[(method, path)]
+    assert {int(s) for s in responses} == STATUSES[(method, path)] | EVERYWHERE
 
 
 def test_security_is_the_api_key_except_on_public_operations() -> None:
@@ -280,9 +311,27 @@ def test_security_is_the_api_key_except_on_public_operations() -> None:
 def test_every_error_is_a_problem() -> None:
     for method, path, operation in operations():
         for status, response in operation["responses"].items():
-            if int(status) >= 400:
+            if int(status) >= 400 and not path.startswith("/jobs/"):
                 content = resolve(response["$ref"])["content"]
                 assert list(content) == [PROBLEM], (method, path, status)
+
+
+# Answered by the HTTP server before the application: a problem on the pages too.
+SERVER_ONLY = {403, 414, 417, 431}
+
+
+def test_every_error_of_a_page_is_a_page_unless_the_http_server_answers_it() -> None:
+    """C8: an applicant's browser shows a page, never a problem, for what the app answers."""
+    for method, path, operation in operations():
+        if not path.startswith("/jobs/"):
+            continue
+        for status, answer in operation["responses"].items():
+            content = (resolve(answer["$ref"]) if "$ref" in answer else answer).get("content", {})
+            if int(status) in SERVER_ONLY or (method, int(status)) == ("get", 400):
+                assert list(content) == [PROBLEM], (method, path, status)
+            elif int(status) >= 400:
+                # The page first: a generated client reads the first type it knows.
+                assert list(content) in ([HTML], [HTML, PROBLEM]), (method, path, status)
 
 
 @pytest.mark.parametrize("schema", ["ApplicationCreate", "ApplicationForm", "Application"])
@@ -290,6 +339,19 @@ def test_the_applicants_email_has_the_services_limit(schema: str) -> None:
     # C8: a client validating by the document must not send what the service refuses.
     email = document()["components"]["schemas"][schema]["properties"]["email"]
     assert email["maxLength"] == MAX_EMAIL
+
+
+def test_each_kind_of_problem_is_a_named_schema() -> None:
+    """openapi-python-client makes a model of each named schema, and one per operation and
+    status of a schema written in a response: 315 files of models when each problem was
+    narrowed in its response, 90 with named ones."""
+    for method, path, operation in operations():
+        for status, answer in operation["responses"].items():
+            content = (resolve(answer["$ref"]) if "$ref" in answer else answer).get("content", {})
+            if PROBLEM in content:
+                schema = content[PROBLEM]["schema"]
+                assert list(schema) == ["$ref"], (method, path, status)
+                assert schema["$ref"].startswith("#/components/schemas/"), (method, path, status)
 
 
 def test_an_all_of_narrows_a_referenced_schema_without_const_or_a_new_type() -> None:
@@ -308,10 +370,15 @@ def test_an_all_of_narrows_a_referenced_schema_without_const_or_a_new_type() -> 
                 assert "const" not in prop and "type" not in prop, (name, prop)
 
 
-def test_path_ids_are_strings_so_a_non_int32_id_may_be_a_404() -> None:
-    for param in document()["components"]["parameters"].values():
-        if param["in"] == "path":
-            assert param["schema"] == {"type": "string"}
+def test_path_ids_are_int32_integers_from_1() -> None:
+    """A generated client takes `id: int` (openapi-python-client took `id: str` when the path
+    ids were strings). A path segment that is not one is a 404 all the same (C4):
+    tests/api/test_errors_and_bodies.py asks each templated path."""
+    params = [p for p in document()["components"]["parameters"].values() if p["in"] == "path"]
+    assert len(params) == 3
+    for param in params:
+        schema = {"type": "integer", "format": "int32", "minimum": 1, "maximum": INT32_MAX}
+        assert param["schema"] == schema
 
 
 def test_write_schemas_ignore_unknown_properties_and_read_schemas_do_not() -> None:
@@ -321,6 +388,108 @@ def test_write_schemas_ignore_unknown_properties_and_read_schemas_do_not() -> No
     for name in ("Job", "JobHeader", "Location", "Paging", "Application", "Problem"):
         assert schemas[name]["additionalProperties"] is False, name
     assert set(schemas["Job"]["required"]) == set(schemas["Job"]["properties"])
+
+
+# ---------------------------------------------------------------- the codes the service answers
+
+CODE = re.compile(r"[a-z]+(_[a-z]+)*")
+
+
+def _pair(status: ast.expr, code: ast.expr) -> tuple[int, str] | None:
+    """(status, code) when both are literals that look like an error status and a C1 code."""
+    if not (isinstance(status, ast.Constant) and isinstance(code, ast.Constant)):
+        return None
+    number, text = status.value, code.value
+    if isinstance(number, int) and 400 <= number <= 599 and isinstance(text, str):
+        return (number, text) if CODE.fullmatch(text) else None
+    return None
+
+
+def _problem_call(node: ast.Call) -> tuple[ast.expr, ast.expr] | None:
+    """The status and code arguments of a `Problem(...)` call, or None for another call."""
+    func = node.func
+    name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+    if name != "Problem":
+        return None
+    named = {k.arg: k.value for k in node.keywords}
+    positional = iter(node.args)
+    return next(positional, None) or named["status"], next(positional, None) or named["code"]
+
+
+def answered_in_source() -> set[tuple[int, str]]:
+    """Every (status, code) the api package writes: each `Problem(status, code, ...)`, each
+    tuple holding a status then a code (gunicorn's refusals), each {status: code} entry
+    (falcon's own errors). A Problem whose code is not a literal must be a domain error's
+    `code`, which `answered_by_domain_errors` collects."""
+    pairs: set[tuple[int, str]] = set()
+    for source in sorted(Path(api.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            found: list[tuple[int, str] | None] = []
+            if isinstance(node, ast.Call) and (args := _problem_call(node)) is not None:
+                found = [_pair(*args)]
+                domain_code = isinstance(args[1], ast.Attribute) and args[1].attr == "code"
+                assert found[0] or domain_code, (
+                    f"{source.name}:{node.lineno}: a Problem whose status or code is not a "
+                    "literal: teach this test where its code comes from"
+                )
+            elif isinstance(node, ast.Tuple):
+                found = [_pair(a, b) for a, b in itertools.pairwise(node.elts)]
+            elif isinstance(node, ast.Dict):
+                entries = zip(node.keys, node.values, strict=True)
+                found = [_pair(k, v) for k, v in entries if k is not None]
+            pairs.update(p for p in found if p is not None)
+    return pairs
+
+
+def answered_by_domain_errors() -> set[tuple[int, str]]:
+    """The status and code of each domain error the API maps (api.errors.handle_domain)."""
+    import api.app  # noqa: F401  # every module the service runs, so every DomainError
+    from api.errors import DOMAIN_STATUS
+    from models.errors import DomainError
+
+    pairs, kinds = set(), list(DomainError.__subclasses__())
+    while kinds:
+        kind = kinds.pop()
+        kinds.extend(kind.__subclasses__())
+        pairs.add((DOMAIN_STATUS.get(kind, 400), kind.code))
+    return pairs
+
+
+def documented_pairs() -> set[tuple[int, str]]:
+    """(status, code) of each narrowed problem schema of the document."""
+    pairs = set()
+    for schema in document()["components"]["schemas"].values():
+        for member in schema.get("allOf", []):
+            props = member.get("properties", {})
+            if "status" in props and "code" in props:
+                pairs |= set(itertools.product(props["status"]["enum"], props["code"]["enum"]))
+    return pairs
+
+
+def test_the_source_scan_finds_each_kind_of_answer() -> None:
+    """The scan below cannot pass by finding nothing: one code of each source is found."""
+    found = answered_in_source()
+    assert (501, "method_not_implemented") in found  # a Problem(...) call
+    assert (414, "uri_too_long") in found and (400, "malformed_request") in found  # gunicorn's
+    assert (405, "method_not_allowed") in found  # falcon's own errors
+    assert (409, "apply_via_url") in answered_by_domain_errors()
+
+
+def test_every_code_the_service_answers_is_documented_with_its_status() -> None:
+    """C1: a client reads `code`. A code the service answers and the document does not name
+    (six did: malformed_request, uri_too_long, headers_too_large, expectation_failed,
+    unsupported_transfer_coding, forbidden) breaks a client that validates by it."""
+    answered = answered_in_source() | answered_by_domain_errors()
+    codes = document()["components"]["schemas"]["Problem"]["properties"]["code"]["enum"]
+    assert sorted({code for _, code in answered} - set(codes)) == []
+    assert sorted(answered - documented_pairs()) == []
+
+
+def test_the_document_names_no_code_the_service_never_answers() -> None:
+    answered = answered_in_source() | answered_by_domain_errors()
+    codes = document()["components"]["schemas"]["Problem"]["properties"]["code"]["enum"]
+    assert sorted(set(codes) - {code for _, code in answered}) == []
+    assert sorted(documented_pairs() - answered) == []
 
 
 # ---------------------------------------------------------------------------- the checker
@@ -339,6 +508,12 @@ GOOD = [
     ("GET", f"{V}/jobs/abc", 404, PROBLEM, problem(404, "not_found")),
     ("GET", f"{V}/jobs", 401, PROBLEM, problem(401, "unauthorized")),
     ("PATCH", f"{V}/jobs/42", 405, PROBLEM, problem(405, "method_not_allowed")),
+    ("FOO", f"{V}/jobs/42", 501, PROBLEM, problem(501, "method_not_implemented")),
+    ("PUT", f"{V}/jobs/42", 405, PROBLEM, problem(405, "method_not_allowed")),
+    ("GET", f"{V}/jobs?q=aaa", 414, PROBLEM, problem(414, "uri_too_long")),
+    ("POST", f"{V}/jobs", 501, PROBLEM, problem(501, "unsupported_transfer_coding")),
+    ("GET", "/healthz", 400, PROBLEM, problem(400, "malformed_request")),
+    ("GET", f"{V}/jobs", 400, PROBLEM, problem(400, "malformed_request")),
     ("POST", f"{V}/jobs/42/applications", 202, JSON, {"id": 3, "status": "received"}),
     ("POST", f"{V}/jobs/42/applications", 409, PROBLEM, problem(409, "apply_via_url")),
     ("GET", f"{V}/applications?jobId=42", 200, JSON, {"data": [APPLICATION], "paging": PAGING}),
@@ -366,6 +541,13 @@ def test_the_checker_accepts_documented_responses(
         ("GET", "/metrics", 200, "text/plain; version=0.0.4; charset=utf-8", b"# HELP x\n"),
         ("GET", f"{V}/openapi.json", 304, None, b""),
         ("OPTIONS", f"{V}/jobs/42", 200, None, b""),
+        ("GET", "/jobs/42", 200, "text/html; charset=utf-8", b"<!doctype html>"),
+        ("GET", "/jobs/42", 404, "text/html; charset=utf-8", b"<!doctype html>"),
+        ("PATCH", "/jobs/42", 405, "text/html; charset=utf-8", b"<!doctype html>"),
+        ("GET", "/jobs/42/apply", 302, "application/json", b""),
+        ("POST", "/jobs/42/apply", 303, None, b""),
+        ("POST", "/jobs/42/apply", 422, "text/html; charset=utf-8", b"<!doctype html>"),
+        ("POST", "/jobs/42/apply", 400, PROBLEM, dumps(problem(400, "malformed_request"))),
     ],
 )
 def test_the_checker_accepts_empty_and_binary_bodies(
@@ -408,7 +590,13 @@ BAD = [
     ("OPTIONS", f"{V}/nothing", 200, None, b"", "path not documented"),
     ("OPTIONS", f"{V}/jobs", 200, JSON, b"{}", "method not documented"),
     ("PATCH", f"{V}/jobs/42", 200, JSON, dumps(JOB), "method not documented"),
+    ("PATCH", f"{V}/jobs/42", 405, PROBLEM, dumps(problem(405, "not_found")), "not_found"),
+    ("PATCH", f"{V}/jobs/42", 400, PROBLEM, dumps(problem(400, "malformed_json")), "documented"),
+    ("GET", "/healthz", 400, PROBLEM, dumps(problem(400, "malformed_json")), "malformed_json"),
     ("DELETE", f"{V}/jobs/42", 204, JSON, b"{}", "no body"),
+    ("GET", "/jobs/42", 404, PROBLEM, dumps(problem(404, "not_found")), "problem\\+json"),
+    ("GET", "/jobs/42/apply", 302, HTML, b"<html>", "no body"),
+    ("POST", "/jobs/42/apply", 400, PROBLEM, dumps(problem(400, "malformed_json")), "code"),
     ("GET", f"{V}/jobs/42", 200, None, dumps(JOB), "no Content-Type"),
     ("GET", f"{V}/jobs/42", 200, JSON, b"<html>", "not JSON"),
     ("GET", f"{V}/applications/7/resume", 200, "image/png", b"\x89PNG", "image/png"),
@@ -436,5 +624,6 @@ def test_literal_segments_win_over_templated_ones() -> None:
     assert match_template("/a/new", templates) == "/a/new"
     assert match_template("/a/12?x=/a/new", templates) == "/a/{id}"
     assert match_template("/a/new/b", templates) == "/a/{id}/b"
+    assert match_template("/a/12/", templates) == "/a/{id}"
     assert match_template("/z/new/b", templates) == "/{x}/new/b"
     assert match_template("/a", templates) is None

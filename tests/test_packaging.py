@@ -47,7 +47,8 @@ def test_the_wheel_carries_code_migrations_and_documents(wheel: Path) -> None:
         "models/migrations/script.py.mako",
         "models/migrations/versions/0001_initial_schema.py",
         "models/migrations/versions/0002_job_version.py",
-        "workers/cli.py",
+        "workers/cli/__init__.py",
+        "workers/cli/__main__.py",
     ):
         assert needed in names, f"{needed} is missing from the wheel"
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))

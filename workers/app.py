@@ -1,4 +1,6 @@
-"""The Celery app: settings from the environment, shared with the web process (C9).
+"""The Celery app, made and configured by the entry point that runs it (C9): `jobpost worker`,
+`jobpost beat`, the web process's get_app, a command that sends tasks. Nothing here runs at
+import; the tasks (workers.tasks) are declared on no app and join each app made here.
 
 Long waits between delivery attempts live in the database (next_attempt_at, read by the
 sweeper), never in broker countdowns, so the Redis visibility timeout only has to outlast
@@ -9,15 +11,17 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
 from typing import Any
 
 from celery import Celery
+from sqlalchemy.orm import Session, sessionmaker
 
 from beat_schedule import SCHEDULE
-from models.db import make_sqlite_folder
+from models.engines import make_sqlite_folder
 from models.settings import Settings, is_redis
+from models.unit_of_work import sessionmaker_for
 
+TASKS_MODULE = "workers.tasks"  # imported by a worker at start: its tasks join the app
 EMAIL_QUEUE = "email"
 MAINTENANCE_QUEUE = "maintenance"
 # A send is about six SMTP steps of up to SMTP_TIMEOUT (30 s) each; the limit must let one
@@ -26,7 +30,10 @@ MAINTENANCE_QUEUE = "maintenance"
 TASK_TIME_LIMIT = 240
 ONE_PROCESS_POOL = "workers.solo:TaskPool"
 VISIBILITY_TIMEOUT = 3600  # seconds; above the time limit and any countdown (we set none)
-ENQUEUE_TIMEOUT = 1.0  # C8: a broker that is down holds a request for about a second at most
+# C8: a broker that hangs or is down holds an application's POST this long, then the outbox
+# keeps the copy for the sweeper; a worker, which can wait, connects with a second to spare.
+ENQUEUE_TIMEOUT = 0.15
+CONNECT_TIMEOUT = 1.0
 # kombu's SQLAlchemy transport is polled, and a worker whose prefetch is full waits a whole
 # interval (1 s by default) before asking again: one task per second at most, unless shorter.
 EMBEDDED_POLLING_INTERVAL = 0.1
@@ -39,7 +46,7 @@ def broker_options(settings: Settings, *, publisher: bool = False) -> dict[str, 
     if is_redis(settings.broker_url):
         return {
             "visibility_timeout": VISIBILITY_TIMEOUT,
-            "socket_connect_timeout": ENQUEUE_TIMEOUT,
+            "socket_connect_timeout": ENQUEUE_TIMEOUT if publisher else CONNECT_TIMEOUT,
             "socket_timeout": ENQUEUE_TIMEOUT if publisher else 5,
             "max_retries": 0,
         }
@@ -55,7 +62,7 @@ def _poll_embedded_broker_often() -> None:
 
 
 def prepare_embedded(url: str) -> None:
-    """Make the folder of the embedded broker's SQLite file, as models.db.make_engine makes the
+    """Make the folder of the embedded broker's SQLite file, as models.engines makes the
     database's: the first process to use it (web, worker, `jobpost queues`) may find none."""
     if not url.startswith(EMBEDDED_SCHEMES):
         return
@@ -64,17 +71,13 @@ def prepare_embedded(url: str) -> None:
         make_sqlite_folder(url.split("+", 1)[1])  # sqla+sqlite:///var/x.sqlite → sqlite:///…
 
 
-def schedule_from_env(env: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
-    """beat_schedule.SCHEDULE; or, when JOBPOST_BEAT_EVERY_SECONDS=N is set, every entry every
-    N seconds instead of its own schedule. For tests and demos that want to see beat fire without
+def beat_schedule(every_seconds: float | None) -> dict[str, dict[str, Any]]:
+    """beat_schedule.SCHEDULE; or, given JOBPOST_BEAT_EVERY_SECONDS, every entry that often
+    instead of on its own schedule. For tests and demos that want to see beat fire without
     waiting for the clock; never set it in production."""
-    every = (os.environ if env is None else env).get("JOBPOST_BEAT_EVERY_SECONDS", "").strip()
-    if not every:
+    if every_seconds is None:
         return SCHEDULE
-    seconds = float(every)
-    if seconds <= 0:
-        raise ValueError("JOBPOST_BEAT_EVERY_SECONDS must be a positive number of seconds")
-    return {name: {**entry, "schedule": seconds} for name, entry in SCHEDULE.items()}
+    return {name: {**entry, "schedule": every_seconds} for name, entry in SCHEDULE.items()}
 
 
 def worker_pool(concurrency: int) -> str:
@@ -84,12 +87,53 @@ def worker_pool(concurrency: int) -> str:
     return ONE_PROCESS_POOL if concurrency == 1 else "prefork"
 
 
-def make_celery(settings: Settings, *, publisher: bool = False) -> Celery:
-    """The app; `publisher=True` for processes that only send tasks (the web process)."""
+class TaskContext:
+    """What the tasks of one process work with, as its entry point configured them: the
+    settings, and sessions on an engine made on first use in each process, so that no
+    connection crosses a fork (a prefork child makes its own). Tests may hand their own."""
+
+    def __init__(self, settings: Settings, sessions: sessionmaker[Session] | None = None) -> None:
+        self.settings = settings
+        self._given = sessions
+        self._made: sessionmaker[Session] | None = None
+        self._made_in = 0  # the pid of the process that made them
+
+    def sessions(self) -> sessionmaker[Session]:
+        if self._given is not None:
+            return self._given
+        if self._made is None or self._made_in != os.getpid():
+            if self._made is not None:  # the parent's, inherited: leave its connections be
+                engine = self._made.kw["bind"]
+                engine.dispose(close=False)
+            self._made, self._made_in = sessionmaker_for(self.settings.database_url), os.getpid()
+        return self._made
+
+
+CONTEXT = "jobpost_context"  # the attribute of an app made here that holds its TaskContext
+
+
+def task_context(app: Celery) -> TaskContext:
+    """The context `make_celery` gave `app`; an app made otherwise (`celery -A …` by hand)
+    is refused in one line, rather than run tasks on defaults."""
+    context = getattr(app, CONTEXT, None)
+    if not isinstance(context, TaskContext):
+        raise RuntimeError("this Celery app was not made by workers.app.make_celery")
+    return context
+
+
+def make_celery(
+    settings: Settings,
+    *,
+    publisher: bool = False,
+    sessions: sessionmaker[Session] | None = None,
+) -> Celery:
+    """An app configured from `settings`: `publisher=True` for processes that only send tasks
+    (the web process); `sessions` for tests whose tasks run on sessions of their own."""
     if settings.broker_url.startswith(EMBEDDED_SCHEMES):
         _poll_embedded_broker_often()
         prepare_embedded(settings.broker_url)
-    app = Celery("jobpost", broker=settings.broker_url, include=["workers.tasks"])
+    app = Celery("jobpost", broker=settings.broker_url, include=[TASKS_MODULE])
+    setattr(app, CONTEXT, TaskContext(settings, sessions))
     app.conf.update(
         task_serializer="json",
         accept_content=["json"],
@@ -101,7 +145,7 @@ def make_celery(settings: Settings, *, publisher: bool = False) -> Celery:
         task_time_limit=TASK_TIME_LIMIT,
         task_soft_time_limit=TASK_TIME_LIMIT - 20,
         broker_transport_options=broker_options(settings, publisher=publisher),
-        broker_connection_timeout=ENQUEUE_TIMEOUT,
+        broker_connection_timeout=ENQUEUE_TIMEOUT if publisher else CONNECT_TIMEOUT,
         broker_connection_retry_on_startup=True,
         task_default_queue=EMAIL_QUEUE,
         task_routes={
@@ -111,7 +155,7 @@ def make_celery(settings: Settings, *, publisher: bool = False) -> Celery:
         task_create_missing_queues=True,
         timezone=str(settings.timezone),
         enable_utc=True,
-        beat_schedule=schedule_from_env(),
+        beat_schedule=beat_schedule(settings.beat_every_seconds),
         worker_hijack_root_logger=False,
         # Task events cost a publish per task state; Flower switches them on while it watches
         # (its enable_events option), and `jobpost queues` pings workers instead.
@@ -119,6 +163,3 @@ def make_celery(settings: Settings, *, publisher: bool = False) -> Celery:
         task_send_sent_event=False,
     )
     return app
-
-
-celery_app = make_celery(Settings.from_env())

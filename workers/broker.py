@@ -58,9 +58,8 @@ def forget_taken(url: str) -> int:
 
     kombu's SQLAlchemy transport never deletes a message: a worker that takes one only marks
     it invisible (it is never read again; a message handed back is written anew). Kept, they
-    grew the SQLite file by about 1.4 KB a task (the sweep's every minute, every delivery),
-    and every poll of a worker (ten a second per queue) scanned past all of them: 200,000
-    kept took an idle worker from 6% of a core to 64%. Other brokers delete what is acked."""
+    grow the file and every poll of a worker scans past them (docs/benchmarks.md). Other
+    brokers delete what is acked."""
     if not url.startswith(EMBEDDED_SCHEMES):
         return 0
     with Connection(url) as conn:

@@ -10,15 +10,17 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Row
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import outbox
 from models.dates import utcnow
-from models.db import autocommit_sessions, commit, connection_lost, session_scope
+from models.engines import database_said
 from models.entities import Application
 from models.settings import Settings
-from workers import mail
+from models.unit_of_work import autocommit_sessions, commit, session_scope
+from workers.mail import mime, relay
+from workers.mail.content import ApplicationCopy
 
 log = logging.getLogger("jobpost.delivery")
 
@@ -32,8 +34,8 @@ def timing(settings: Settings) -> outbox.Timing:
     )
 
 
-def smtp_settings(settings: Settings) -> mail.SmtpSettings:
-    return mail.SmtpSettings(
+def smtp_settings(settings: Settings) -> relay.SmtpSettings:
+    return relay.SmtpSettings(
         host=settings.smtp_host,
         port=settings.smtp_port,
         user=settings.smtp_user,
@@ -44,10 +46,10 @@ def smtp_settings(settings: Settings) -> mail.SmtpSettings:
     )
 
 
-def copy_of(a: Application | Row[Any], resume: bytes | None) -> mail.ApplicationCopy:
+def copy_of(a: Application | Row[Any], resume: bytes | None) -> ApplicationCopy:
     """The employer's copy of an application, from its stored snapshot (C8): an Application,
     or a row with the same names (what `deliver` claims)."""
-    return mail.ApplicationCopy(
+    return ApplicationCopy(
         application_id=a.id,
         job_id=a.job_id,
         job_title=a.job_title,
@@ -115,7 +117,7 @@ def _send(
     application_id, attempts = claimed.id, claimed.attempts
     copy = copy_of(claimed, claimed.resume if claimed.resume_filename else None)
     try:
-        message = mail.render(copy, mail_from=settings.mail_from)
+        message = mime.render(copy, mail_from=settings.mail_from)
     except ValueError as e:  # the copy's own data makes no safe message: no retry mends it
         outbox.mark_failed(
             s, application_id, f"the copy could not be written: {e}", lease=claimed.lease_until
@@ -123,12 +125,12 @@ def _send(
         log.error("application %s: the copy could not be written: %s", application_id, e)
         return "failed"
     try:
-        mail.send(message, smtp_settings(settings))
-    except mail.PermanentFailure as e:
+        relay.send(message, smtp_settings(settings))
+    except relay.PermanentFailure as e:
         outbox.mark_failed(s, application_id, str(e), lease=claimed.lease_until)
         log.warning("application %s: permanent failure: %s", application_id, e)
         return "failed"
-    except mail.TransientFailure as e:
+    except relay.TransientFailure as e:
         state = outbox.mark_retry(
             s,
             application_id,
@@ -141,42 +143,49 @@ def _send(
         )
         log.info("application %s: transient failure (%s): %s", application_id, state, e)
         return "retry" if state == "pending" else "failed"
-    within = min(RECORD_SECONDS, t.lease_seconds / 2)
-    _record_sent(s, steps, application_id, claimed.lease_until, within=within)
+    _record_sent(s, steps, application_id, claimed.lease_until)
     return "sent"
 
 
-# How long a copy the relay took may wait to be recorded sent while the database is away.
-RECORD_SECONDS = 60.0
-
-
 def _record_sent(
-    s: Session,
-    steps: sessionmaker[Session],
-    application_id: int,
-    lease: datetime,
-    *,
-    within: float,
+    s: Session, steps: sessionmaker[Session], application_id: int, lease: datetime
 ) -> None:
-    """Mark the copy sent. A connection lost during the send (the database restarted, say)
-    is not the crash C8 allows a second copy for: the mark is made on a new connection, tried
-    again for `within` seconds, before the lease could run out and the sweeper resend it."""
+    """Mark the copy sent, and commit. The relay has the copy: a mark that fails for any
+    reason the database gives (a lost connection, a lock or statement timeout, a trigger's
+    error, a pooler's) is not the crash C8 allows a second copy for. It is made again in a
+    new session until it holds, for as long as the lease lasts: past it, the sweeper may
+    hand the copy to another worker, which would send it again."""
+    deadline = time.monotonic() + (lease - utcnow()).total_seconds()
     try:
         outbox.mark_sent(s, application_id, now=utcnow(), lease=lease)
+        commit(s)
         return
-    except DBAPIError as e:
-        if not connection_lost(e):
-            raise
-        s.rollback()
-    deadline, pause = time.monotonic() + within, 0.1
+    except SQLAlchemyError as e:
+        failure = e
+        _roll_back(s)
+    pause = 0.1
     while True:
-        log.warning("application %s: sent; recording it on a new connection", application_id)
+        log.warning(
+            "application %s: sent, but recording it failed (%s); recording it again",
+            application_id,
+            database_said(failure),
+        )
         try:
             with session_scope(steps) as fresh:
                 outbox.mark_sent(fresh, application_id, now=utcnow(), lease=lease)
             return
-        except DBAPIError as e:
-            if not connection_lost(e) or time.monotonic() + pause > deadline:
-                raise
+        except SQLAlchemyError as e:
+            failure = e
+        if time.monotonic() + pause > deadline:
+            raise failure
         time.sleep(pause)
         pause = min(pause * 2, 5.0)
+
+
+def _roll_back(s: Session) -> None:
+    """End the failed session's transaction; on a connection already lost that fails too,
+    and the session is done with it all the same."""
+    try:
+        s.rollback()
+    except SQLAlchemyError:
+        log.debug("rollback after a failed mark failed too", exc_info=True)

@@ -1,5 +1,6 @@
-"""Sending task messages. A broker that does not answer costs about a second, no more:
-the outbox row is already committed, and the sweeper enqueues it later (C8)."""
+"""Sending task messages. A broker that does not answer, down or hung, costs a publisher
+workers.app.ENQUEUE_TIMEOUT, no more: the outbox row is already committed, and the sweeper
+enqueues it later (C8)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ log line per task run, served on the worker's own /metrics (WORKER_METRICS_PORT)
 Tasks run in prefork children, or in the worker's own process when it runs one at a time
 (workers.solo); each of those processes counts into its own file in PROMETHEUS_MULTIPROC_DIR
 (`jobpost worker` sets it, before anything imports prometheus_client, to a directory of the
-worker's own), and the main process serves the sum. Imported by workers.tasks, so the signal
-handlers are connected wherever tasks are.
+worker's own), and the main process serves the sum. The signal handlers are connected by
+`connect`, which `jobpost worker` calls.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, start_http_s
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from models import logs
-from models.settings import Settings
 
 log = logging.getLogger("jobpost.task")
 
@@ -80,13 +79,24 @@ def record(
     )
 
 
-@task_prerun.connect
+def connect(metrics_port: int) -> None:
+    """Count and log every task run, and serve /metrics on `metrics_port` (WORKER_METRICS_PORT)
+    once the worker is ready. Connecting again changes nothing (one handler per signal)."""
+    task_prerun.connect(_started, weak=False, dispatch_uid="jobpost.task_started")
+    task_postrun.connect(_finished, weak=False, dispatch_uid="jobpost.task_finished")
+    task_failure.connect(_failed_elsewhere, weak=False, dispatch_uid="jobpost.task_failed")
+
+    def serve(**_: Any) -> None:
+        serve_metrics(metrics_port)
+
+    worker_ready.connect(serve, weak=False, dispatch_uid="jobpost.worker_metrics")
+
+
 def _started(task_id: str, task: Any, kwargs: Any = None, **_: Any) -> None:
     token = logs.bind(task=task.name, task_id=task_id, request_id=_request_id(kwargs))
     _running[task_id] = (time.perf_counter(), token)
 
 
-@task_postrun.connect
 def _finished(
     task_id: str, task: Any, kwargs: Any = None, retval: Any = None, state: str = "", **_: Any
 ) -> None:
@@ -105,7 +115,6 @@ def _finished(
     )
 
 
-@task_failure.connect
 def _failed_elsewhere(
     sender: Any = None, task_id: str | None = None, kwargs: Any = None, **_: Any
 ) -> None:
@@ -116,10 +125,8 @@ def _failed_elsewhere(
     record(sender.name, task_id, ERROR, None, 0, _request_id(kwargs))
 
 
-@worker_ready.connect
-def serve_metrics(**_: Any) -> None:
+def serve_metrics(port: int) -> None:
     """The worker's own /metrics on WORKER_METRICS_PORT, from the main process."""
-    port = Settings.from_env().worker_metrics_port
     registry: Any = REGISTRY
     if multiprocess():
         registry = CollectorRegistry()

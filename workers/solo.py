@@ -3,9 +3,8 @@ which runs each task in the worker's own process, with Celery's time limits kept
 
 The prefork pool hands every task from the worker to a child process and the result back
 (a pipe each way, two processes woken per task). With one child that buys isolation and
-nothing else, and the hand-off cost about as much CPU as the rest of a delivery but its SMTP
-conversation (bench: workers). What isolation gave is kept here, or handed to the process
-supervisor:
+nothing else, at a cost measured in docs/benchmarks.md. What isolation gave is kept here, or
+handed to the process supervisor:
 
 - Time limits (`task_time_limit`, `task_soft_time_limit`). The solo pool ignores them; here
   an alarm raises SoftTimeLimitExceeded in the task at the soft limit, as prefork's child

@@ -1,51 +1,44 @@
-"""Celery tasks: thin, named explicitly, each opening its own unit of work."""
+"""Celery tasks: thin, named explicitly, each opening its own unit of work.
+
+They are declared on no app (`shared_task`): each app workers.app.make_celery makes has them,
+and a task reads the settings and sessions that app was made with (`task_context`).
+"""
 
 from __future__ import annotations
 
-import functools
 import logging
 from typing import Any
 
-from celery import Celery
-from celery.signals import worker_process_init, worker_process_shutdown
+from celery import Celery, Task, shared_task
+from celery.signals import worker_process_shutdown
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import applications, outbox, upkeep
+from models import applications, idempotency, outbox, upkeep
 from models.dates import on_day, today_in, utcnow
-from models.db import session_scope, sessionmaker_for
 from models.settings import Settings
-from workers import broker, delivery, enqueue, mail, observability  # noqa: F401  (task signals, C9)
-from workers.app import celery_app
+from models.unit_of_work import session_scope
+from workers import broker, delivery, enqueue
+from workers.app import make_celery, task_context
+from workers.mail import relay
 
 log = logging.getLogger("jobpost.tasks")
 
 
-@functools.cache
-def settings() -> Settings:
-    return Settings.from_env()
+def connect() -> None:
+    """Connect the worker's signal handlers of this module: called by `jobpost worker`."""
+    worker_process_shutdown.connect(_quit_smtp, weak=False, dispatch_uid="jobpost.quit_smtp")
 
 
-@functools.cache
-def sessions() -> sessionmaker[Session]:
-    """Built lazily in each process, so no connection crosses a fork."""
-    return sessionmaker_for(settings().database_url)
-
-
-@worker_process_init.connect
-def _forget_parent_engine(**_: Any) -> None:
-    sessions.cache_clear()
-
-
-@worker_process_shutdown.connect
 def _quit_smtp(**_: Any) -> None:
     """A prefork child ends with os._exit, which runs no atexit hook: QUIT its connection
-    here (workers.mail.RELAY; a one-process worker QUITs it at exit)."""
-    mail.RELAY.close()
+    here (workers.mail.relay.RELAY; a one-process worker QUITs it at exit)."""
+    relay.RELAY.close()
 
 
-@celery_app.task(name="jobpost.deliver")
-def deliver(application_id: int, request_id: str | None = None) -> str:
-    return delivery.deliver(sessions(), settings(), application_id)
+@shared_task(name="jobpost.deliver", bind=True)
+def deliver(task: Task, application_id: int, request_id: str | None = None) -> str:
+    context = task_context(task.app)
+    return delivery.deliver(context.sessions(), context.settings, application_id)
 
 
 def changed(task: str, count: int, what: str) -> int:
@@ -62,33 +55,46 @@ def run_expire(factory: sessionmaker[Session], s: Settings, today: Any = None) -
 
 
 def run_refresh(factory: sessionmaker[Session], s: Settings, today: Any = None) -> int:
+    """Expiry first, then the refresh (models.upkeep.expire_and_refresh, C5); each logged."""
     day = today or today_in(s.timezone)
     with session_scope(factory) as session:
-        count = upkeep.refresh(session, today=day)
-    return changed("refresh", count, f"auto-refresh jobs re-published on {day}")
+        done = upkeep.expire_and_refresh(session, today=day)
+    changed("expire", done.expired, f"active jobs closed before {day} archived")
+    return changed("refresh", done.refreshed, f"auto-refresh jobs re-published on {day}")
 
 
 def run_purge(factory: sessionmaker[Session], s: Settings, today: Any = None) -> int:
-    """With `today` (C9's `--today`), the retention is counted back from that service date at
+    """Applications past their retention (C8) and idempotency keys past their 24 hours
+    (C10). With `today` (C9's `--today`), the retention is counted back from that service date at
     the present time of day in JOBPOST_TIMEZONE, as if the task ran then."""
     days = s.application_retention_days
     now = utcnow() if today is None else on_day(s.timezone, today, utcnow())
     with session_scope(factory) as session:
         count = applications.purge(session, now=now, retention_days=days)
-    return changed("purge", count, f"finished applications older than {days} days deleted")
+        keys = idempotency.purge(session, now=now)  # C14: the daily purge takes them too
+    what = (
+        f"rows deleted ({count} finished applications older than {days} days, "
+        f"{keys} idempotency keys past their 24 hours)"
+    )
+    return changed("purge", count + keys, what)
 
 
 def run_sweep(
     factory: sessionmaker[Session], s: Settings, today: Any = None, *, celery: Celery | None = None
 ) -> int:
-    """Enqueue what is due (through `celery`, by default this process's app); entries stay
-    marked enqueued even if the broker refuses, and come round again after the grace period.
-    On the embedded broker, the messages workers have taken are deleted too (the transport
-    keeps them: `workers.broker.forget_taken`)."""
+    """Enqueue what is due through `celery` (by default an app made for `s`, closed after);
+    entries stay marked enqueued even if the broker refuses, and come round again after the
+    grace period. On the embedded broker, the messages workers have taken are deleted too
+    (the transport keeps them: `workers.broker.forget_taken`)."""
     with session_scope(factory) as session:
         ids = outbox.sweep(session, now=utcnow(), timing=delivery.timing(s))
-    for application_id in ids:
-        enqueue.deliver(celery or celery_app, application_id)
+    sender = celery or make_celery(s)
+    try:
+        for application_id in ids:
+            enqueue.deliver(sender, application_id)
+    finally:
+        if celery is None:
+            sender.close()
     try:
         broker.forget_taken(s.broker_url)
     except Exception as e:  # the next sweep tries again; what is due was enqueued all the same
@@ -99,23 +105,25 @@ def run_sweep(
 RUNNERS = {"expire": run_expire, "refresh": run_refresh, "sweep": run_sweep, "purge": run_purge}
 
 
-@celery_app.task(name="jobpost.expire")
-def expire() -> int:
-    return run_expire(sessions(), settings())
+@shared_task(name="jobpost.expire", bind=True)
+def expire(task: Task) -> int:
+    context = task_context(task.app)
+    return run_expire(context.sessions(), context.settings)
 
 
-@celery_app.task(name="jobpost.refresh")
-def refresh() -> int:
-    # Expiry runs first (C5): a job past its close date must not be refreshed.
-    run_expire(sessions(), settings())
-    return run_refresh(sessions(), settings())
+@shared_task(name="jobpost.refresh", bind=True)
+def refresh(task: Task) -> int:
+    context = task_context(task.app)
+    return run_refresh(context.sessions(), context.settings)
 
 
-@celery_app.task(name="jobpost.sweep")
-def sweep() -> int:
-    return run_sweep(sessions(), settings())
+@shared_task(name="jobpost.sweep", bind=True)
+def sweep(task: Task) -> int:
+    context = task_context(task.app)
+    return run_sweep(context.sessions(), context.settings, celery=task.app)
 
 
-@celery_app.task(name="jobpost.purge")
-def purge() -> int:
-    return run_purge(sessions(), settings())
+@shared_task(name="jobpost.purge", bind=True)
+def purge(task: Task) -> int:
+    context = task_context(task.app)
+    return run_purge(context.sessions(), context.settings)

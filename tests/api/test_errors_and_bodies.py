@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.factories import JOBS, create_job, entries, job_body, problem
+from tests.openapi_check import document
 
 JSON = {"Content-Type": "application/json"}
 OVER_1_MIB = b'{"title": "' + b"x" * (1024 * 1024) + b'"}'
@@ -226,6 +227,38 @@ def test_a_path_id_that_is_not_an_int32_is_404(api: Any, employer: Any, raw_id: 
     problem(api.delete(path, key=employer.key), 404, "not_found")
 
 
+def _templated_operations() -> list[tuple[str, str]]:
+    """Each operation of openapi.json whose path takes an id, with the method."""
+    return [
+        (method.upper(), path)
+        for path, item in document()["paths"].items()
+        if "{id}" in path
+        for method in item
+        if method != "parameters"
+    ]
+
+
+@pytest.mark.parametrize(("method", "template"), _templated_operations())
+@pytest.mark.parametrize("raw_id", ["-1", "1.0", "abc", "2147483648"])
+def test_each_path_that_takes_an_id_is_404_for_one_that_is_not_an_int32(
+    api: Any, employer: Any, method: str, template: str, raw_id: str
+) -> None:
+    """C4: openapi.json types path ids as Int32 integers from 1, and a client that sends
+    anything else still gets a 404, on every path that takes an id (read from the document,
+    so a new one is asked too); the applicant's pages answer it with a page (C8)."""
+    body: dict[str, Any] = {"json": {}} if method in ("POST", "PUT") else {}
+    if template.startswith("/jobs/") and method == "POST":  # the form
+        form = "multipart/form-data; boundary=b"
+        part = b'--b\r\nContent-Disposition: form-data; name="name"\r\n\r\nAnn\r\n--b--\r\n'
+        body = {"body": part, "headers": {"Content-Type": form}}
+    result = api.request(method, template.format(id=raw_id), key=employer.key, **body)
+    if template.startswith("/jobs/"):
+        assert result.status_code == 404, result.text
+        assert result.headers["content-type"] == "text/html; charset=utf-8"
+    else:
+        problem(result, 404, "not_found")
+
+
 def test_an_unknown_job_id_is_404(api: Any, employer: Any) -> None:
     problem(api.get(f"{JOBS}/2147483647", key=employer.key), 404, "not_found")
 
@@ -269,8 +302,7 @@ def test_head_answers_as_get_does_without_the_body(api: Any, employer: Any, path
     and uptime probes ask the public pages so."""
     job = create_job(api, employer, status="active")
     path = path.replace("{id}", str(job["id"]))
-    headers = {"API-Key": employer.key}  # the pages are not in openapi.json: no check here
-    got, head = (api.client.simulate_request(m, path, headers=headers) for m in ("GET", "HEAD"))
+    got, head = (api.request(m, path, key=employer.key) for m in ("GET", "HEAD"))
     assert head.status_code == got.status_code and head.content == b""
     for name in ("content-type", "etag", "cache-control"):
         assert head.headers.get(name) == got.headers.get(name), name
@@ -281,8 +313,7 @@ def test_head_answers_as_get_does_without_the_body(api: Any, employer: Any, path
 def test_a_method_no_one_knows_is_501(api: Any, employer: Any) -> None:
     """RFC 9110 section 9.1: a method the server does not know is 501 (a known one that the
     resource lacks is 405, above); falcon's own answer was 400 malformed_json."""
-    result = api.client.simulate_request("FOO", f"{JOBS}/1", headers={"API-Key": employer.key})
-    problem(result, 501, "method_not_implemented")
+    problem(api.request("FOO", f"{JOBS}/1", key=employer.key), 501, "method_not_implemented")
 
 
 # --- precedence: 405, 401, 413, 415, 429, 400, 404, 409, 422 ---------------------------

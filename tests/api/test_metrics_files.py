@@ -67,16 +67,16 @@ def files(folder: Path) -> set[str]:
 
 
 def test_the_files_of_dead_workers_are_folded_into_one_per_kind_and_no_count_is_lost(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
-    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    gone = child_exit(str(tmp_path))  # the hook `jobpost serve` gives gunicorn
     pids = [worker(tmp_path, requests) for requests in (3, 4, 5, 6)]
     before = sums(tmp_path)
     assert before[("http_requests_total", "/healthz")] == 18
     assert before[("http_request_duration_seconds_bucket1.0", "/healthz")] == 18
 
     for pid in pids[:3]:  # gunicorn replaced three of them, one after another
-        child_exit(None, SimpleNamespace(pid=pid))
+        gone(None, SimpleNamespace(pid=pid))
         assert sums(tmp_path) == before
 
     live = pids[3]
@@ -86,7 +86,7 @@ def test_the_files_of_dead_workers_are_folded_into_one_per_kind_and_no_count_is_
         "histogram_gone.db",
         f"histogram_{live}.db",
     }
-    child_exit(None, SimpleNamespace(pid=live))
+    gone(None, SimpleNamespace(pid=live))
     assert files(tmp_path) == {"counter_gone.db", "histogram_gone.db"}
     assert sums(tmp_path) == before
 

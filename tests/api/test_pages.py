@@ -1,7 +1,7 @@
 """C8 public pages: the job page (HTML, JSON-LD, CSP), the apply redirect, the form, thanks.
 
-HTML routes go through falcon's TestClient directly: the `api` fixture checks responses against
-openapi.json, which describes only the JSON API. The employer's view is read through `api`.
+HTML routes go through a falcon TestClient that checks each answer against openapi.json, as the
+`api` fixture does; the employer's view is read through `api`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from api import forms, html_render
 from api.app import Collaborators, WsgiApp, create_app
 from models.entities import Application
 from models.settings import Settings
+from tests.conftest import CheckedClient
 from tests.factories import create_job
 
 PDF = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n"
@@ -36,7 +37,7 @@ APPLICANT = {
 
 
 def pages(app: WsgiApp) -> falcon.testing.TestClient:
-    return falcon.testing.TestClient(app)
+    return CheckedClient(app)
 
 
 def active_job(api: Any, employer: Any, **overrides: Any) -> dict[str, Any]:
@@ -456,10 +457,11 @@ def test_too_large_form_is_a_413_page(app: WsgiApp, api: Any, employer: Any) -> 
 def test_a_form_of_more_parts_than_it_has_is_a_400_page(
     app: WsgiApp, api: Any, employer: Any
 ) -> None:
-    # C8/C1: refused before it is parsed, answered like any form that cannot be read.
+    # C8/C1: refused at the part over the count, answered like any form that cannot be read.
     job = active_job(api, employer)
     form = multipart(APPLICANT)
-    form["body"] = f"--{BOUNDARY}\r\n\r\n\r\n".encode() * forms.MAX_PARTS + form["body"]
+    filler = f"--{BOUNDARY}\r\nContent-Disposition: form-data; name=x\r\n\r\n\r\n"
+    form["body"] = filler.encode() * forms.MAX_PARTS + form["body"]
     page = assert_html(pages(app).simulate_post(f"/jobs/{job['id']}/apply", **form), 400)
     assert "The form could not be read" in page
     assert stored(api, employer) == []

@@ -4,6 +4,7 @@ memory, on fakeredis, and on a real Redis shared by two app instances (C9 REDIS_
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import secrets
 import socket
 import time
@@ -18,6 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api import ratelimit
 from api.app import Collaborators, create_app
+from api.clients import rate_key
 from models.settings import Settings, networks, rate_limit
 from tests.conftest import Api
 from tests.factories import create_job, problem
@@ -130,12 +132,17 @@ def redis_client() -> Iterator[redis.Redis[bytes]]:
     client.close()
 
 
+def random_net() -> str:
+    """The first 64 bits of an IPv6 address of the documentation prefix, 32 of them random."""
+    return f"2001:db8:{secrets.token_hex(2)}:{secrets.token_hex(2)}"
+
+
 @pytest.fixture
 def unique_addr(redis_client: redis.Redis[bytes]) -> Iterator[str]:
     """A client address no other test uses, so its counters are this test's alone."""
-    addr = f"2001:db8:{secrets.token_hex(2)}::{secrets.token_hex(2)}"
+    addr = f"{random_net()}::{secrets.token_hex(2)}"
     yield addr
-    for key in redis_client.scan_iter(match=f"jobpost:apply:{addr}:*"):
+    for key in redis_client.scan_iter(match=f"jobpost:apply:{rate_key(addr)}:*"):
         redis_client.delete(key)
 
 
@@ -162,12 +169,12 @@ def test_two_app_instances_share_one_redis_count(
     assert post(apis[1], job_id, unique_addr).status_code == 202
     assert limited(post(apis[0], job_id, unique_addr)) == 20
     assert limited(post(apis[1], job_id, unique_addr)) == 20
-    # Another address has its own count.
-    other = unique_addr + "1"
+    # Another client has its own count.
+    other = f"{random_net()}::1"
     try:
         assert post(apis[1], job_id, other).status_code == 202
     finally:
-        redis.Redis.from_url(url).delete(f"jobpost:apply:{other}:{int(NOW // 60)}")
+        redis.Redis.from_url(url).delete(f"jobpost:apply:{rate_key(other)}:{int(NOW // 60)}")
 
 
 @pytest.mark.redis
@@ -184,10 +191,104 @@ def test_built_from_settings_with_redis_url(
     assert isinstance(ratelimit.build("2/hour", require_redis()), ratelimit.RedisLimiter)
     first, second = (make_api(shared, sessions, clock, None) for _ in range(2))
     codes = [post(api, job_id, unique_addr).status_code for api in (first, second, first)]
-    keys = list(redis_client.scan_iter(match=f"jobpost:apply:{unique_addr}:*"))
+    keys = list(redis_client.scan_iter(match=f"jobpost:apply:{rate_key(unique_addr)}:*"))
     assert keys and 0 < redis_client.ttl(keys[0]) <= 3601
     if len(keys) == 1:  # no hour boundary crossed between the posts
         assert codes == [202, 202, 429]
+
+
+# --- who is one client: an IPv4 address, an IPv6 /64 (C8) ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("address", "key"),
+    [
+        ("203.0.113.7", "203.0.113.7"),
+        ("2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"),
+        ("2001:DB8:1:2::", "2001:db8:1:2::/64"),
+        ("2001:db8:1:3::1", "2001:db8:1:3::/64"),
+        ("::ffff:203.0.113.7", "203.0.113.7"),
+        ("::ffff:cb00:7107", "203.0.113.7"),
+        ("::1", "::/64"),
+        ("fe80::1%eth0", "fe80::/64"),
+        ("unknown", "unknown"),
+    ],
+)
+def test_the_rate_key_of_an_address(address: str, key: str) -> None:
+    assert rate_key(address) == key
+
+
+@dataclasses.dataclass(frozen=True)
+class Clients:
+    """Addresses no other test run uses: two IPv6 /64 networks, two IPv4 addresses."""
+
+    net: str = dataclasses.field(default_factory=random_net)
+    other_net: str = dataclasses.field(default_factory=random_net)
+    # 198.18.0.0/15, the benchmarking range, less its last address
+    v4: str = dataclasses.field(
+        default_factory=lambda: str(ipaddress.ip_address("198.18.0.0") + secrets.randbelow(131071))
+    )
+
+    @property
+    def next_v4(self) -> str:
+        return str(ipaddress.ip_address(self.v4) + 1)
+
+    def keys(self, window: int) -> list[str]:
+        addresses = (f"{self.net}::", f"{self.other_net}::", self.v4, self.next_v4)
+        return [f"jobpost:apply:{rate_key(a)}:{window}" for a in addresses]
+
+
+@pytest.fixture
+def clients() -> Clients:
+    return Clients()
+
+
+@pytest.fixture(params=["memory", "fakeredis", pytest.param("redis", marks=pytest.mark.redis)])
+def limiter_of_two(request: pytest.FixtureRequest, clients: Clients) -> Iterator[ratelimit.Limiter]:
+    """Two applications a minute per client, counted in memory, on fakeredis, or on the test
+    Redis (where the keys of `clients` are deleted after the test)."""
+    if request.param == "memory":
+        yield ratelimit.MemoryLimiter(2, 60, clock=Clock())
+    elif request.param == "fakeredis":
+        yield ratelimit.RedisLimiter(fakeredis.FakeRedis(), 2, 60, clock=Clock())
+    else:
+        client = redis.Redis.from_url(require_redis())
+        yield ratelimit.RedisLimiter(client, 2, 60, clock=Clock())
+        client.delete(*clients.keys(int(NOW // 60)))
+        client.close()
+
+
+def test_the_addresses_of_one_ipv6_64_share_one_budget(
+    settings: Settings,
+    sessions: sessionmaker[Session],
+    clock: Any,
+    job_id: int,
+    limiter_of_two: ratelimit.Limiter,
+    clients: Clients,
+) -> None:
+    """C8 per client address: a host of a /64 picks new addresses at will (privacy addresses,
+    or any of its 2^64), so each address apart would be a fresh budget per request."""
+    api = make_api(settings, sessions, clock, limiter_of_two)
+    assert post(api, job_id, f"{clients.net}::1").status_code == 202
+    assert post(api, job_id, f"{clients.net}:a:b:c:d").status_code == 202
+    assert limited(post(api, job_id, f"{clients.net}:ffff:ffff:ffff:ffff")) == 20
+    assert post(api, job_id, f"{clients.other_net}::1").status_code == 202  # another /64
+
+
+def test_an_ipv4_address_is_one_client_mapped_to_ipv6_or_not(
+    settings: Settings,
+    sessions: sessionmaker[Session],
+    clock: Any,
+    job_id: int,
+    limiter_of_two: ratelimit.Limiter,
+    clients: Clients,
+) -> None:
+    """A dual-stack listener sees an IPv4 client as ::ffff:a.b.c.d: the same client."""
+    api = make_api(settings, sessions, clock, limiter_of_two)
+    assert post(api, job_id, clients.v4).status_code == 202
+    assert post(api, job_id, f"::ffff:{clients.v4}").status_code == 202
+    assert limited(post(api, job_id, clients.v4)) == 20
+    assert post(api, job_id, clients.next_v4).status_code == 202  # IPv4: per address
 
 
 @pytest.mark.parametrize("state", ["refusing", "silent"])

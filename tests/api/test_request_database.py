@@ -12,18 +12,20 @@ from sqlalchemy import Engine, delete, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
-from models import db, employers
+from models import employers
+from models.engines import make_engine
 from models.entities import Employer
 from models.settings import Settings
+from models.unit_of_work import autocommit_sessions, make_sessionmaker
 from tests.conftest import Account, Api, Clock, nowhere_url
 from tests.factories import JOBS, create_job, problem
 
 
 @pytest.fixture
 def factory(engine: Engine) -> Iterator[sessionmaker[Session]]:
-    made = db.make_sessionmaker(engine)
+    made = make_sessionmaker(engine)
     yield made
-    reads = db.autocommit_sessions(made).kw["bind"]
+    reads = autocommit_sessions(made).kw["bind"]
     if reads is not engine:  # PostgreSQL's pool of autocommit connections, made for this one
         reads.dispose()
 
@@ -74,7 +76,7 @@ class Watch:
 
 @pytest.fixture
 def watch(engine: Engine, factory: sessionmaker[Session]) -> Iterator[Watch]:
-    reads = db.autocommit_sessions(factory).kw["bind"]
+    reads = autocommit_sessions(factory).kw["bind"]
     watching = Watch({engine, reads})
     yield watching
     watching.close()
@@ -129,8 +131,8 @@ def test_every_request_uses_one_connection_and_gives_it_back(
 @pytest.fixture
 def unreachable(settings: Settings, unused_port: int) -> Iterator[Api]:
     """The app on a PostgreSQL that is not there (down, or restarting)."""
-    engine = db.make_engine(nowhere_url(unused_port))
-    yield Api(create_app(settings, db.make_sessionmaker(engine)))
+    engine = make_engine(nowhere_url(unused_port))
+    yield Api(create_app(settings, make_sessionmaker(engine)))
     engine.dispose()
 
 
@@ -157,7 +159,7 @@ def test_a_database_that_does_not_answer_is_503_with_retry_after(
 
 
 def test_the_applicant_pages_say_so_in_html(unreachable: Api) -> None:
-    result = unreachable.client.simulate_get("/jobs/1")
+    result = unreachable.get("/jobs/1")
     assert result.status_code == 503 and result.headers["retry-after"] == "5"
     assert result.headers["content-type"] == "text/html; charset=utf-8"
     assert "Temporarily unavailable" in result.text

@@ -8,14 +8,11 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import subprocess
 import sys
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,14 +20,14 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import employers
-from models.db import make_engine, make_sessionmaker, session_scope
+from models.engines import make_engine
 from models.entities import Job
 from models.migrate import upgrade
-from tests.conftest import free_port
+from models.unit_of_work import make_sessionmaker, session_scope
 from tests.factories import JOBS, job_body
+from tests.harness import Program, free_port
 from tests.services import scratch_postgres
 
-ROOT = Path(__file__).resolve().parents[2]
 CLIENTS = 20
 
 
@@ -65,21 +62,15 @@ class Server:
             return s.scalar(query) or 0
 
 
-def _wait_until_serving(proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"gunicorn exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            conn.request("GET", "/api/v1.1/positiontypes")
-            if conn.getresponse().status == 200:
-                return
-        except OSError:
-            time.sleep(0.2)
-        finally:
-            conn.close()
-    pytest.fail(f"gunicorn did not answer within 60 s:\n{log.read_text()[-3000:]}")
+def answers(port: int) -> bool:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+    try:
+        conn.request("GET", "/api/v1.1/positiontypes")
+        return conn.getresponse().status == 200
+    except OSError:
+        return False
+    finally:
+        conn.close()
 
 
 @pytest.fixture(scope="module")
@@ -103,40 +94,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             "APPLY_RATE_LIMIT": "off",
         }
         env.pop("PUBLIC_BASE_URL", None)
-        log = tmp / "gunicorn.log"
-        with log.open("wb") as out:
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "gunicorn",
-                    "--workers",
-                    "4",
-                    "--threads",
-                    "5",
-                    "--worker-class",
-                    "gthread",
-                    "--bind",
-                    f"127.0.0.1:{port}",
-                    "--graceful-timeout",
-                    "5",
-                    "api.app:get_app()",
-                ],
-                cwd=ROOT,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
+        command = [sys.executable, "-m", "gunicorn", "--workers", "4", "--threads", "5"]
+        command += ["--worker-class", "gthread", "--bind", f"127.0.0.1:{port}"]
+        command += ["--graceful-timeout", "5", "api.app:get_app()"]
         try:
-            _wait_until_serving(proc, port, log)
-            yield Server(port, issued.key, employer.id, sessions)
+            with Program(command, tmp / "gunicorn.log", env=env, name="gunicorn") as gunicorn:
+                gunicorn.wait_until(lambda: answers(port), timeout=60, what="gunicorn to answer")
+                yield Server(port, issued.key, employer.id, sessions)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
             engine.dispose()
 
 

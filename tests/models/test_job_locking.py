@@ -15,9 +15,9 @@ from sqlalchemy import Engine, delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import applications, employers, jobs
-from models.db import make_sessionmaker
 from models.entities import Application, Employer
 from models.errors import DomainError
+from models.unit_of_work import make_sessionmaker
 from tests.factories import job_body
 
 TODAY = date(2026, 11, 22)

@@ -200,7 +200,7 @@ def test_migration_0003_goes_down_to_the_trigram_index_and_back_up() -> None:
 
 
 def _migrated(url: str) -> Engine:
-    from models.db import make_engine
+    from models.engines import make_engine
 
     engine = make_engine(url)
     upgrade(engine)

@@ -14,9 +14,9 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Connection, Engine, inspect, text
 
-from models.db import make_engine
+from models.engines import make_engine
 from models.entities import Base
 from models.migrate import alembic_config, upgrade
 from tests.services import scratch_postgres
@@ -100,3 +100,26 @@ def test_each_migration_goes_down_to_the_schema_before_it(empty: Engine) -> None
     upgrade(empty)  # and up again, reference data too
     with empty.connect() as connection:
         assert _schema(connection) == made[steps[-1]]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_migration_0005_goes_down_to_an_outbox_without_retry_from_and_back_up(
+    backend: str, tmp_path: Any
+) -> None:
+    """Operators' retries keep their window in outbox.retry_from (C8, C9); the migration that
+    adds it also removes it again, on both backends (SQLite rebuilds the table to drop it)."""
+    with ExitStack() as stack:
+        if backend == "sqlite":
+            url = f"sqlite:///{tmp_path / 'jobpost.db'}"
+        else:
+            url = stack.enter_context(scratch_postgres())
+        engine = make_engine(url)
+        stack.callback(engine.dispose)
+        upgrade(engine)
+        cfg = alembic_config(engine)
+        for target, present in (("0004", False), ("head", True)):
+            with engine.begin() as connection:
+                cfg.attributes["connection"] = connection
+                (command.downgrade if target == "0004" else command.upgrade)(cfg, target)
+            columns = {c["name"] for c in inspect(engine).get_columns("outbox")}
+            assert ("retry_from" in columns) is present

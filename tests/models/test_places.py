@@ -11,11 +11,12 @@ import pytest
 from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from models.db import make_engine, make_sessionmaker
+from models.engines import make_engine
 from models.entities import Base, Category, Location, LocationName, PositionType, SalaryPeriod
 from models.errors import FieldError
 from models.places import Place, get_listed, resolve, search
 from models.reference import CATEGORIES, LISTED_POPULATION, fold, load
+from models.unit_of_work import make_sessionmaker
 
 TORONTO = 6167865
 MONTREAL = 6077243

@@ -13,6 +13,7 @@ import pytest
 from models.resumes import DOC, DOCX, ODT, PDF, RTF, TXT, ResumeKind, detect, safe_filename
 from tests.resume_files import (
     DOC_BYTES,
+    DOC_MACROS_BYTES,
     DOCM_BYTES,
     DOCM_MAIN,
     DOCUMENT_XML,
@@ -30,7 +31,9 @@ from tests.resume_files import (
     STORAGE,
     STREAM,
     WORD_ENTRIES,
+    WORD_MACRO_ENTRIES,
     XLS_BYTES,
+    Entry,
     compound_file,
     content_types,
     fat_entry,
@@ -306,6 +309,83 @@ def test_members_compressed_other_than_by_deflate_are_not_read(method: int) -> N
         with zipfile.ZipFile(io.BytesIO(data)) as source:
             members = {name: source.read(name) for name in source.namelist()}
         assert detect(make_zip(members, method)) is None
+
+
+# --- Word 97-2003 documents carrying macros (C8: refused, as DOCM is) -----------------------
+
+
+def renamed(entries: list[Entry], old: str, new: str, kind: int | None = None) -> list[Entry]:
+    """`entries` with the entry named `old` named `new` (and of object type `kind`)."""
+    return [
+        (new, entry[1] if kind is None else kind, *entry[2:]) if entry[0] == old else entry
+        for entry in entries
+    ]
+
+
+MACROS_ID = [entry[0] for entry in WORD_MACRO_ENTRIES].index("Macros")
+
+
+def with_entry_field(data: bytes, stream_id: int, at: int, value: bytes) -> bytes:
+    """`data` (version 3, its directory after its FAT) with bytes `at` of an entry replaced."""
+    fats = struct.unpack_from("<I", data, 44)[0]
+    offset = 512 * (1 + fats) + 128 * stream_id + at
+    return data[:offset] + value + data[offset + len(value) :]
+
+
+# A Word document embedding another that carries macros, in its ObjectPool storage.
+EMBEDDED_MACROS_ENTRIES: list[Entry] = [
+    ("Root Entry", ROOT, NOSTREAM, NOSTREAM, 1),
+    ("WordDocument", STREAM, NOSTREAM, 2, NOSTREAM),
+    ("ObjectPool", STORAGE, NOSTREAM, NOSTREAM, 3),
+    ("_1234567890", STORAGE, NOSTREAM, NOSTREAM, 4),
+    ("WordDocument", STREAM, NOSTREAM, 5, NOSTREAM),
+    ("Macros", STORAGE, NOSTREAM, NOSTREAM, NOSTREAM),
+]
+EMBEDDED_MACROS = compound_file(EMBEDDED_MACROS_ENTRIES)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        DOC_MACROS_BYTES,
+        compound_file(WORD_MACRO_ENTRIES, shift=12),
+        compound_file(renamed(WORD_MACRO_ENTRIES, "Macros", "_VBA_PROJECT_CUR")),
+        compound_file(renamed(WORD_MACRO_ENTRIES, "Macros", "MACROS")),
+        compound_file(renamed(WORD_MACRO_ENTRIES, "Macros", "Macros", STREAM)),
+        with_entry_field(DOC_MACROS_BYTES, MACROS_ID, 64, b"\x00\x00"),  # a name length of 0
+        EMBEDDED_MACROS,
+    ],
+    ids=["macros", "v4", "vba-project-cur", "upper-case", "stream", "no-name-length", "embedded"],
+)
+def test_a_word_document_carrying_macros_is_refused(data: bytes) -> None:
+    assert detect(data) is None
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        compound_file(renamed(WORD_MACRO_ENTRIES, "Macros", "Macros2")),
+        with_entry_field(DOC_MACROS_BYTES, MACROS_ID, 66, b"\x00"),  # its entry now unused
+        compound_file(renamed(EMBEDDED_MACROS_ENTRIES, "Macros", "Data")),
+    ],
+    ids=["other-name", "unused-entry", "embedded-without-macros"],
+)
+def test_a_word_document_with_storages_of_other_names_is_doc(data: bytes) -> None:
+    assert detect(data) == DOC
+
+
+def test_no_truncation_or_corruption_of_a_macro_document_is_doc_or_raises() -> None:
+    # Macros and WordDocument share a directory sector: a cut keeps both, or neither.
+    for end in range(len(DOC_MACROS_BYTES) + 1):
+        assert detect(DOC_MACROS_BYTES[:end]) is None
+    rng = random.Random(97)
+    for _ in range(3000):
+        corrupt = bytearray(DOC_MACROS_BYTES)
+        for _ in range(rng.randint(1, 8)):
+            corrupt[rng.randrange(len(corrupt))] = rng.choice(
+                [0, 1, 0xFE, 0xFF, rng.randrange(256)]
+            )
+        assert detect(bytes(corrupt)) in (DOC, None)
 
 
 # --- Hostile compound files: broken or cyclic, never an exception, always bounded work ----

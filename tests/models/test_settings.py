@@ -4,13 +4,15 @@ purge every finished application)."""
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
 import pytest
 
 import api.server
-from models.settings import VARIABLES, Settings
+from models import logs
+from models.settings import VARIABLES, Settings, hide_password
 from workers.cli import main
 
 
@@ -38,6 +40,11 @@ from workers.cli import main
         ("OUTBOX_LEASE_SECONDS", "1e12"),
         ("JOB_CACHE_MB", "-1"),
         ("PUBLIC_BASE_URL", "jobs.example.com"),
+        ("SMTP_STARTTLS", "ture"),  # was taken as off, silently
+        ("SMTP_STARTTLS", "2"),
+        ("MAIL_FROM", "jobs"),
+        ("JOBPOST_BEAT_EVERY_SECONDS", "0"),
+        ("GUNICORN_CMD_ARGS", '--timeout "60'),
     ],
 )
 def test_a_value_jobpost_cannot_use_is_refused_by_name(name: str, value: str) -> None:
@@ -55,6 +62,9 @@ def test_a_value_jobpost_cannot_use_is_refused_by_name(name: str, value: str) ->
         # a password's '@' not percent-encoded: its tail read as the host, or host and port
         ("DATABASE_URL", "postgresql://jobpost:Xy7@secret@db.internal/jobpost", "holds an '@'"),
         ("DATABASE_URL", "postgresql://jobpost:Xy7@k:secret@db:5432/jobpost", "not a number"),
+        # PgBouncer's third mode (statement) would break every transaction of several
+        ("DATABASE_URL", "postgresql://jobpost:secret@db/jobpost?pooler=statement", "pooler="),
+        ("DATABASE_URL", "sqlite:///secret.db?pooler=transaction", "PostgreSQL URL only"),
     ],
 )
 def test_a_url_jobpost_cannot_use_is_refused_without_repeating_it(
@@ -75,7 +85,8 @@ def test_postgres_urls_of_either_scheme_use_psycopg_3() -> None:
 def test_empty_means_the_default_and_good_values_are_taken() -> None:
     assert Settings.from_env({"SMTP_PORT": "", "JOBPOST_TIMEZONE": ""}) == Settings.from_env({})
     # Every variable, strings too: an empty MAIL_FROM was an empty sender, an empty
-    # APPLY_RATE_LIMIT stopped every command (README: "unset or empty means the default").
+    # APPLY_RATE_LIMIT stopped every command (docs/operations.md: "unset or empty means the
+    # default").
     assert Settings.from_env(dict.fromkeys(VARIABLES, "")) == Settings.from_env({})
     settings = Settings.from_env(
         {
@@ -111,4 +122,128 @@ def test_every_command_refuses_to_start_in_one_line(
     assert printed.out == ""
     assert printed.err == (
         "jobpost: APPLY_RATE_LIMIT='10/fortnight': must be N/second, N/minute, N/hour or off\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        *[(word, True) for word in ("true", "1", "yes", "on", "TRUE", " Yes ", "On")],
+        *[(word, False) for word in ("false", "0", "no", "off", "False", " NO ", "OFF")],
+        ("", False),  # unset or empty: the default
+    ],
+)
+def test_a_boolean_setting_takes_exactly_the_eight_words(raw: str, value: bool) -> None:
+    assert Settings.from_env({"SMTP_STARTTLS": raw}).smtp_starttls is value
+
+
+@pytest.mark.parametrize("raw", ["ture", "y", "n", "enabled", "2", "-1", "true false", "t"])
+def test_a_boolean_setting_refuses_anything_else(raw: str) -> None:
+    """`SMTP_STARTTLS=ture` was off, and the password went to the relay in clear text."""
+    with pytest.raises(ValueError) as refused:
+        Settings.from_env({"SMTP_STARTTLS": raw})
+    assert str(refused.value) == (
+        f"SMTP_STARTTLS={raw!r}: not true or false (true/false, 1/0, yes/no, on/off)"
+    )
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "jobpost@localhost",  # C9's default: a relay on this machine
+        "jobs@example.com",
+        "Jobs <jobs@example.com>",
+        '"Maple Jobs, Inc." <jobs@maple.test>',
+        "Emplois Érable <emplois@érable.ca>",
+    ],
+)
+def test_mail_from_takes_one_address_bare_or_with_a_name(raw: str) -> None:
+    assert Settings.from_env({"MAIL_FROM": raw}).mail_from == raw
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "jobs",
+        "jobs@",
+        "@example.com",
+        "jobs@example",  # no dot: C4's rules
+        "jobs@local",
+        "jobs@example.com, other@example.com",
+        "Jobs <jobs@exa mple.com>",
+        "jobs@@example.com",
+        "jobs@example.com\r\nBcc: all@example.com",
+        "Jobs <=?utf-8?q?x?=@example.com>",
+    ],
+)
+def test_mail_from_that_is_not_one_valid_address_stops_the_process(raw: str) -> None:
+    """Checked at start, by C4's address rules (models.checks.email): a sender the relay
+    refuses would fail every copy, one at a time, long after the start."""
+    with pytest.raises(ValueError, match=rf"^MAIL_FROM={re.escape(repr(raw))}: not "):
+        Settings.from_env({"MAIL_FROM": raw})
+
+
+SECRETS = {
+    "DATABASE_URL": "postgresql://jobpost:Db-S3cret@db.internal:5432/jobpost",
+    "CELERY_BROKER_URL": "redis://:Broker-S3cret@redis.internal:6379/0",
+    "REDIS_URL": "rediss://limiter:Redis-S3cret@cache.internal:6380/1?password=Redis-S3cret",
+    "SMTP_USER": "jobpost",
+    "SMTP_PASSWORD": "Smtp-S3cret",
+}
+
+
+def test_no_password_appears_in_the_settings_repr() -> None:
+    settings = Settings.from_env(SECRETS)
+    assert settings.smtp_password == "Smtp-S3cret"  # still there to be used
+    for shown in (repr(settings), str(settings), f"{settings}", f"{[settings]}"):
+        assert "S3cret" not in shown, shown
+    shown = repr(settings)
+    assert "database_url='postgresql+psycopg://jobpost:***@db.internal:5432/jobpost'" in shown
+    assert "broker_url='redis://:***@redis.internal:6379/0'" in shown
+    assert "redis_url='rediss://limiter:***@cache.internal:6380/1?password=***'" in shown
+    assert "smtp_password='***'" in shown and "smtp_user='jobpost'" in shown
+    assert "smtp_password=None" in repr(Settings.from_env({}))
+
+
+def test_no_password_appears_in_the_relay_settings_repr() -> None:
+    """The delivery task hands the relay its own settings object, which a log line or a
+    traceback's locals may show too."""
+    from workers.delivery import smtp_settings
+
+    shown = repr(smtp_settings(Settings.from_env(SECRETS)))
+    assert "S3cret" not in shown and "jobpost" in shown
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("sqla+sqlite:///var/broker.sqlite", "sqla+sqlite:///var/broker.sqlite"),
+        ("redis://redis:6379/0", "redis://redis:6379/0"),
+        ("redis://user@redis:6379/0", "redis://user@redis:6379/0"),
+        ("redis://:p%40ss@redis:6379/0", "redis://:***@redis:6379/0"),
+        ("postgresql://u:Xy7@secret@db/j", "postgresql://u:***@db/j"),  # an '@' not encoded
+        ("unix://:secret@/run/redis.sock?db=0", "unix://:***@/run/redis.sock?db=0"),
+        ("postgresql://u@db/j?password=secret&x=1", "postgresql://u@db/j?password=***&x=1"),
+    ],
+)
+def test_hide_password(url: str, shown: str) -> None:
+    assert hide_password(url) == shown
+
+
+def test_a_log_line_with_the_settings_shows_no_password(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="jobpost.test")
+    logging.getLogger("jobpost.test").info("settings: %s", Settings.from_env(SECRETS))
+    [record] = caplog.records
+    assert "S3cret" not in logs.JsonFormatter().format(record)
+
+
+def test_a_mistyped_boolean_stops_a_command_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    monkeypatch.setenv("SMTP_STARTTLS", "ture")
+    assert main(["employers", "list"]) == 1
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    assert printed.err == (
+        "jobpost: SMTP_STARTTLS='ture': not true or false (true/false, 1/0, yes/no, on/off)\n"
     )

@@ -28,9 +28,10 @@ from sqlalchemy.orm import Session, sessionmaker
 import models.dates
 import workers.tasks
 from models import applications, employers, outbox, resumes, upkeep
-from models.db import make_engine, make_sessionmaker
+from models.engines import make_engine
 from models.entities import Application, Employer, Job, OutboxEntry, Resume
 from models.settings import Settings
+from models.unit_of_work import make_sessionmaker
 from tests.conftest import copy_database
 from tests.factories import JOBS, create_job
 from workers import broker
@@ -321,13 +322,11 @@ def test_a_downgraded_employer_keeps_its_stored_auto_refresh_but_is_not_refreshe
 def test_the_refresh_task_expires_first(
     sessions: sessionmaker[Session],
     toronto: Settings,
-    monkeypatch: pytest.MonkeyPatch,
     at_instant: Callable[[datetime], None],
 ) -> None:
     """C5: expiry runs before refresh, so a job past its closeDate is archived, not refreshed.
     The Celery task body itself runs here, on the test's sessions and settings."""
-    monkeypatch.setattr(workers.tasks, "sessions", lambda: sessions)
-    monkeypatch.setattr(workers.tasks, "settings", lambda: toronto)
+    refresh = make_celery(toronto, sessions=sessions).tasks["jobpost.refresh"]
     at_instant(JUST_AFTER_MIDNIGHT_UTC)  # 10 March in Toronto
     unlimited = employer_id(sessions, "unlimited")
     past_close = add_job(
@@ -335,7 +334,7 @@ def test_the_refresh_task_expires_first(
     )
     due = add_job(sessions, unlimited, publish=TODAY - 20 * DAY, close=TODAY, auto_refresh=True)
 
-    assert workers.tasks.refresh() == 1
+    assert refresh() == 1
 
     after = jobs_now(sessions)
     assert after[past_close] == ("archived", TODAY - 20 * DAY, TODAY - DAY, True)
@@ -680,10 +679,8 @@ def test_each_task_run_twice_changes_nothing_the_second_time(
     first: int,
 ) -> None:
     """Idempotent (C5, C8): the second run reports 0 and leaves every row as the first left it.
-    Refresh runs after expiry, as its task does: 4 of the 6 jobs still open are due."""
+    Refresh expires first (6 jobs), then 4 of the jobs still open are due."""
     seed_everything(sessions)
-    if task == "refresh":
-        run_expire(sessions, toronto, TODAY)
     runner = workers.tasks.RUNNERS[task]
     assert runner(sessions, toronto, TODAY) == first
     once = snapshot(sessions)
@@ -703,12 +700,14 @@ def test_each_task_logs_what_it_changed(
         task: workers.tasks.RUNNERS[task](sessions, toronto, TODAY)
         for task in ("expire", "refresh", "purge", "sweep")
     }
-    logged = {
-        r.periodic_task: r.changed
+    logged = [
+        (r.periodic_task, r.changed)
         for r in caplog.records
         if hasattr(r, "periodic_task") and hasattr(r, "changed")
-    }
-    assert logged == counts == {"expire": 6, "refresh": 4, "purge": 2, "sweep": 1}
+    ]
+    assert counts == {"expire": 6, "refresh": 4, "purge": 2, "sweep": 1}
+    # The refresh expires first, and logs that too: nothing is left to expire by then.
+    assert logged == [("expire", 6), ("expire", 0), ("refresh", 4), ("purge", 2), ("sweep", 1)]
     assert "expire: 6 active jobs closed before 2026-03-10 archived" in caplog.messages
 
 

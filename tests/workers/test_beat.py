@@ -3,7 +3,7 @@
 The static half checks beat_schedule.SCHEDULE against C9 and the Celery app. The slow half
 starts `jobpost worker` and `jobpost beat` as processes against a private redis-server and a
 committed SQLite database of the test's own, with JOBPOST_BEAT_EVERY_SECONDS=2 (every entry
-every 2 s instead of its crontab, see workers/app.py), and waits for an expired job to be
+every 2 s instead of its crontab, see workers.app.beat_schedule), and waits for an expired job to be
 archived by the beat-sent `jobpost.expire`.
 """
 
@@ -13,9 +13,7 @@ import copy
 import itertools
 import os
 import re
-import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,16 +24,17 @@ from celery.beat import ScheduleEntry, Scheduler
 from celery.schedules import crontab
 from sqlalchemy import Engine, select
 
-import workers.tasks  # registers the tasks on workers.app.celery_app
+import workers.tasks  # declares the tasks: every app make_celery makes has them
 from beat_schedule import SCHEDULE
 from models import employers
 from models.dates import today_in, utcnow
-from models.db import make_engine, make_sessionmaker, session_scope
+from models.engines import make_engine
 from models.entities import Job
 from models.settings import Settings
-from tests.conftest import copy_database, free_port
-from tests.workers.processes import RedisServer, stop_group, wait_for
-from workers.app import MAINTENANCE_QUEUE, celery_app, make_celery, schedule_from_env
+from models.unit_of_work import make_sessionmaker, session_scope
+from tests.conftest import copy_database
+from tests.harness import Program, RedisServer, free_port, wait_for
+from workers.app import MAINTENANCE_QUEUE, beat_schedule, make_celery
 
 JOBPOST = Path(sys.executable).with_name("jobpost")
 # The worker's JSON line for the run (C9; `jobpost worker` leaves out Celery's own).
@@ -52,7 +51,10 @@ EVERY_MINUTE = {"jobpost.sweep"}  # an interval of real time, not a crontab (bea
 # --- the schedule (static) ---------------------------------------------------------------------
 
 
-def test_every_scheduled_task_is_registered_and_routed_to_the_maintenance_queue() -> None:
+def test_every_scheduled_task_is_registered_and_routed_to_the_maintenance_queue(
+    tmp_path: Path,
+) -> None:
+    celery_app = make_celery(Settings.from_env({"JOBPOST_VAR_DIR": str(tmp_path)}))
     assert workers.tasks.expire.name == "jobpost.expire"
     names = [entry["task"] for entry in SCHEDULE.values()]
     assert sorted(names) == sorted([*C9_TIMES, *EVERY_MINUTE])
@@ -61,7 +63,7 @@ def test_every_scheduled_task_is_registered_and_routed_to_the_maintenance_queue(
         assert celery_app.amqp.router.route({}, name)["queue"].name == MAINTENANCE_QUEUE
     for entry in SCHEDULE.values():
         assert entry["options"]["queue"] == MAINTENANCE_QUEUE
-    assert celery_app.conf.beat_schedule == schedule_from_env({})
+    assert celery_app.conf.beat_schedule == beat_schedule(None) == SCHEDULE
 
 
 @pytest.mark.parametrize("name", sorted(n for n, e in SCHEDULE.items() if e["task"] in C9_TIMES))
@@ -82,7 +84,6 @@ def test_the_sweep_runs_every_minute() -> None:
 
 
 def test_the_celery_timezone_comes_from_jobpost_timezone() -> None:
-    assert celery_app.conf.timezone == str(Settings.from_env().timezone)
     vancouver = make_celery(Settings.from_env({"JOBPOST_TIMEZONE": "America/Vancouver"}))
     assert vancouver.conf.timezone == "America/Vancouver"
     assert str(make_celery(Settings.from_env({})).conf.timezone) == "America/Toronto"
@@ -180,36 +181,31 @@ def test_the_daily_tasks_run_once_at_their_local_time_across_both_changes_of_clo
     ]  # fmt: skip
 
 
-def test_jobpost_beat_every_seconds_replaces_every_crontab() -> None:
-    fast = schedule_from_env({"JOBPOST_BEAT_EVERY_SECONDS": "2"})
+def test_jobpost_beat_every_seconds_replaces_every_crontab(tmp_path: Path) -> None:
+    settings = Settings.from_env(
+        {"JOBPOST_BEAT_EVERY_SECONDS": "2", "JOBPOST_VAR_DIR": str(tmp_path)}
+    )
+    fast = make_celery(settings).conf.beat_schedule
+    assert fast == beat_schedule(settings.beat_every_seconds)
     assert {name: entry["schedule"] for name, entry in fast.items()} == dict.fromkeys(SCHEDULE, 2.0)
     assert {n: (e["task"], e["options"]) for n, e in fast.items()} == {
         n: (e["task"], e["options"]) for n, e in SCHEDULE.items()
     }
-    assert schedule_from_env({"JOBPOST_BEAT_EVERY_SECONDS": ""}) is SCHEDULE
-    with pytest.raises(ValueError, match="positive"):
-        schedule_from_env({"JOBPOST_BEAT_EVERY_SECONDS": "0"})
+    assert Settings.from_env({"JOBPOST_BEAT_EVERY_SECONDS": " "}).beat_every_seconds is None
+    assert beat_schedule(None) is SCHEDULE
+    for wrong in ("0", "-2", "soon"):
+        with pytest.raises(ValueError, match=f"^JOBPOST_BEAT_EVERY_SECONDS='{wrong}': "):
+            Settings.from_env({"JOBPOST_BEAT_EVERY_SECONDS": wrong})
 
 
 # --- beat and a worker, for real ---------------------------------------------------------------
-
-
-@pytest.fixture
-def redis_url(tmp_path: Path) -> Iterator[str]:
-    """A private redis-server on a free port, for this test only."""
-    server = RedisServer(tmp_path)
-    server.start()
-    try:
-        yield server.url
-    finally:
-        server.stop()
 
 
 @pytest.mark.slow
 @pytest.mark.redis
 @pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
 def test_beat_fires_expire_and_a_worker_archives_the_expired_job(
-    tmp_path: Path, redis_url: str, engine: Engine
+    tmp_path: Path, redis_server: RedisServer, engine: Engine
 ) -> None:
     """On a committed copy of the suite's migrated SQLite database (the `engine` fixture)."""
     database = copy_database(engine, tmp_path / "jobpost.db")
@@ -249,8 +245,8 @@ def test_beat_fires_expire_and_a_worker_archives_the_expired_job(
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CELERY_", "SMTP_"))}
     env.update(
         DATABASE_URL=database,
-        CELERY_BROKER_URL=redis_url,
-        REDIS_URL=redis_url,
+        CELERY_BROKER_URL=redis_server.url,
+        REDIS_URL=redis_server.url,
         JOBPOST_TIMEZONE="America/Toronto",
         JOBPOST_VAR_DIR=str(tmp_path / "var"),
         JOBPOST_BEAT_EVERY_SECONDS="2",
@@ -259,29 +255,19 @@ def test_beat_fires_expire_and_a_worker_archives_the_expired_job(
         SMTP_PORT=str(free_port()),  # nothing listens: no mail is due anyway
         PYTHONUNBUFFERED="1",
     )
-    logs = {name: tmp_path / f"{name}.log" for name in ("worker", "beat")}
     argv = {
         "worker": [str(JOBPOST), "worker", "--concurrency", "1"],
         "beat": [str(JOBPOST), "beat"],
     }
-    procs: dict[str, subprocess.Popen[bytes]] = {}
+    procs: dict[str, Program] = {}
     try:
         for name in ("worker", "beat"):
-            with logs[name].open("wb") as out:
-                procs[name] = subprocess.Popen(
-                    argv[name],
-                    cwd=tmp_path,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
+            procs[name] = Program(argv[name], tmp_path / f"{name}.log", env=env, cwd=tmp_path)
 
         def expire_ran_and_archived() -> bool:
-            for name, proc in procs.items():
-                assert proc.poll() is None, f"{name} exited:\n{logs[name].read_text()}"
-            if not EXPIRE_SUCCEEDED.search(logs["worker"].read_text()):
+            for proc in procs.values():
+                proc.alive()  # or the end of its log
+            if not EXPIRE_SUCCEEDED.search(procs["worker"].text()):
                 return False  # (jobpost.refresh may archive it first: it expires first, C5)
             with factory() as s:
                 return s.scalar(select(Job.status).where(Job.id == expired.id)) == "archived"
@@ -290,14 +276,13 @@ def test_beat_fires_expire_and_a_worker_archives_the_expired_job(
             wait_for(expire_ran_and_archived, timeout=30, what="beat to fire jobpost.expire")
         except AssertionError as e:
             raise AssertionError(
-                f"{e}\n--- beat\n{logs['beat'].read_text()}\n--- worker\n"
-                f"{logs['worker'].read_text()}"
+                f"{e}\n--- beat\n{procs['beat'].text()}\n--- worker\n{procs['worker'].text()}"
             ) from None
     finally:
         for proc in procs.values():
-            stop_group(proc)
+            proc.stop()
         engine.dispose()
 
-    assert "Sending due task expire-closed-jobs (jobpost.expire)" in logs["beat"].read_text()
+    assert "Sending due task expire-closed-jobs (jobpost.expire)" in procs["beat"].text()
     with factory() as s:  # a job is active through its close date (C5)
         assert s.scalar(select(Job.status).where(Job.id == open_job.id)) == "active"

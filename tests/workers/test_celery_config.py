@@ -61,10 +61,11 @@ def test_a_task_is_acknowledged_after_it_ran_and_one_at_a_time(redis_app: Celery
     assert conf.task_ignore_result is True
 
 
-def test_the_tasks_keep_the_app_settings() -> None:
+def test_the_tasks_keep_the_app_settings(tmp_path: Path) -> None:
     """No task overrides acks-late, reject-on-worker-lost, the time limit or retries."""
-    import workers.tasks  # noqa: F401  (defines the tasks on the app)
-    from workers.app import celery_app
+    import workers.tasks  # noqa: F401  (declares the tasks: every app made has them)
+
+    celery_app = app_for(None, tmp_path)
 
     for name in ("jobpost.deliver", "jobpost.sweep", "jobpost.expire", "jobpost.refresh"):
         task = celery_app.tasks[name]

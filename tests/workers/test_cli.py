@@ -15,8 +15,9 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import employers
-from models.db import make_engine, make_sessionmaker
+from models.engines import make_engine
 from models.entities import Application, OutboxEntry
+from models.unit_of_work import make_sessionmaker
 from tests.conftest import copy_database, nowhere_url
 from workers.cli import main
 

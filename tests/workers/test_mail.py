@@ -17,21 +17,14 @@ from email.policy import EmailPolicy
 from typing import Any, cast
 
 import pytest
-from aiosmtpd.controller import Controller
 
-from tests.conftest import SmtpSink, free_port
-from workers import mail
-from workers.mail import (
-    ApplicationCopy,
-    PermanentFailure,
-    Relay,
-    SmtpSettings,
-    TransientFailure,
-    build_message,
-    message_id,
-    render,
-    send,
-)
+from tests.conftest import SmtpSink
+from tests.harness import SmtpServer, free_port
+from tests.workers.mail_reference import build_message
+from workers.mail import relay
+from workers.mail.content import ApplicationCopy, message_id
+from workers.mail.mime import Outgoing, render
+from workers.mail.relay import PermanentFailure, Relay, SmtpSettings, TransientFailure, send
 
 RESUME = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj<<>>endobj\n%%EOF\n"
 COPY = ApplicationCopy(
@@ -55,10 +48,10 @@ MAIL_FROM = "Jobpost <jobpost@jobs.example>"
 
 @pytest.fixture(autouse=True)
 def _no_connection_kept_between_tests() -> Iterator[None]:
-    """`send` keeps its connection (workers.mail.RELAY): each test starts and ends without."""
-    mail.RELAY.close()
+    """`send` keeps its connection (workers.mail.relay.RELAY): each test starts and ends without."""
+    relay.RELAY.close()
     yield
-    mail.RELAY.close()
+    relay.RELAY.close()
 
 
 def parsed(copy: ApplicationCopy = COPY, mail_from: str = MAIL_FROM) -> EmailMessage:
@@ -340,7 +333,7 @@ def test_starttls_then_ehlo_then_login_once_per_connection(
     settings = SmtpSettings(host="relay", port=587, user="u", password="p", starttls=True)
     send(render(COPY, mail_from=MAIL_FROM), settings)
     send(render(COPY, mail_from=MAIL_FROM), settings)
-    mail.RELAY.close()
+    relay.RELAY.close()
     first = ["starttls", "ehlo", "login", "sendmail"]
     again = ["rset", "sendmail"]  # the kept connection: already secured and logged in
     assert FakeSMTP.calls == ["connect relay:587 30.0", *first, *again, "quit", "close"]
@@ -374,11 +367,11 @@ def test_after_a_timeout_the_connection_is_dropped_without_waiting_for_quit(
     with pytest.raises(TransientFailure, match="timed out"):
         send(render(COPY, mail_from=MAIL_FROM), SmtpSettings())
     assert FakeSMTP.calls[-1] == "close" and "quit" not in FakeSMTP.calls
-    mail.RELAY.close()
+    relay.RELAY.close()
     assert FakeSMTP.calls[-1] == "close" and "quit" not in FakeSMTP.calls  # nothing was kept
 
 
-# --- one connection for consecutive sends (workers.mail.Relay) ------------------------------
+# --- one connection for consecutive sends (workers.mail.relay.Relay) ------------------------------
 
 
 class Conversations(SmtpSink):
@@ -407,20 +400,15 @@ class Conversations(SmtpSink):
 
 @pytest.fixture
 def conversations() -> Iterator[Conversations]:
-    sink = Conversations("127.0.0.1", free_port())
-    controller = Controller(sink, hostname=sink.host, port=sink.port, ready_timeout=5.0)
-    controller.start()
-    try:
+    with SmtpServer(Conversations("127.0.0.1", free_port())) as sink:
         yield sink
-    finally:
-        controller.stop()
 
 
 def relay_settings(sink: SmtpSink) -> SmtpSettings:
     return SmtpSettings(host=sink.host, port=sink.port, timeout=5)
 
 
-def copy_number(i: int) -> mail.Outgoing:
+def copy_number(i: int) -> Outgoing:
     return render(dataclasses.replace(COPY, application_id=i), mail_from=MAIL_FROM)
 
 
@@ -440,19 +428,12 @@ def test_consecutive_sends_share_one_connection_reset_before_each_reuse(
 def test_a_connection_the_relay_dropped_is_replaced_and_the_copy_sent_once() -> None:
     """The relay closes clients idle for 0.3 s (aiosmtpd's session timeout): the RSET on the
     kept connection finds it gone, and the copy goes out on a new one."""
-    sink = Conversations("127.0.0.1", free_port())
-    controller = Controller(
-        sink, hostname=sink.host, port=sink.port, ready_timeout=5.0, timeout=0.3
-    )
-    controller.start()
-    try:
+    with SmtpServer(Conversations("127.0.0.1", free_port()), timeout=0.3) as sink:
         relay = Relay()
         relay.send(copy_number(1), relay_settings(sink))
         time.sleep(0.8)
         relay.send(copy_number(2), relay_settings(sink))
         relay.close()
-    finally:
-        controller.stop()
     ids = [message_id(i, "jobs.example") for i in (1, 2)]
     assert [str(m["Message-ID"]) for m in sink.messages] == ids
     assert sink.commands == ["EHLO", "EHLO", "QUIT"]
@@ -496,19 +477,14 @@ def test_a_copy_needing_smtputf8_fails_for_good_at_a_relay_without_it() -> None:
     """An applicant's address outside ASCII is written as UTF-8 (RFC 6532), which only a relay
     offering SMTPUTF8 takes; one that does not will not on the next attempt either, so the
     copy fails at once (C8: permanent), saying why, and nothing is sent."""
-    sink = SmtpSink("127.0.0.1", free_port())
-    controller = Controller(
-        sink, hostname=sink.host, port=sink.port, ready_timeout=5.0, enable_SMTPUTF8=False
-    )
-    controller.start()
-    try:
+    with SmtpServer(SmtpSink("127.0.0.1", free_port()), enable_SMTPUTF8=False) as sink:
         international = dataclasses.replace(PLAIN, email="josé@exämple.org")
-        with pytest.raises(PermanentFailure, match="SMTPUTF8"):
-            send(render(international, mail_from=MAIL_FROM), relay_settings(sink))
-        send(render(PLAIN, mail_from=MAIL_FROM), relay_settings(sink))  # ASCII goes through
-    finally:
-        mail.RELAY.close()
-        controller.stop()
+        try:
+            with pytest.raises(PermanentFailure, match="SMTPUTF8"):
+                send(render(international, mail_from=MAIL_FROM), relay_settings(sink))
+            send(render(PLAIN, mail_from=MAIL_FROM), relay_settings(sink))  # ASCII goes through
+        finally:
+            relay.RELAY.close()
     [message] = sink.messages
     assert f"<{PLAIN.email}>" in str(message["Reply-To"])
 

@@ -5,12 +5,11 @@ subprocesses on a committed SQLite database."""
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import urllib.error
@@ -29,14 +28,16 @@ from sqlalchemy.orm import Session, sessionmaker
 from api import health, ratelimit
 from api.app import Collaborators, create_app
 from models import employers
-from models.db import make_engine, make_sessionmaker, session_scope
+from models.engines import make_engine
 from models.entities import OutboxEntry
 from models.migrate import upgrade
 from models.settings import Settings
-from tests.conftest import Api, SmtpSink, free_port, nowhere_url
+from models.unit_of_work import make_sessionmaker, session_scope
+from tests.conftest import Api, SmtpSink, nowhere_url
 from tests.factories import create_job, problem
-from tests.services import missing
-from tests.workers.processes import C9_VARIABLES, JOBPOST, ROOT, RedisServer, jobpost, wait_for
+from tests.harness import JOBPOST, ROOT, Program, RedisServer, free_port, wait_for
+from tests.openapi_check import check_response
+from tests.workers.processes import C9_VARIABLES, jobpost
 from workers import broker, enqueue
 from workers.app import make_celery
 
@@ -50,40 +51,15 @@ TASK_FIELDS = {"task", "task_id", "outcome", "duration_ms", "retries", "request_
 # --- processes -----------------------------------------------------------------------------------
 
 
-class Service:
+class Service(Program):
     """A long-running `jobpost` command in a process group of its own, stdout and stderr
     each to a file."""
 
     def __init__(self, args: list[str], env: dict[str, str], folder: Path, name: str) -> None:
         self.stdout, self.stderr = folder / f"{name}.out", folder / f"{name}.err"
-        with self.stdout.open("wb") as out, self.stderr.open("wb") as err:
-            self.proc = subprocess.Popen(
-                [*JOBPOST, *args],
-                cwd=ROOT,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                start_new_session=True,
-            )
-
-    def alive(self) -> bool:
-        if self.proc.poll() is not None:
-            raise AssertionError(
-                f"{self.proc.args!r} exited ({self.proc.returncode}):\n{self.stderr.read_text()}"
-            )
-        return True
-
-    def stop(self) -> None:
-        """A warm shutdown (SIGTERM), then whatever is left of the group is killed."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(20)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        if self.proc.poll() is None:
-            self.proc.wait(10)
+        # stop(): a warm shutdown (SIGTERM), then whatever is left of the group is killed.
+        command = [*JOBPOST, *args]
+        super().__init__(command, self.stdout, env=env, errors=self.stderr, stop_timeout=20)
 
     def json_lines(self) -> list[dict[str, Any]]:
         """Every line on stderr, each of which must be one JSON object (C9)."""
@@ -172,16 +148,6 @@ def database(tmp_path: Path, migrated: Path) -> Iterator[tuple[str, Engine]]:
     engine.dispose()
 
 
-@pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    if shutil.which("redis-server") is None:
-        missing("redis-server (a private broker the test stops and restarts)")
-    server = RedisServer(tmp_path)
-    server.start()
-    yield server
-    server.stop()
-
-
 def environment(tmp_path: Path, database_url: str, **extra: str) -> dict[str, str]:
     """What a `jobpost` subprocess sees: the test's values only, none of the caller's C9."""
     env = {k: v for k, v in os.environ.items() if k not in C9_VARIABLES}
@@ -234,6 +200,10 @@ class Site:
             entry = s.get(OutboxEntry, application_id)
             assert entry is not None
             return entry.status
+
+
+def serves_metrics(worker: Service, port: int) -> bool:
+    return worker.alive() and fetch(f"http://127.0.0.1:{port}/metrics")[0] == 200
 
 
 def start_worker(env: dict[str, str], folder: Path) -> Service:
@@ -324,6 +294,28 @@ def test_request_counts_add_up_across_two_gunicorn_workers(
     assert len(healthz) == 6 and {line["status"] for line in healthz} == {200}
 
 
+def test_jobpost_serve_reads_gunicorn_cmd_args(
+    tmp_path: Path, database: tuple[str, Engine]
+) -> None:
+    """GUNICORN_CMD_ARGS, as gunicorn reads it: here the address, which `jobpost serve` left
+    to it (no --host, no --port), and one worker."""
+    port = free_port()
+    env = environment(tmp_path, database[0], GUNICORN_CMD_ARGS=f"--bind 127.0.0.1:{port} -w 1")
+    web = Service(["serve"], env, tmp_path, "web")
+    try:
+        wait_for(
+            lambda: web.alive() and fetch(f"http://127.0.0.1:{port}/healthz")[0] == 200,
+            timeout=60,
+            what=f"gunicorn on port {port}",
+        )
+    finally:
+        web.stop()
+    booted = [line for line in web.json_lines() if line["event"].startswith("Booting worker")]
+    assert len(booted) == 1
+    listening = f"Listening at: http://127.0.0.1:{port} "
+    assert any(line["event"].startswith(listening) for line in web.json_lines())
+
+
 def _raw(port: int, request: bytes) -> tuple[str, dict[str, str], bytes]:
     """Send `request` as is, then end the sending side; the status line, headers
     (lower-cased) and body of the answer."""
@@ -391,6 +383,8 @@ def test_requests_gunicorn_refuses_are_answered_as_c1_problems(
                 "detail": json.loads(body)["detail"],
             }
             assert "bbbb" not in body.decode() and "aaaa" not in body.decode()
+            method, target = request.decode("latin-1").split(" ")[:2]
+            check_response(method, target, number, headers["content-type"], body)  # documented
         # A body whose chunked framing breaks is read by the app: the same problem, a 400.
         apply = (
             b"POST /api/v1.1/jobs/1/applications HTTP/1.1\r\nHost: t\r\n"
@@ -573,7 +567,7 @@ def test_outbox_and_queue_commands_on_pending_sent_and_failed_entries(
         listed, human, after = jobpost_all(env, ["queues", "--json"], ["queues"], ["outbox"])
         report = json.loads(listed.stdout)
         assert report["queues"] == {"email": 0, "maintenance": 0}
-        assert len(report["workers"]) == 1 and report["workers"][0].startswith("celery@")
+        assert report["workers"] == [f"jobpost-{worker.proc.pid}@{socket.gethostname()}"]
         assert f"workers: {report['workers'][0]}" in human.stdout
         assert sorted(table(after.stdout)) == [pending]
     finally:
@@ -583,22 +577,54 @@ def test_outbox_and_queue_commands_on_pending_sent_and_failed_entries(
     assert site.status(pending) == "pending"
 
 
+@pytest.mark.redis
+def test_two_workers_on_one_host_are_two_nodes_in_jobpost_queues(
+    tmp_path: Path, database: tuple[str, Engine], redis_server: RedisServer
+) -> None:
+    """Each `jobpost worker` names itself jobpost-<pid>@<host>: two on one host were both
+    celery@<host>, and `jobpost queues` saw one, with a DuplicateNodenameWarning."""
+    env = environment(tmp_path, database[0], CELERY_BROKER_URL=redis_server.url)
+    workers: list[Service] = []
+    try:
+        for name in ("worker-a", "worker-b"):
+            port = free_port()  # a metrics port each
+            own = {**env, "WORKER_METRICS_PORT": str(port)}
+            workers.append(Service(["worker", "--concurrency", "1"], own, tmp_path, name))
+            ready = functools.partial(serves_metrics, workers[-1], port)
+            wait_for(ready, timeout=60, what=name)
+        listed = jobpost(env, "queues", "--json")
+    finally:
+        for worker in workers:
+            worker.stop()
+    assert listed.returncode == 0, listed.stderr
+    host = socket.gethostname()
+    assert json.loads(listed.stdout)["workers"] == sorted(
+        f"jobpost-{worker.proc.pid}@{host}" for worker in workers
+    )
+    assert "DuplicateNodenameWarning" not in listed.stderr
+    for worker in workers:
+        assert "DuplicateNodenameWarning" not in worker.stderr.read_text()
+
+
 def test_a_task_that_raises_counts_as_an_error_not_as_a_copy_given_up(
-    monkeypatch: pytest.MonkeyPatch, unused_port: int
+    tmp_path: Path, unused_port: int
 ) -> None:
     """C9: `failed` says the relay refused a copy for good (the JobpostDeliveriesFailed
     alert); a delivery whose database is away raises, its entry comes back through the
     sweeper, and it counts as `error`."""
-    from workers import observability, tasks
+    import workers.tasks  # noqa: F401  (declares the tasks: every app made has them)
+    from workers import observability
 
     away = make_engine(nowhere_url(unused_port))
-    monkeypatch.setattr(tasks, "sessions", lambda: make_sessionmaker(away))
+    settings = Settings.from_env({"JOBPOST_VAR_DIR": str(tmp_path)})
+    deliver = make_celery(settings, sessions=make_sessionmaker(away)).tasks["jobpost.deliver"]
+    observability.connect(settings.worker_metrics_port)  # as `jobpost worker` does
 
     def count(outcome: str) -> float:
         return float(observability.TASKS.labels("jobpost.deliver", outcome)._value.get())
 
     before = {o: count(o) for o in ("error", "failed")}
-    result = tasks.deliver.apply(args=(1,))
+    result = deliver.apply(args=(1,))
     away.dispose()
     assert result.failed()
     assert count("error") == before["error"] + 1

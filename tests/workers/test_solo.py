@@ -14,7 +14,7 @@ import pytest
 from celery.concurrency import get_implementation
 from celery.exceptions import SoftTimeLimitExceeded
 
-from tests.workers.processes import ROOT
+from tests.harness import ROOT
 from workers import solo
 from workers.app import ONE_PROCESS_POOL, worker_pool
 

@@ -22,13 +22,14 @@ from sqlalchemy.orm import Session, sessionmaker
 from models import outbox, upkeep
 from models.applications import purge
 from models.dates import REFRESH_DAYS, utcnow
-from models.db import make_engine, make_sessionmaker, session_scope
+from models.engines import make_engine
 from models.entities import Application, Employer, Job, OutboxEntry, Resume
 from models.migrate import upgrade
 from models.settings import Settings
+from models.unit_of_work import make_sessionmaker, session_scope
 from tests.services import scratch_postgres
 from workers.delivery import timing
-from workers.tasks import run_expire, run_purge, run_refresh
+from workers.tasks import run_expire, run_purge
 
 pytestmark = pytest.mark.postgres
 
@@ -144,8 +145,11 @@ def in_threads(*calls: Callable[[], Any]) -> list[Any]:
 
 
 def beat_refresh_task(factory: sessionmaker[Session]) -> tuple[int, int]:
-    """What jobpost.refresh does (expiry first, C5), with the service date fixed."""
-    return run_expire(factory, SETTINGS, TODAY), run_refresh(factory, SETTINGS, TODAY)
+    """What jobpost.refresh does (expiry first, C5: workers.tasks.run_refresh), with the
+    service date fixed: (archived, refreshed)."""
+    with session_scope(factory) as s:
+        done = upkeep.expire_and_refresh(s, today=TODAY)
+    return done.expired, done.refreshed
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

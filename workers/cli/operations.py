@@ -3,37 +3,64 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from datetime import date
-from typing import Any
 
 from sqlalchemy import select
 
 from models import outbox
 from models.dates import utcnow
-from models.db import session_scope, sessionmaker_for
 from models.entities import Application, OutboxEntry
-from models.settings import Settings, is_redis
+from models.settings import is_redis
+from models.unit_of_work import session_scope
+from workers import broker, enqueue
+from workers.cli.command import Command, out
+from workers.tasks import run_expire, run_purge, run_refresh, run_sweep
 
 UNSENT = ("pending", "sending", "failed")
+PERIODIC_TASKS = ("expire", "refresh", "sweep", "purge")
+# --today's years: the tasks count days and seconds back and forth from it (refresh's 7 days,
+# the purge's retention, the time zone's offset), which the first and last years cannot hold.
+TODAY_YEARS = (1900, 9000)
 
 
-def tasks_run(args: argparse.Namespace, settings: Settings, out: Any) -> int:
-    """One periodic task, now, in this process; --today sets the service date (C9)."""
-    from workers.tasks import RUNNERS
+def iso_date(text: str) -> str:
+    """--today: anything but a real date written YYYY-MM-DD in TODAY_YEARS is a usage error
+    (exit 2), caught before anything runs. date.fromisoformat alone also takes 20261201 and
+    2026-W49-2."""
+    try:
+        if not re.fullmatch("[0-9]{4}-[0-9]{2}-[0-9]{2}", text):
+            raise ValueError(text)
+        day = date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
+    first, last = TODAY_YEARS
+    if not first <= day.year <= last:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a year from {first} to {last}")
+    return text
 
+
+def tasks_run(args: argparse.Namespace, command: Command) -> int:
+    """One periodic task, now, in this process, as its Celery task runs it; --today sets the
+    service date (C9)."""
     today = date.fromisoformat(args.today) if args.today else None
-    factory = sessionmaker_for(settings.database_url)
-    if args.task == "refresh":  # expiry runs before refresh (C5)
-        RUNNERS["expire"](factory, settings, today)
-    changed = RUNNERS[args.task](factory, settings, today)
+    sessions, settings = command.sessions, command.settings
+    if args.task == "expire":
+        changed = run_expire(sessions, settings, today)
+    elif args.task == "refresh":  # expiry first, as the Celery task (C5)
+        changed = run_refresh(sessions, settings, today)
+    elif args.task == "sweep":
+        changed = run_sweep(sessions, settings, today, celery=command.celery)
+    else:
+        changed = run_purge(sessions, settings, today)
     out(args, {"task": args.task, "changed": changed}, f"{args.task}: {changed} changed")
     return 0
 
 
-def outbox_list(args: argparse.Namespace, settings: Settings, out: Any) -> int:
+def outbox_list(args: argparse.Namespace, command: Command) -> int:
     statuses = (args.status,) if args.status else UNSENT
-    with session_scope(sessionmaker_for(settings.database_url)) as s:
+    with session_scope(command.sessions) as s:
         rows = s.execute(
             select(Application, OutboxEntry)
             .join(OutboxEntry)
@@ -64,18 +91,15 @@ def outbox_list(args: argparse.Namespace, settings: Settings, out: Any) -> int:
     return 0
 
 
-def outbox_retry(args: argparse.Namespace, settings: Settings, out: Any) -> int:
+def outbox_retry(args: argparse.Namespace, command: Command) -> int:
     """Failed entries back to pending, and enqueued (C9)."""
-    from workers import enqueue
-    from workers.app import celery_app
-
     if args.application_id is None and not args.all_failed:
         raise ValueError("name an APPLICATION_ID or --all-failed")
-    with session_scope(sessionmaker_for(settings.database_url)) as s:
+    with session_scope(command.sessions) as s:
         ids = outbox.retry_failed(s, args.application_id, now=utcnow())
     if args.application_id is not None and not ids:
         raise ValueError(f"application {args.application_id} has no failed delivery")
-    queued = sum(enqueue.deliver(celery_app, i) for i in ids)
+    queued = sum(enqueue.deliver(command.celery, i) for i in ids)
     out(
         args,
         {"retried": ids, "enqueued": queued},
@@ -85,10 +109,8 @@ def outbox_retry(args: argparse.Namespace, settings: Settings, out: Any) -> int:
     return 0
 
 
-def queues(args: argparse.Namespace, settings: Settings, out: Any) -> int:
-    from workers import broker
-    from workers.app import celery_app
-
+def queues(args: argparse.Namespace, command: Command) -> int:
+    settings = command.settings
     try:
         depths = broker.depths(settings.broker_url)
     except Exception as e:  # kombu's, redis-py's and SQLAlchemy's errors alike
@@ -96,7 +118,7 @@ def queues(args: argparse.Namespace, settings: Settings, out: Any) -> int:
         return 1
     workers: list[str] | None = None
     if is_redis(settings.broker_url):
-        replies = celery_app.control.inspect(timeout=1.0).ping() or {}
+        replies = command.celery.control.inspect(timeout=1.0).ping() or {}
         workers = sorted(replies)
     lines = [f"{name:<12} {n:>8} waiting" for name, n in depths.items()]
     lines.append(

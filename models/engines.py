@@ -1,0 +1,161 @@
+"""Engines and their pools (C9 `DATABASE_URL`): a PostgreSQL connection checked before
+use only when it may have gone, a connect timeout, SQLite tuned for several processes, and
+the autocommit engine that reads (GET) use on PostgreSQL."""
+
+from __future__ import annotations
+
+import select
+import time
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
+
+IDLE_SINCE = "jobpost.idle_since"
+IDLE_PING_SECONDS = 5.0
+CONNECT_TIMEOUT = 10  # seconds, for PostgreSQL connections
+# DATABASE_URL's `pooler` parameter (ours, not libpq's): the pooler between the service and
+# PostgreSQL, if any, in the pool mode it runs (C9).
+POOLER = "pooler"
+POOL_MODES = ("session", "transaction")
+
+
+def make_engine(url: str, *, idle_ping_seconds: float = IDLE_PING_SECONDS, **kwargs: Any) -> Engine:
+    """Create an engine; SQLite gets WAL, a busy timeout and write-ahead `BEGIN IMMEDIATE`."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
+            # A server that takes the connection and never answers would hold a request (or
+            # a task) until the OS gives up, minutes later; the URL may set its own.
+            connect_args = {"connect_timeout": CONNECT_TIMEOUT, **kwargs.pop("connect_args", {})}
+            kwargs["connect_args"] = connect_args
+        engine = create_engine(url, **kwargs)
+        _ping_when_idle(engine, idle_ping_seconds)
+        if parsed.get_backend_name() == "postgresql":
+            _prepare_unless_pooled(engine)
+        return engine
+    make_sqlite_folder(url)
+    engine = create_engine(url, connect_args={"timeout": 30}, **kwargs)
+    _tune_sqlite(engine)
+    return engine
+
+
+def _prepare_unless_pooled(engine: Engine) -> None:
+    """Behind a transaction pooler (`pooler=transaction`, PgBouncer's pool_mode=transaction)
+    no statement is prepared on the server. psycopg prepares a statement on its fifth run and
+    names it per client connection; the pooler hands each transaction whichever server
+    connection is free, where that name is unknown or another statement's. In session mode a
+    client keeps its server connection, and statements are prepared as without a pooler.
+    The parameter is taken out before the driver, which would refuse it, sees the URL."""
+
+    @event.listens_for(engine, "do_connect")
+    def _connect(_dialect: Any, _record: Any, _args: Any, params: dict[str, Any]) -> None:
+        if params.pop(POOLER, None) == "transaction":
+            params["prepare_threshold"] = None
+
+
+def make_sqlite_folder(url: str) -> None:
+    """Make the folder of a SQLite URL's file (the database's, the embedded broker's), so the
+    first process to open it finds one; other URLs are left alone."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+
+
+def _ping_when_idle(engine: Engine, idle_seconds: float) -> None:
+    """Check a pooled connection before use: always that the server has not closed it, and
+    with "SELECT 1" if it sat idle `idle_seconds`.
+
+    A connection the server closed while pooled (a restart, an operator's
+    pg_terminate_backend) would fail its next request with a 500. A server that ends a
+    connection says so on it (an error message, then end of file), so its socket turns
+    readable while nothing was asked: one poll, no round trip, catches that, and the pool
+    connects afresh. A connection a firewall dropped silently shows nothing; the ping after
+    `idle_seconds` catches it. Pinging connections in steady use too (SQLAlchemy's
+    `pool_pre_ping`) would add a round trip to every request for nothing. A connection lost
+    while in use still fails its request; SQLAlchemy then renews the whole pool.
+    """
+
+    @event.listens_for(engine, "checkin")
+    def _checkin(_dbapi_conn: Any, record: Any) -> None:
+        record.info[IDLE_SINCE] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checkout(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.get(IDLE_SINCE)  # None: connected just now
+        if since is None:
+            return
+        if _spoke_unasked(dbapi_conn):
+            raise DisconnectionError("pooled connection closed by the server")
+        if time.monotonic() - since < idle_seconds:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_conn)
+        except engine.dialect.loaded_dbapi.Error as e:
+            raise DisconnectionError(f"pooled connection lost while idle: {e}") from e
+
+
+def connection_lost(error: Exception) -> bool:
+    """The database could not be reached, or the connection died: the server's state, not a
+    bug of ours (a request answers 503, a delivery records its copy on a new connection)."""
+    if isinstance(error, OperationalError):
+        return True
+    return isinstance(error, DBAPIError) and error.connection_invalidated
+
+
+def database_said(error: Exception) -> str:
+    """The first line of what the database or its driver said (a SQLAlchemy error's `orig`),
+    for a log line or an operator's message; its repr when it said nothing."""
+    said = str(getattr(error, "orig", None) or error).strip()
+    return said.splitlines()[0] if said else repr(error)
+
+
+def _spoke_unasked(dbapi_conn: Any) -> bool:
+    """Whether an idle connection's socket has something to read (or is closed): between
+    statements the server only speaks to end the connection. Drivers without a socket to
+    look at, or systems without poll(2), are taken to be fine."""
+    fileno = getattr(dbapi_conn, "fileno", None)
+    if fileno is None or not hasattr(select, "poll"):
+        return False
+    try:
+        descriptor = fileno()
+    except Exception:  # the driver's own error: it holds no socket any more, so closed
+        return True
+    poller = select.poll()
+    poller.register(descriptor, select.POLLIN | select.POLLERR | select.POLLHUP)
+    return bool(poller.poll(0))
+
+
+def autocommit(engine: Engine) -> Engine:
+    """An engine for requests that only read (GET): on PostgreSQL each statement commits by
+    itself, which saves the BEGIN and COMMIT round trips. It has a pool of its own, so no
+    connection switches modes on every checkout. SQLite keeps its transactions (its driver
+    would lose our `BEGIN IMMEDIATE` handling when a pool resets the level)."""
+    if engine.dialect.name == "sqlite":
+        return engine
+    url = engine.url.render_as_string(hide_password=False)
+    reads = make_engine(url, isolation_level="AUTOCOMMIT")
+    # Its pool goes with the engine it was made from: disposing that closes both.
+    event.listen(engine, "engine_disposed", lambda _engine: reads.dispose())
+    return reads
+
+
+def _tune_sqlite(engine: Engine) -> None:
+    # pysqlite's own transaction handling defers BEGIN and breaks SAVEPOINT; take it over.
+    # BEGIN IMMEDIATE takes the write lock up front, so two processes never deadlock on a
+    # read-then-write upgrade (SQLite would fail one at once instead of waiting).
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")

@@ -1,0 +1,76 @@
+"""Sessions and the unit of work shared by the API and the workers.
+
+Domain functions flush but never commit; whoever opened the session (the request middleware
+or `session_scope`) commits once, then runs the callbacks registered with `after_commit`
+(enqueueing a task only once its rows are visible to the worker).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import lru_cache
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from models.engines import autocommit, make_engine
+
+log = logging.getLogger(__name__)
+
+AFTER_COMMIT = "jobpost.after_commit"
+
+
+def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+def sessionmaker_for(url: str) -> sessionmaker[Session]:
+    """Sessions on a new engine for `url` (tasks and commands, outside the web process)."""
+    return make_sessionmaker(make_engine(url))
+
+
+@lru_cache(maxsize=8)
+def autocommit_sessions(factory: sessionmaker[Session]) -> sessionmaker[Session]:
+    """Sessions for work whose statements each stand alone (a GET's reads, the steps of a
+    delivery): on PostgreSQL from `autocommit(engine)`, once per factory. SQLite keeps its
+    transactions, and so do sessions bound to a connection (the tests' rolled-back one)."""
+    bind = factory.kw.get("bind")
+    if isinstance(bind, Engine) and bind.dialect.name == "postgresql":
+        return make_sessionmaker(autocommit(bind))
+    return factory
+
+
+def after_commit(session: Session, callback: Callable[[], object]) -> None:
+    """Run `callback` once the session's current transaction has committed."""
+    session.info.setdefault(AFTER_COMMIT, []).append(callback)
+
+
+def commit(session: Session) -> None:
+    """Commit, then run the after-commit callbacks; a failing callback is logged, not raised."""
+    session.commit()
+    for callback in session.info.pop(AFTER_COMMIT, []):
+        try:
+            callback()
+        except Exception:
+            log.exception("after-commit callback failed")
+
+
+def discard(session: Session) -> None:
+    session.info.pop(AFTER_COMMIT, None)
+    session.rollback()
+
+
+@contextmanager
+def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
+    """A unit of work outside requests (tasks, CLI): commit on success, roll back otherwise."""
+    session = factory()
+    try:
+        yield session
+        commit(session)
+    except BaseException:
+        discard(session)
+        raise
+    finally:
+        session.close()

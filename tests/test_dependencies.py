@@ -1,0 +1,77 @@
+"""The lock files pin what pyproject.toml names, at versions it allows, and the suite runs on
+them (issue 14: a fresh clone installs the versions that were tested); the floors in
+pyproject.toml are the releases that have what jobpost uses."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import NormalizedName, canonicalize_name
+from packaging.version import Version
+
+ROOT = Path(__file__).resolve().parents[1]
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
+RUNTIME = [Requirement(text) for text in PROJECT["dependencies"]]
+TEST = [Requirement(text) for text in PROJECT["optional-dependencies"]["test"]]
+# What `make install` (and so CI) installs, and what the Dockerfile installs.
+LOCKS = {"requirements-test.txt": RUNTIME + TEST, "requirements.txt": RUNTIME}
+PIN = re.compile(r"^([A-Za-z0-9._-]+)==([^\s;\\]+)", re.MULTILINE)
+
+
+def pins(lock: str) -> dict[NormalizedName, Version]:
+    text = (ROOT / lock).read_text("utf-8")
+    return {canonicalize_name(name): Version(version) for name, version in PIN.findall(text)}
+
+
+@pytest.mark.parametrize("lock", LOCKS)
+def test_the_lock_pins_every_dependency_at_a_version_pyproject_allows(lock: str) -> None:
+    pinned = pins(lock)
+    missing = [str(r) for r in LOCKS[lock] if canonicalize_name(r.name) not in pinned]
+    assert not missing, f"{lock} lacks {missing}, which pyproject.toml asks for: run `make lock`"
+    refused = [
+        f"{r.name}=={pinned[canonicalize_name(r.name)]} (pyproject.toml: {r})"
+        for r in LOCKS[lock]
+        if not r.specifier.contains(pinned[canonicalize_name(r.name)], prereleases=True)
+    ]
+    assert not refused, f"{lock} pins {refused}: run `make lock`"
+
+
+def test_the_runtime_lock_pins_the_versions_the_suite_is_run_on() -> None:
+    tested, shipped = pins("requirements-test.txt"), pins("requirements.txt")
+    differ = {name: (v, tested.get(name)) for name, v in shipped.items() if tested.get(name) != v}
+    assert not differ, f"requirements.txt and requirements-test.txt differ: {differ}; make lock"
+
+
+def installed(name: str) -> Version | None:
+    try:
+        return Version(metadata.version(name))
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def test_the_suite_runs_on_the_locked_versions() -> None:
+    stale = {
+        name: f"locked {locked}, installed {installed(name)}"
+        for name, locked in pins("requirements-test.txt").items()
+        if installed(name) != locked
+    }
+    assert not stale, f"this environment is not the lock: {stale}; run `make install`"
+
+
+def test_the_gunicorn_floor_has_what_jobpost_serve_uses() -> None:
+    """api/gunicorn_workers.py names InvalidResponseHeader(Name), new in gunicorn 27.0 (under
+    25.1 to 26.2, each request gunicorn refuses got no answer); api/server.py sets
+    control_socket_disable, new in 25.1 (under 23.0 `jobpost serve` stops at start)."""
+    from gunicorn.config import KNOWN_SETTINGS
+    from gunicorn.http import errors
+
+    assert hasattr(errors, "InvalidResponseHeader"), "the installed gunicorn is older than 27.0"
+    assert hasattr(errors, "InvalidResponseHeaderName")
+    assert "control_socket_disable" in {setting.name for setting in KNOWN_SETTINGS}
+    (gunicorn,) = [r for r in RUNTIME if r.name == "gunicorn"]
+    assert not gunicorn.specifier.contains("26.2.0"), f"pyproject.toml allows {gunicorn}"

@@ -1,0 +1,52 @@
+"""`jobpost worker` (C9): the Celery options it starts a worker with. Two workers on one
+host must not share a node name (tests/workers/test_operations.py starts two for real)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+import api.server
+from models.settings import Settings
+from workers.cli import parser, services
+from workers.cli.command import Command
+
+
+class App:
+    """In place of the worker's Celery app: records what `jobpost worker` would run."""
+
+    def __init__(self, started: list[list[str]]) -> None:
+        self.started = started
+
+    def worker_main(self, argv: list[str]) -> None:
+        self.started.append(argv)
+
+
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The Celery worker options `jobpost worker` would run a worker with, instead of one."""
+    options: list[list[str]] = []
+    monkeypatch.setattr(api.server, "prepare_metrics_dir", str)
+    monkeypatch.setattr(services, "worker_app", lambda settings, pool=None: App(options))
+    for name in services.CELERY_TASK_LOGGERS:  # `jobpost worker` quiets them
+        monkeypatch.setattr(logging.getLogger(name), "level", logging.getLogger(name).level)
+    return options
+
+
+@pytest.mark.parametrize(
+    ("argv", "name"),
+    [
+        (["worker"], f"jobpost-{os.getpid()}@%h"),  # Celery puts the host name for %h
+        (["worker", "--name", "mail-1@%h"], "mail-1@%h"),
+    ],
+)
+def test_a_worker_is_named_by_its_pid_unless_told_otherwise(
+    started: list[list[str]], tmp_path: Path, argv: list[str], name: str
+) -> None:
+    settings = Settings.from_env({"JOBPOST_VAR_DIR": str(tmp_path)})
+    assert services.worker(parser().parse_args(argv), Command(settings)) == 0
+    [options] = started
+    assert options[options.index("-n") + 1] == name

@@ -1,0 +1,149 @@
+"""The `jobpost` command line (C9): exit 0 on success, 1 on failure, 2 on a usage error.
+
+`main` is the entry point of every command: it reads the settings once and hands them, in a
+`Command`, to the command's handler. The handlers live by what the operator does: the
+database and the demo (`database`), employers and keys (`employers`), the long-running
+services (`services`), and operations on tasks, the outbox and the queues (`operations`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy.exc import DBAPIError
+
+from models import logs
+from models.employers import PLANS
+from models.engines import database_said
+from models.errors import DomainError
+from models.settings import Settings
+from workers.cli import database, employers, operations, services
+from workers.cli.command import Command, Handler, json_flag
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="jobpost", description="jobpost operations (C9).")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def cmd(parent: Any, name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
+        c: argparse.ArgumentParser = parent.add_parser(name, help=help_text)
+        c.set_defaults(handler=handler)
+        json_flag(c)
+        return c
+
+    db = sub.add_parser("db", help="the database").add_subparsers(dest="db", required=True)
+    cmd(db, "upgrade", database.db_upgrade, "migrate to the latest schema and load reference data")
+
+    emp = sub.add_parser("employers", help="employers").add_subparsers(dest="sub", required=True)
+    c = cmd(emp, "create", employers.employers_create, "create an employer and its first key")
+    c.add_argument("name")
+    c.add_argument("--plan", choices=PLANS, default="standard")
+    cmd(emp, "list", employers.employers_list, "list employers")
+    c = cmd(emp, "set-plan", employers.employers_set_plan, "change an employer's plan")
+    c.add_argument("id", type=int)
+    c.add_argument("plan", choices=PLANS)
+
+    keys = sub.add_parser("keys", help="API keys").add_subparsers(dest="sub", required=True)
+    c = cmd(keys, "create", employers.keys_create, "issue a new key to an employer")
+    c.add_argument("employer_id", type=int)
+    c = cmd(keys, "revoke", employers.keys_revoke, "revoke a key by its 12-character prefix")
+    c.add_argument("prefix")
+
+    c = cmd(
+        sub, "demo", database.demo, "create the demo employer if needed and issue it a fresh key"
+    )
+    c.add_argument("--port", type=int, default=8000)
+
+    # None: not given, so GUNICORN_CMD_ARGS' or jobpost's own default applies (api.server).
+    c = cmd(sub, "serve", services.serve, "serve the API with gunicorn")
+    c.add_argument("--host", default=None)
+    c.add_argument("--port", type=int, default=None)
+    c.add_argument("--workers", type=int, default=None)
+
+    c = cmd(
+        sub, "worker", services.worker, "run a Celery worker on the email and maintenance queues"
+    )
+    c.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="tasks at once (default: one per core); 1 runs them in the worker's own process",
+    )
+    c.add_argument(
+        "--name",
+        default=None,
+        help="the worker's node name, as Celery's -n (default: jobpost-<pid>@<host>)",
+    )
+    cmd(sub, "beat", services.beat, "run the periodic task scheduler (exactly one per deployment)")
+    c = cmd(
+        sub, "dev", services.dev, "web, worker, beat and a local mail sink on embedded defaults"
+    )
+    c.add_argument("--host", default="127.0.0.1")
+    c.add_argument("--port", type=int, default=8000)
+
+    tasks = sub.add_parser("tasks", help="periodic tasks").add_subparsers(dest="sub", required=True)
+    c = cmd(tasks, "run", operations.tasks_run, "run one periodic task now, in this process")
+    c.add_argument("task", choices=operations.PERIODIC_TASKS)
+    c.add_argument(
+        "--today",
+        type=operations.iso_date,
+        help="the service date, YYYY-MM-DD (ignored by sweep; purge runs as at this time of day"
+        " on that date)",
+    )
+
+    c = cmd(sub, "outbox", operations.outbox_list, "deliveries not yet sent (or of one status)")
+    c.add_argument("--status", choices=("pending", "sending", "sent", "failed"))
+    retry = c.add_subparsers(dest="sub").add_parser("retry", help="failed deliveries to pending")
+    retry.set_defaults(handler=operations.outbox_retry)
+    which = retry.add_mutually_exclusive_group(required=True)  # neither, or both: exit 2
+    which.add_argument("application_id", nargs="?", type=int)
+    which.add_argument("--all-failed", action="store_true")
+    json_flag(retry)
+
+    cmd(sub, "queues", operations.queues, "depth of each Celery queue and the workers seen")
+    return p
+
+
+SERVICES = ("serve", "worker", "beat", "dev")  # long-running: their logs are JSON lines (C9)
+
+
+def setup_logging(command: str) -> None:
+    if command in SERVICES:
+        logs.configure(logging.INFO)
+        logging.captureWarnings(True)  # warnings too leave as JSON lines
+    else:  # the admin commands print to stdout; their few logs stay readable on stderr
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    command: Command | None = None
+    try:
+        # Read once, here, for the whole command; a value it cannot use stops every
+        # command alike.
+        command = Command(Settings.from_env())
+        setup_logging(args.command)
+        return int(args.handler(args, command))
+    except (DomainError, ValueError) as e:
+        print(f"jobpost: {e}", file=sys.stderr)
+        return 1
+    except DBAPIError as e:  # the driver's own words, not a traceback of ours
+        print(f"jobpost: {database_trouble(e)}", file=sys.stderr)
+        return 1
+    finally:
+        if command is not None:
+            command.close()
+
+
+def database_trouble(error: DBAPIError) -> str:
+    """One line for an operator: what the database said, and what to do about a schema that
+    is not there (a new database, or DATABASE_URL naming the wrong one)."""
+    said = database_said(error)
+    if getattr(error.orig, "sqlstate", None) == "42P01" or said.startswith("no such table"):
+        return f"the database has no jobpost tables ({said}): run `jobpost db upgrade` first"
+    return f"the database (DATABASE_URL) failed: {said}"

@@ -1,0 +1,92 @@
+"""The long-running commands: `jobpost serve`, `worker`, `beat` and `dev` (C9). Each is the
+entry point of its process: it makes what the process runs from the settings `main` read.
+
+Nothing here imports prometheus_client at import time: `serve` and `worker` set
+PROMETHEUS_MULTIPROC_DIR first (api.server.prepare_metrics_dir).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from pathlib import Path
+
+from celery import Celery
+
+from models.settings import Settings
+from workers.cli.command import Command
+
+# A line per task each at INFO ("received", "succeeded"), saying what our own line says.
+CELERY_TASK_LOGGERS = ("celery.worker.strategy", "celery.app.trace")
+# A node name of this process's own: two workers on one host named alike (Celery's default,
+# celery@<host>) answer `jobpost queues` as one, with a DuplicateNodenameWarning.
+DEFAULT_NODE_NAME = "jobpost-{pid}@%h"
+
+
+def serve(args: argparse.Namespace, command: Command) -> int:
+    from api.server import serve as run
+
+    settings = command.settings
+    run(
+        args.host,
+        args.port,
+        args.workers,
+        metrics_dir=settings.prometheus_multiproc_dir,
+        cmd_args=settings.gunicorn_cmd_args,
+    )
+    return 0
+
+
+def worker(args: argparse.Namespace, command: Command) -> int:
+    from api.server import prepare_metrics_dir
+    from workers.app import EMAIL_QUEUE, MAINTENANCE_QUEUE, worker_pool
+
+    settings = command.settings
+    # The processes that run tasks count them into files of this worker's own (C9), so this
+    # is set before workers.observability imports prometheus_client and before any pool forks.
+    port = settings.worker_metrics_port
+    prepare_metrics_dir(Path(settings.prometheus_multiproc_dir) / f"worker-{port}")
+    concurrency = args.concurrency or os.cpu_count() or 1
+    # A task run logs one JSON line of ours (workers.observability, C9); Celery's "received"
+    # and "succeeded" lines at INFO would add two per task saying the same, and cost about as
+    # much to write. Its warnings and errors still pass.
+    for name in CELERY_TASK_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    name = args.name or DEFAULT_NODE_NAME.format(pid=os.getpid())
+    queues = f"{EMAIL_QUEUE},{MAINTENANCE_QUEUE}"
+    options = ["-Q", queues, "--loglevel", "INFO", "--concurrency", str(concurrency), "-n", name]
+    worker_app(settings, pool=worker_pool(concurrency)).worker_main(["worker", *options])
+    return 0
+
+
+def worker_app(settings: Settings, *, pool: str | None = None) -> Celery:
+    """The Celery app of a worker process: made from `settings`, with the signal handlers of
+    the tasks and of their metrics connected. `jobpost worker` runs a worker on it; so do
+    tests that start workers of their own, with Celery options of theirs."""
+    from workers import observability, tasks
+    from workers.app import make_celery
+
+    app = make_celery(settings)
+    if pool is not None:  # Celery takes a pool given by module path from its configuration
+        app.conf.worker_pool = pool
+    tasks.connect()
+    observability.connect(settings.worker_metrics_port)
+    return app
+
+
+def beat(args: argparse.Namespace, command: Command) -> int:
+    from workers.app import make_celery
+
+    settings = command.settings
+    settings.var_dir.mkdir(parents=True, exist_ok=True)
+    schedule = str(settings.var_dir / "celerybeat-schedule")
+    make_celery(settings).start(["beat", "--loglevel", "INFO", "--schedule", schedule])
+    return 0
+
+
+def dev(args: argparse.Namespace, command: Command) -> int:
+    from workers.dev import run
+
+    settings = command.settings
+    return run(args.host, args.port, settings.smtp_host, settings.smtp_port, settings.var_dir)

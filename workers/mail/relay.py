@@ -1,0 +1,223 @@
+"""How a copy is sent (C8, C9 `SMTP_*`): one SMTP connection per process, kept between
+sends, and the relay's answers as transient or permanent failures."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import smtplib
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from workers.mail.mime import Outgoing
+
+
+@dataclass(frozen=True)
+class SmtpSettings:
+    """The outgoing relay (C9 `SMTP_*` and `MAIL_FROM`)."""
+
+    host: str = "127.0.0.1"
+    port: int = 1025
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)  # never in a log line
+    starttls: bool = False
+    timeout: float = 30.0
+    mail_from: str = "jobpost@localhost"
+
+
+class TransientFailure(Exception):
+    """Connection refused, timeout or 4xx reply: retry later (C8)."""
+
+
+class PermanentFailure(Exception):
+    """A 5xx reply: never retry (C8)."""
+
+
+# How long a connection is kept open unused: tasks come in bursts, and between bursts a
+# connection held open would only take up one of the relay's (Postfix's smtpd_timeout is
+# 300 s; whichever end gives up first, the next send opens a new one).
+IDLE_SECONDS = 5.0
+
+
+class Relay:
+    """One SMTP connection, kept open between the sends of this process (C8, C9 `SMTP_*`).
+
+    A worker sends its copies one after another; a connection of their own each (connect,
+    greeting, EHLO, STARTTLS and login when configured, QUIT) costs both ends more than the
+    message. A kept connection is checked with RSET before it carries the next message, as
+    Postfix checks its cached ones: if the relay has closed it or answers anything but 250,
+    a new one is opened, and since no MAIL was sent on the old one nothing can have been
+    delivered twice. Any failure during a send closes the connection (the next send opens a
+    new one); settings that changed, or IDLE_SECONDS unused, close it too: a background
+    thread QUITs it once idle. Sends are serialised: a process has one connection."""
+
+    def __init__(self, idle_seconds: float = IDLE_SECONDS) -> None:
+        self.idle_seconds = idle_seconds
+        self._lock = threading.Lock()
+        self._conn: smtplib.SMTP | None = None
+        self._settings: SmtpSettings | None = None
+        self._last_used = 0.0
+        self._closer: threading.Thread | None = None
+
+    def send(self, message: Outgoing, smtp: SmtpSettings) -> None:
+        """Send by SMTP; raise TransientFailure or PermanentFailure with the server's reply."""
+        try:
+            with self._lock:
+                conn = self._take(smtp) or _open(smtp)
+                with _ended_on_failure(conn):
+                    _deliver(conn, message)
+                self._keep(conn, smtp)
+        except smtplib.SMTPRecipientsRefused as exc:
+            code, text = next(iter(exc.recipients.values()))
+            raise _failure(code, text) from exc
+        except smtplib.SMTPConnectError as exc:
+            raise TransientFailure(_reply(exc.smtp_code, exc.smtp_error)) from exc
+        except smtplib.SMTPNotSupportedError as exc:  # an OSError, but no retry mends the relay
+            raise PermanentFailure(str(exc)) from exc
+        except smtplib.SMTPResponseException as exc:
+            raise _failure(exc.smtp_code, exc.smtp_error) from exc
+        except OSError as exc:  # refused, timeouts, disconnects, TLS errors
+            raise TransientFailure(f"{type(exc).__name__}: {exc}") from exc
+
+    def close(self) -> None:
+        """QUIT the kept connection, if any (at exit, or once idle)."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            _close(conn)
+
+    def forget(self) -> None:
+        """In a forked child: the parent's connection is not this process's to use or QUIT."""
+        self._lock = threading.Lock()
+        conn, self._conn, self._closer = self._conn, None, None
+        if conn is not None:
+            conn.close()  # this process's descriptor only: the parent's connection stays
+
+    def _take(self, smtp: SmtpSettings) -> smtplib.SMTP | None:
+        """The kept connection, if it is for these settings and answers RSET with 250; it is
+        the caller's from then on, kept again only after a send that went through."""
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return None
+        if smtp != self._settings or time.monotonic() - self._last_used >= self.idle_seconds:
+            _close(conn)
+            return None
+        try:
+            alive = conn.rset()[0] == 250
+        except (smtplib.SMTPException, OSError):
+            alive = False
+        except BaseException:
+            conn.close()
+            raise
+        if not alive:
+            conn.close()
+            return None
+        return conn
+
+    def _keep(self, conn: smtplib.SMTP, smtp: SmtpSettings) -> None:
+        self._conn, self._settings, self._last_used = conn, smtp, time.monotonic()
+        if self._closer is None:
+            self._closer = threading.Thread(
+                target=self._close_when_idle, name="smtp-idle-close", daemon=True
+            )
+            self._closer.start()
+
+    def _close_when_idle(self) -> None:
+        while True:
+            with self._lock:
+                conn = self._conn
+                left = self._last_used + self.idle_seconds - time.monotonic()
+                if conn is None or left <= 0:
+                    self._conn = self._closer = None
+                    break
+            time.sleep(left)
+        if conn is not None:
+            _close(conn)  # outside the lock: a silent relay holds up no send meanwhile
+
+
+RELAY = Relay()  # this process's connection: the worker's, or a pool child's after the fork
+os.register_at_fork(after_in_child=RELAY.forget)
+atexit.register(RELAY.close)
+
+
+def send(message: Outgoing, smtp: SmtpSettings) -> None:
+    """Send by SMTP over this process's connection (`RELAY`); raise TransientFailure or
+    PermanentFailure with the server's reply."""
+    RELAY.send(message, smtp)
+
+
+# Refusals: the server is there and answering, so the conversation ends with QUIT.
+_ANSWERED = (smtplib.SMTPResponseException, smtplib.SMTPRecipientsRefused)
+
+
+@lru_cache(maxsize=1)
+def _local_hostname() -> str:
+    """The name given in EHLO: what smtplib would look up for every connection, once."""
+    return socket.getfqdn()
+
+
+def _open(smtp: SmtpSettings) -> smtplib.SMTP:
+    """A new connection, greeted, with STARTTLS and login when configured."""
+    conn = smtplib.SMTP(
+        smtp.host, smtp.port, local_hostname=_local_hostname(), timeout=smtp.timeout
+    )
+    with _ended_on_failure(conn):
+        if smtp.starttls:
+            conn.starttls(context=ssl.create_default_context())
+            conn.ehlo()
+        if smtp.user is not None:
+            conn.login(smtp.user, smtp.password or "")
+    return conn
+
+
+@contextmanager
+def _ended_on_failure(conn: smtplib.SMTP) -> Iterator[None]:
+    """Whatever fails on `conn` ends it: with QUIT after a refusal (the server is there and
+    answering), without after a timeout, a lost connection or the task's time limit (no
+    reply to QUIT is coming either, so none is awaited)."""
+    try:
+        yield
+    except _ANSWERED:
+        _close(conn)
+        raise
+    except BaseException:
+        conn.close()
+        raise
+
+
+def _deliver(conn: smtplib.SMTP, message: Outgoing) -> None:
+    options: tuple[str, ...] = ()
+    if message.smtputf8:  # as send_message does
+        conn.ehlo_or_helo_if_needed()
+        if not conn.has_extn("smtputf8"):
+            raise smtplib.SMTPNotSupportedError(
+                "an address is not ASCII and needs SMTPUTF8, which the relay does not offer"
+            )
+        options = ("SMTPUTF8", "BODY=8BITMIME")
+    conn.sendmail(message.sender, list(message.recipients), message.data, options)
+
+
+def _close(conn: smtplib.SMTP) -> None:
+    """QUIT politely; a failing QUIT must not undo a delivery already accepted."""
+    try:
+        conn.quit()
+    except (smtplib.SMTPException, OSError):
+        pass
+    finally:
+        conn.close()
+
+
+def _reply(code: int, text: bytes | str) -> str:
+    message = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+    return f"{code} {message}"
+
+
+def _failure(code: int, text: bytes | str) -> TransientFailure | PermanentFailure:
+    reply = _reply(code, text)
+    return PermanentFailure(reply) if 500 <= code < 600 else TransientFailure(reply)
