@@ -248,6 +248,7 @@ class _Named:
     MAX_KEYS = 20_000
 
     def __init__(self) -> None:
+        self.clock = time.monotonic
         self._statements = {
             False: Precompiled(_named_by(False)),
             True: Precompiled(_named_by(True)),
@@ -256,7 +257,7 @@ class _Named:
         self._lock = threading.Lock()
 
     def places(self, connection: Connection, key: str, code: str | None) -> tuple[Place, ...]:
-        now = time.monotonic()
+        now = self.clock()
         kept = self._kept.get((key, code))
         if kept is not None and now - kept[0] < self.MAX_AGE:
             return kept[1]

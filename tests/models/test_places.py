@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from models.engines import make_engine
 from models.entities import Base, Category, Location, LocationName, PositionType, SalaryPeriod
 from models.errors import FieldError
-from models.places import Place, get_listed, resolve, search
+from models.places import NAMED, Place, get_listed, resolve, search
 from models.reference import CATEGORIES, LISTED_POPULATION, fold, load
 from models.unit_of_work import make_sessionmaker
 
@@ -411,3 +411,20 @@ def test_search_pages(session: Session) -> None:
     assert [t for _p, t in pages] == [total] * 4
     assert [p.id for page, _t in pages for p in page] == [p.id for p in everything]
     assert pages[-1][0] == []
+
+
+def test_what_a_name_names_is_kept_until_it_is_old(
+    session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """C3: places change only at `jobpost db upgrade`, so each process keeps what a name
+    names (models.places.NAMED), and reads it again once it is older than MAX_AGE: a process
+    that outlives an upgrade changing the gazetteer sees the change by then."""
+    NAMED.clear()
+    hogtown = {"description": "Hogtown, ON"}
+    assert _error(resolve(session, hogtown, "l")).code == "unknown_location"
+    session.add(LocationName(key="hogtown", location_id=TORONTO))  # as an upgrade would
+    session.flush()
+    assert _error(resolve(session, hogtown, "l")).code == "unknown_location"
+    later = NAMED.clock() + NAMED.MAX_AGE + 1
+    monkeypatch.setattr(NAMED, "clock", lambda: later)
+    assert _place(resolve(session, hogtown, "l")).id == TORONTO
