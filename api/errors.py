@@ -17,6 +17,7 @@ from models.errors import (
     DuplicateReferenceId,
     FieldError,
     NotFound,
+    PreconditionFailed,
     ValidationFailed,
 )
 
@@ -27,6 +28,7 @@ DOMAIN_STATUS: dict[type[DomainError], int] = {
     NotFound: 404,
     DuplicateReferenceId: 409,
     ApplyViaUrl: 409,
+    PreconditionFailed: 412,
     ValidationFailed: 422,
 }
 # Codes for the errors falcon itself raises (routing, method), by status.
@@ -102,7 +104,9 @@ def handle_domain(
 ) -> None:
     status = DOMAIN_STATUS.get(type(ex), 400)
     errors = ex.errors if isinstance(ex, ValidationFailed) else None
-    raise Problem(status, ex.code, ex.detail, errors=errors)
+    etag = ex.etag if isinstance(ex, PreconditionFailed) else None
+    headers = {"ETag": etag} if etag else None
+    raise Problem(status, ex.code, ex.detail, errors=errors, headers=headers)
 
 
 # A database that does not answer (down, restarting, its pool exhausted) is a 503 a client

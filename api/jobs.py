@@ -8,7 +8,7 @@ from datetime import date
 import falcon
 import orjson
 
-from api import cache, query, representations
+from api import cache, preconditions, query, representations
 from api.auth import access_of, employer_of, require_employer
 from api.body import JOB_BODY_LIMIT, read_json
 from api.idempotency import Endpoint, idempotent
@@ -96,8 +96,13 @@ class JobCollection(_JobResource):
 
     def on_put(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req)
+        expected = preconditions.of_request(req, self.kept, create_only_allowed=True)
         job, created = jobs.upsert(
-            req.context.db.session, employer_of(req), body, today=self.today()
+            req.context.db.session,
+            employer_of(req),
+            body,
+            today=self.today(),
+            expect=expected.check,
         )
         if created:
             resp.location = self._location(req, job.id)
@@ -105,7 +110,13 @@ class JobCollection(_JobResource):
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req, optional=True)
-        jobs.delete_by_reference(req.context.db.session, employer_of(req), body)
+        expected = preconditions.of_request(req, self.kept)
+        jobs.delete_by_reference(
+            req.context.db.session,
+            employer_of(req),
+            body,
+            expect=expected.check if expected.any else None,
+        )
         resp.status = 204
 
 
@@ -132,10 +143,17 @@ class JobItem(_JobResource):
         body = read_json(req)  # 400 outranks 404 (C1)
         session, employer = req.context.db.session, employer_of(req)
         job = jobs.locked(session, employer, path_id(job_id))
+        preconditions.of_request(req, self.kept).check(job)  # 412 after 404, before 409, 422
         job = jobs.update(session, employer, job, body, today=self.today())
         _send_job(req, resp, job)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         read_json(req, optional=True)  # a body is not needed, but must be JSON if sent (C1)
-        jobs.delete_by_id(req.context.db.session, employer_of(req), path_id(job_id))
+        expected = preconditions.of_request(req, self.kept)
+        jobs.delete_by_id(
+            req.context.db.session,
+            employer_of(req),
+            path_id(job_id),
+            expect=expected.check if expected.any else None,
+        )
         resp.status = 204

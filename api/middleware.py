@@ -20,7 +20,8 @@ REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 OVERRIDABLE = ("post", "put", "delete")  # POST, and what an override may name (C7)
 READS = frozenset({"GET", "HEAD"})  # methods that never write: their sessions only read
 CORS_HEADERS = (
-    "API-Key, Content-Type, X-HTTP-Method-Override, X-Request-ID, If-None-Match, Idempotency-Key"
+    "API-Key, Content-Type, X-HTTP-Method-Override, X-Request-ID, If-Match, If-None-Match, "
+    "Idempotency-Key"
 )
 
 

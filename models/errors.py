@@ -39,6 +39,17 @@ class DuplicateReferenceId(DomainError):
     code = "duplicate_reference_id"
 
 
+class PreconditionFailed(DomainError):
+    """An If-Match or If-None-Match that does not hold on a job write (C10); `etag` is the
+    job's current one, None when there is no job."""
+
+    code = "precondition_failed"
+
+    def __init__(self, detail: str, etag: str | None = None) -> None:
+        super().__init__(detail)
+        self.etag = etag
+
+
 class ApplyViaUrl(DomainError):
     """An application sent to a job whose applicants go to the employer's own site (C8)."""
 

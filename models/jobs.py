@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any
@@ -21,6 +22,14 @@ from models.errors import DuplicateReferenceId, FieldError, NotFound, Validation
 from models.fast_reads import Precompiled, planned_for_values
 from models.job_rows import StoredJob
 from models.places import Place
+
+# A write's precondition (C10), called with the job as the write locked it (None: no such job);
+# it raises PreconditionFailed when the request's If-Match or If-None-Match does not hold.
+Expect = Callable[[StoredJob | None], None]
+
+
+def _anything(job: StoredJob | None) -> None:
+    """No precondition."""
 
 
 def read(connection: Connection, employer_id: int, job_id: int) -> StoredJob:
@@ -154,16 +163,23 @@ def update(
 
 
 def upsert(
-    session: Session, employer: Employer, body: dict[str, Any], *, today: date
+    session: Session,
+    employer: Employer,
+    body: dict[str, Any],
+    *,
+    today: date,
+    expect: Expect = _anything,
 ) -> tuple[StoredJob, bool]:
     """PUT without id: update the job with this referenceId, or create it (C4).
 
     Returns the job and whether it was created. Idempotent, and safe when several requests
-    create one new referenceId at once: the losers update the winner's job.
+    create one new referenceId at once: the losers update the winner's job. `expect` is
+    asked of the job as locked, or of None before a create, ahead of 409 and 422 (C10).
     """
     ref = _required_reference(session, employer, body, today=today)
     connection = session.connection()
     job = job_rows.lock(connection, employer.id, reference_id=ref)
+    expect(job)
     if job is not None:
         return update(session, employer, job, body, today=today), False
     changes = job_rules.validate(session, body, employer=employer, job=None, today=today)
@@ -173,6 +189,7 @@ def upsert(
     job = job_rows.lock(connection, employer.id, reference_id=ref)
     if job is None:  # the winner was deleted meanwhile: nothing sensible but to retry
         raise DuplicateReferenceId("The referenceId is being changed; retry the request.")
+    expect(job)  # If-None-Match: * loses to the concurrent create
     return update(session, employer, job, body, today=today), False
 
 
@@ -227,16 +244,24 @@ def search_text(title: str, reference_id: str | None) -> str:
     return fold(f"{title}\x1f{reference_id or ''}")
 
 
-def delete_by_id(session: Session, employer: Employer, job_id: int) -> None:
+def delete_by_id(
+    session: Session, employer: Employer, job_id: int, *, expect: Expect | None = None
+) -> None:
     """DELETE /jobs/{id}: 404 when unknown. One statement, which waits for a write of the
     job in flight: of two DELETEs at once, the second finds the job gone (C4: a 404, where
-    reading it unlocked first answered 204 twice for one job)."""
+    reading it unlocked first answered 204 twice for one job). With `expect` (C10), the job
+    is locked and `expect` asked of it first."""
+    if expect is not None:
+        expect(locked(session, employer, job_id))
     if not job_rows.delete_job(session.connection(), employer.id, job_id=job_id):
         raise NotFound(f"No job has id {job_id}.")
 
 
-def delete_by_reference(session: Session, employer: Employer, body: dict[str, Any]) -> None:
-    """DELETE /jobs with {"referenceId": …}: 404 when unknown; the referenceId is then free."""
+def delete_by_reference(
+    session: Session, employer: Employer, body: dict[str, Any], *, expect: Expect | None = None
+) -> None:
+    """DELETE /jobs with {"referenceId": …}: 404 when unknown; the referenceId is then free.
+    With `expect` (C10), the job is locked and `expect` asked of it first."""
     try:
         ref = checks.string(body.get("referenceId"), "referenceId", max_len=50)
     except checks.Invalid as e:
@@ -244,6 +269,11 @@ def delete_by_reference(session: Session, employer: Employer, body: dict[str, An
         if body.get("referenceId") in (None, ""):
             field = FieldError("referenceId", "required", "referenceId is required.")
         raise ValidationFailed([field], subject="request") from None
+    if expect is not None:
+        job = job_rows.lock(session.connection(), employer.id, reference_id=ref)
+        if job is None:
+            raise NotFound(f"No job has referenceId {ref!r}.")
+        expect(job)
     # A PUT changing this job's referenceId is waited for, and the job is then no longer
     # matched by the old one (read unlocked, the renamed job was deleted: a DELETE answered
     # 204 for a referenceId the PUT's 200 had already given up, and took the job with it).
