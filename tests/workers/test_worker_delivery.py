@@ -946,9 +946,10 @@ def test_in_each_pool_a_hanging_relay_is_given_up_at_the_deadline_and_retried(
         assert entry(stack, app_id).attempts == 2
         assert worker.alive()
         assert "the send's deadline passed" in worker.text()
-        # The first attempt gave up, and recorded its retry, before its lease ran out.
-        (took, result), *_ = task_runs(worker)
-        assert result == "retry" and took < stack.settings.outbox_lease_seconds
+        # The first attempt gave up, and recorded its retry, before its lease ran out (a
+        # task the sweeper also enqueued meanwhile finds the copy claimed: "skipped").
+        retried = [took for took, result in task_runs(worker) if result == "retry"]
+        assert len(retried) == 1 and retried[0] < stack.settings.outbox_lease_seconds
 
 
 @pytest.mark.parametrize("pool", EVERY_POOL)
