@@ -8,6 +8,8 @@ import os
 import re
 import smtplib
 import socket
+import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -16,6 +18,7 @@ from email import message_from_bytes, policy
 from email.generator import BytesGenerator
 from email.message import EmailMessage, Message
 from email.policy import EmailPolicy
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -665,3 +668,45 @@ def test_a_forked_child_sends_over_its_own_connection(conversations: Conversatio
     relay.RELAY.close()
     assert conversations.commands == ["EHLO", "EHLO", "QUIT", "RSET", "QUIT"]
     assert len(conversations.messages) == 3
+
+
+@pytest.fixture
+def tls_files(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for localhost and its key, made by openssl."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert)),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+def test_after_starttls_the_deadline_still_holds(tls_files: tuple[Path, Path]) -> None:
+    """The connection's sockets are timed after STARTTLS too (relay.Connection.starttls)."""
+    cert, key = tls_files
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_context.load_cert_chain(cert, key)
+    client_context = ssl.create_default_context(cafile=str(cert))
+    sink = Conversations("127.0.0.1", free_port())
+    with SmtpServer(sink, tls_context=server_context):
+        clock = relay.Clock()
+        clock.deadline = time.monotonic() + 10
+        conn = relay.Connection(5, clock)
+        try:
+            conn.connect("localhost", sink.port)  # the name the certificate is checked against
+            conn.starttls(context=client_context)
+            conn.ehlo()
+            message = copy_number(1)
+            conn.sendmail(message.sender, list(message.recipients), message.data)
+            assert isinstance(conn.sock, relay._TimedSSLSocket) and conn.sock.clock is clock
+            clock.deadline = time.monotonic() - 1
+            with pytest.raises(smtplib.SMTPServerDisconnected) as caught:
+                conn.noop()  # smtplib reports the socket's refusal as a lost connection
+            assert isinstance(caught.value.__context__, relay.DeadlinePassed)
+        finally:
+            conn.close()
+    assert [str(m["Message-ID"]) for m in sink.messages] == [message_id(1, "jobs.example")]

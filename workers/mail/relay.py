@@ -106,6 +106,10 @@ class Connection(smtplib.SMTP):
         self.clock = clock
         super().__init__(local_hostname=_local_hostname(), timeout=timeout)
 
+    def connect(self, host: str = "localhost", port: int = 0, source_address: Any = None) -> Any:
+        self._host = host  # what STARTTLS checks the certificate against (SNI too)
+        return super().connect(host, port, source_address)
+
     def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
         plain = socket.create_connection((host, port), self.clock.left(timeout))
         sock = _TimedSocket(plain.family, plain.type, plain.proto, fileno=plain.detach())
