@@ -86,6 +86,12 @@ def tree_cpu_seconds(pid: int) -> float:
     return _cpu(pid) + sum(_cpu(child) for child in _pids() if _parent(child) == pid)
 
 
+def tree_rss_bytes(pid: int) -> int:
+    """Resident memory of process `pid` and its children (a Celery worker and its pool)."""
+    pids = [pid, *(child for child in _pids() if _parent(child) == pid)]
+    return sum(_rss(p) or 0 for p in pids)
+
+
 def _pids() -> list[int]:
     return [int(name) for name in os.listdir("/proc") if name.isdigit()]
 

@@ -1,4 +1,6 @@
-"""A local SMTP sink for the workers bench: accepts every message at once and counts it.
+"""A local SMTP sink for the workers and engine benches: accepts every message and counts it,
+at once or, with `--data-delay`, replying to the end of each message's DATA that many seconds
+late (every other reply at once), as a real relay's round trip would.
 
 Run in a process of its own (`python -m bench.smtp_sink --port N`, or `running(log)` from the
 bench), so that its CPU time is neither taken from the load generator nor from the sender being
@@ -32,11 +34,14 @@ START_TIMEOUT = 60.0
 class Counter:
     """aiosmtpd handler: 250 to everything, counting the messages and their bytes."""
 
-    def __init__(self) -> None:
+    def __init__(self, data_delay: float = 0.0) -> None:
         self.messages = 0
         self.bytes = 0
+        self.data_delay = data_delay
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        if self.data_delay:
+            await asyncio.sleep(self.data_delay)  # other connections are served meanwhile
         self.messages += 1
         self.bytes += len(envelope.original_content or b"")
         return "250 OK"
@@ -45,8 +50,8 @@ class Counter:
         return f"250 messages={self.messages} bytes={self.bytes}"
 
 
-async def serve(host: str, port: int) -> None:
-    counter = Counter()
+async def serve(host: str, port: int, data_delay: float = 0.0) -> None:
+    counter = Counter(data_delay)
     loop = asyncio.get_running_loop()
     # hostname given: aiosmtpd would otherwise look up the FQDN for every connection.
     server = await loop.create_server(
@@ -65,9 +70,10 @@ def main() -> None:
     p = argparse.ArgumentParser(prog="python -m bench.smtp_sink", description=__doc__)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)
+    p.add_argument("--data-delay", type=float, default=0.0, help="seconds before DATA's reply")
     args = p.parse_args()
     logging.getLogger("mail.log").setLevel(logging.WARNING)  # aiosmtpd logs every command
-    asyncio.run(serve(args.host, args.port))
+    asyncio.run(serve(args.host, args.port, args.data_delay))
 
 
 @dataclass(frozen=True)
@@ -98,10 +104,11 @@ class Sink:
 
 
 @contextmanager
-def running(log: Path) -> Iterator[Sink]:
+def running(log: Path, data_delay: float = 0.0) -> Iterator[Sink]:
     """The sink in a process of its own, on a free port, until the block ends."""
     port = free_port()
     command = [sys.executable, "-m", "bench.smtp_sink", "--host", "127.0.0.1", "--port", str(port)]
+    command += ["--data-delay", str(data_delay)]
     with Program(command, log, name="the SMTP sink", stop_timeout=5) as proc:
         sink = Sink("127.0.0.1", port, proc.pid)
         what = f"the SMTP sink to answer (log: {log})"

@@ -29,7 +29,9 @@ being measured, and its cost is shown in a column of its own instead.
    flattens each message); the worker renders its bytes itself (`workers.mail.mime.render`) and
    that is in its time. The reference's build time is shown apart, with what the baseline
    would be had the loop built them. The loop runs before and after the worker; their mean
-   is the baseline. Target: the worker at least 50% of it. A diagnostic row, no target:
+   is the baseline. No target here since C12's delivery engine: these are the zero-latency
+   figures of one copy at a time, kept beside the engine bench (bench/engine.py), whose
+   relay answers DATA after 100 ms and whose worker overlaps 16 sends. A diagnostic row:
    `workers.delivery.deliver` called for the same N in the bench process (no Celery), so the
    table splits the worker's cost into sending, the task body and Celery. Another, no target:
    Celery's floor, the same worker running N tasks that do nothing (celery.accumulate), from
@@ -86,7 +88,6 @@ MAIL_FROM = "Jobpost <jobpost@jobs.test>"
 BODIES = 20  # distinct applicants the POSTs cycle through
 RESUME_BYTES = 50 * 1024
 WARMUP_COPIES = 50  # delivered before any timing: the pool child imported, connected, warm
-DELIVERY_RATIO = 0.5  # target: worker copies/s at least half the plain loop's messages/s
 RANDOM_SEED = 20261122
 COVER_LETTER = (
     "Dear hiring team,\n\n"
@@ -243,15 +244,15 @@ def run(options: Options) -> bool:
 # -- set-up ---------------------------------------------------------------------------------
 
 
-def _fresh_database(admin_url: str) -> str:
+def _fresh_database(admin_url: str, name: str = DATABASE) -> str:
     admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)'))
-            conn.execute(text(f'CREATE DATABASE "{DATABASE}"'))
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
     finally:
         admin.dispose()
-    url = make_url(admin_url).set(database=DATABASE).render_as_string(hide_password=False)
+    url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
     engine = make_engine(url)
     try:
         upgrade(engine)
@@ -770,14 +771,9 @@ def _report(options: Options, run: Run) -> bool:
         )
         for m in run.api
     ]
-    targets = [
-        report.Target(
-            f"worker copies/s ≥ {DELIVERY_RATIO:.0%} of the plain loop's messages/s, {d.kind}",
-            f"{d.worker.per_second:,.0f} copies/s = {d.ratio:.0%} of {d.baseline:,.0f}",
-            d.ratio >= DELIVERY_RATIO,
-        )
-        for d in run.delivery
-    ]
+    # The delivery target is the engine bench's (bench/engine.py): a relay with a round trip,
+    # sends overlapped. These zero-latency rows of one copy at a time are kept as figures.
+    targets: list[report.Target] = []
     if max(run.load_average) > run.cores / 2:
         run.notes.append(
             f"the machine was busy (1-minute load average {run.load_average[0]:.1f} before, "

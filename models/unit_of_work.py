@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
+from typing import Any
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
@@ -26,9 +27,9 @@ def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 
 
-def sessionmaker_for(url: str) -> sessionmaker[Session]:
+def sessionmaker_for(url: str, **engine_options: Any) -> sessionmaker[Session]:
     """Sessions on a new engine for `url` (tasks and commands, outside the web process)."""
-    return make_sessionmaker(make_engine(url))
+    return make_sessionmaker(make_engine(url, **engine_options))
 
 
 @lru_cache(maxsize=8)

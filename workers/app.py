@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from typing import Any
 
 from celery import Celery
@@ -26,9 +27,11 @@ EMAIL_QUEUE = "email"
 MAINTENANCE_QUEUE = "maintenance"
 # A send is about six SMTP steps of up to SMTP_TIMEOUT (30 s) each; the limit must let one
 # finish, and stay below OUTBOX_LEASE_SECONDS (default 300) so no lease runs out mid-send.
-# Both pools a worker may run keep it (workers.solo for one process, prefork for several).
+# workers.solo and prefork keep it; the threads pool cannot, so each send also has a deadline
+# of its own, enforced by the task (workers.delivery.SEND_SHARE_OF_LEASE) in every pool.
 TASK_TIME_LIMIT = 240
 ONE_PROCESS_POOL = "workers.solo:TaskPool"
+POOLS = ("solo", "prefork", "threads")  # `jobpost worker --pool` (C12's delivery engine)
 VISIBILITY_TIMEOUT = 3600  # seconds; above the time limit and any countdown (we set none)
 # C8: a broker that hangs or is down holds an application's POST this long, then the outbox
 # keeps the copy for the sweeper; a worker, which can wait, connects with a second to spare.
@@ -80,11 +83,15 @@ def beat_schedule(every_seconds: float | None) -> dict[str, dict[str, Any]]:
     return {name: {**entry, "schedule": every_seconds} for name, entry in SCHEDULE.items()}
 
 
-def worker_pool(concurrency: int) -> str:
-    """The pool of a worker running `concurrency` tasks at once: prefork for several (a
-    child process each); for one, the tasks run in the worker's own process, which saves
-    prefork's hand-off to a child and back on every task (workers.solo)."""
-    return ONE_PROCESS_POOL if concurrency == 1 else "prefork"
+def worker_pool(concurrency: int, pool: str | None = None) -> str:
+    """The Celery pool of a worker running `concurrency` tasks at once: `pool` if given (one
+    of POOLS), else prefork for several (a child process each); for one, the tasks run in the
+    worker's own process, which saves prefork's hand-off to a child and back on every task
+    (workers.solo). The threads pool runs them in threads of the worker's own process."""
+    chosen = pool or ("solo" if concurrency == 1 else "prefork")
+    if chosen not in POOLS:
+        raise ValueError(f"unknown pool {chosen!r}: one of {', '.join(POOLS)}")
+    return ONE_PROCESS_POOL if chosen == "solo" else chosen
 
 
 class TaskContext:
@@ -97,16 +104,26 @@ class TaskContext:
         self._given = sessions
         self._made: sessionmaker[Session] | None = None
         self._made_in = 0  # the pid of the process that made them
+        self._lock = threading.Lock()  # the threads of a threads pool ask at once
+        # Connections the engine keeps: one per task running at once (a threads pool's
+        # concurrency, `size_pool`), SQLAlchemy's 5 at least.
+        self.pool_size = 5
+
+    def size_pool(self, concurrency: int) -> None:
+        self.pool_size = max(5, concurrency)
 
     def sessions(self) -> sessionmaker[Session]:
         if self._given is not None:
             return self._given
-        if self._made is None or self._made_in != os.getpid():
-            if self._made is not None:  # the parent's, inherited: leave its connections be
-                engine = self._made.kw["bind"]
-                engine.dispose(close=False)
-            self._made, self._made_in = sessionmaker_for(self.settings.database_url), os.getpid()
-        return self._made
+        with self._lock:
+            if self._made is None or self._made_in != os.getpid():
+                if self._made is not None:  # the parent's, inherited: leave its connections be
+                    engine = self._made.kw["bind"]
+                    engine.dispose(close=False)
+                url = self.settings.database_url
+                self._made = sessionmaker_for(url, pool_size=self.pool_size)
+                self._made_in = os.getpid()
+            return self._made
 
 
 CONTEXT = "jobpost_context"  # the attribute of an app made here that holds its TaskContext

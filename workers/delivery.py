@@ -24,6 +24,11 @@ from workers.mail.content import ApplicationCopy
 
 log = logging.getLogger("jobpost.delivery")
 
+# The share of its lease a send may take (C12's delivery engine): past it the send gives up,
+# whatever the pool, so the copy is recorded (sent, retry or failed) before the lease runs out
+# and the sweeper hands it to another worker. 0.8 of the default 300 s is TASK_TIME_LIMIT.
+SEND_SHARE_OF_LEASE = 0.8
+
 
 def timing(settings: Settings) -> outbox.Timing:
     return outbox.Timing(
@@ -115,6 +120,8 @@ def _send(
 ) -> str:
     """Send the claimed copy and record how it went, in the claiming session."""
     application_id, attempts = claimed.id, claimed.attempts
+    lease_left = (claimed.lease_until - utcnow()).total_seconds()
+    deadline = time.monotonic() + SEND_SHARE_OF_LEASE * lease_left
     copy = copy_of(claimed, claimed.resume if claimed.resume_filename else None)
     try:
         message = mime.render(copy, mail_from=settings.mail_from)
@@ -125,7 +132,7 @@ def _send(
         log.error("application %s: the copy could not be written: %s", application_id, e)
         return "failed"
     try:
-        relay.send(message, smtp_settings(settings))
+        relay.send(message, smtp_settings(settings), deadline=deadline)
     except relay.PermanentFailure as e:
         outbox.mark_failed(s, application_id, str(e), lease=claimed.lease_until)
         log.warning("application %s: permanent failure: %s", application_id, e)

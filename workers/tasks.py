@@ -6,11 +6,12 @@ and a task reads the settings and sessions that app was made with (`task_context
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
 from celery import Celery, Task, shared_task
-from celery.signals import worker_process_shutdown
+from celery.signals import celeryd_after_setup, worker_process_shutdown, worker_shutdown
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import applications, idempotency, outbox, upkeep
@@ -26,12 +27,22 @@ log = logging.getLogger("jobpost.tasks")
 
 def connect() -> None:
     """Connect the worker's signal handlers of this module: called by `jobpost worker`."""
+    celeryd_after_setup.connect(_size_pool, weak=False, dispatch_uid="jobpost.size_pool")
     worker_process_shutdown.connect(_quit_smtp, weak=False, dispatch_uid="jobpost.quit_smtp")
+    worker_shutdown.connect(_quit_smtp, weak=False, dispatch_uid="jobpost.quit_smtp_worker")
+
+
+def _size_pool(instance: Any, **_: Any) -> None:
+    """A threads pool runs `concurrency` deliveries at once, each holding a database
+    connection from claim to mark: the engine keeps that many (workers.app.TaskContext)."""
+    with contextlib.suppress(RuntimeError):  # an app not made by make_celery runs no task
+        task_context(instance.app).size_pool(instance.concurrency)
 
 
 def _quit_smtp(**_: Any) -> None:
-    """A prefork child ends with os._exit, which runs no atexit hook: QUIT its connection
-    here (workers.mail.relay.RELAY; a one-process worker QUITs it at exit)."""
+    """QUIT every thread's connection (workers.mail.relay.RELAY) as the worker stops, once
+    its tasks are done; a prefork child ends with os._exit, which runs no atexit hook, so it
+    does so here too."""
     relay.RELAY.close()
 
 

@@ -44,7 +44,7 @@ LIMITED_WORKER = WORKER_APP + (
 
 class Worker(Program):
     """`celery worker` in a session (process group) of its own, logging to a file, with the
-    pool `jobpost worker` would choose for `concurrency` (workers.app.worker_pool)."""
+    pool `jobpost worker --concurrency N [--pool P]` would run (workers.app.worker_pool)."""
 
     def __init__(
         self,
@@ -54,10 +54,12 @@ class Worker(Program):
         name: str,
         concurrency: int,
         time_limits: tuple[float, float] | None = None,
+        pool: str | None = None,
     ) -> None:
-        """`time_limits`: (soft, hard) seconds instead of the app's task time limits."""
-        env, pool = dict(env), worker_pool(concurrency)
-        if pool not in ("prefork", "solo"):  # given by module path: Celery's "custom" pool
+        """`time_limits`: (soft, hard) seconds instead of the app's task time limits; `pool`:
+        solo, prefork or threads, as `jobpost worker --pool`."""
+        env, pool = dict(env), worker_pool(concurrency, pool)
+        if ":" in pool:  # given by module path: Celery's "custom" pool
             env["CELERY_CUSTOM_WORKER_POOL"], pool = pool, "custom"
         celery = [sys.executable, "-c", CELERY_WORKER]
         if time_limits is not None:

@@ -10,6 +10,7 @@ sweeper would hand a live send to a second worker.
 from __future__ import annotations
 
 import io
+import threading
 import tokenize
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from celery import Celery
 
 import workers
 from models.settings import Settings
-from workers.app import make_celery
+from workers.app import TaskContext, make_celery
 
 REDIS = "redis://127.0.0.1:6379/0"
 WORKERS = Path(workers.__file__).parent
@@ -116,3 +117,28 @@ def test_the_source_check_would_notice_a_countdown() -> None:
     sample = 'app.send_task("x", countdown=5)\nself.retry(exc=e)\nopts = {"eta": now}\n'
     assert [name for _, name in _code_names(sample)] == ["countdown", "retry", '"eta"']
     assert _code_names('"""No countdown here."""\n# nor eta=\n') == []
+
+
+def test_a_threads_pool_shares_one_engine_with_a_connection_per_thread(tmp_path: Path) -> None:
+    """C12's delivery engine: every thread gets the same sessions (made once, whichever asks
+    first), on an engine keeping as many connections as tasks run at once."""
+    context = TaskContext(Settings.from_env({"JOBPOST_VAR_DIR": str(tmp_path)}))
+    context.size_pool(16)
+    made: list[object] = []
+    start = threading.Barrier(8)
+
+    def ask() -> None:
+        start.wait()
+        made.append(context.sessions())
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({id(m) for m in made}) == 1
+    engine = context.sessions().kw["bind"]
+    try:
+        assert engine.pool.size() == 16
+    finally:
+        engine.dispose()

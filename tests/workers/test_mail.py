@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import os
 import re
 import smtplib
 import socket
+import ssl
+import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -14,6 +18,7 @@ from email import message_from_bytes, policy
 from email.generator import BytesGenerator
 from email.message import EmailMessage, Message
 from email.policy import EmailPolicy
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -306,12 +311,16 @@ def deliver_without_check(sink: Any) -> None:
 
 
 class FakeSMTP:
-    """Records the conversation smtplib would have, for the STARTTLS and login paths."""
+    """Records the conversation smtplib would have, for the STARTTLS and login paths: stands
+    in for relay.Connection (smtplib.SMTP on timed sockets)."""
 
     calls: list[str]
 
-    def __init__(self, host: str, port: int, local_hostname: str, timeout: float) -> None:
-        FakeSMTP.calls.append(f"connect {host}:{port} {timeout}")
+    def __init__(self, timeout: float, clock: relay.Clock) -> None:
+        self.timeout, self.clock = timeout, clock
+
+    def connect(self, host: str, port: int) -> None:
+        FakeSMTP.calls.append(f"connect {host}:{port} {self.timeout}")
 
     def rset(self) -> tuple[int, bytes]:
         FakeSMTP.calls.append("rset")
@@ -329,7 +338,7 @@ def _fresh_conversation() -> None:
 def test_starttls_then_ehlo_then_login_once_per_connection(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(smtplib, "SMTP", FakeSMTP)
+    monkeypatch.setattr(relay, "Connection", FakeSMTP)
     settings = SmtpSettings(host="relay", port=587, user="u", password="p", starttls=True)
     send(render(COPY, mail_from=MAIL_FROM), settings)
     send(render(COPY, mail_from=MAIL_FROM), settings)
@@ -344,7 +353,7 @@ def test_connection_is_closed_after_a_refusal(monkeypatch: pytest.MonkeyPatch) -
         def sendmail(self, *args: Any) -> None:
             raise smtplib.SMTPSenderRefused(553, b"5.7.1 sender rejected", "jobpost@jobs.example")
 
-    monkeypatch.setattr(smtplib, "SMTP", Refusing)
+    monkeypatch.setattr(relay, "Connection", Refusing)
     with pytest.raises(PermanentFailure, match=r"553 5\.7\.1 sender rejected"):
         send(render(COPY, mail_from=MAIL_FROM), SmtpSettings())
     assert FakeSMTP.calls[-2:] == ["quit", "close"]
@@ -363,7 +372,7 @@ def test_after_a_timeout_the_connection_is_dropped_without_waiting_for_quit(
         def sendmail(self, *args: Any) -> None:
             raise TimeoutError("timed out")
 
-    monkeypatch.setattr(smtplib, "SMTP", Stalling)
+    monkeypatch.setattr(relay, "Connection", Stalling)
     with pytest.raises(TransientFailure, match="timed out"):
         send(render(COPY, mail_from=MAIL_FROM), SmtpSettings())
     assert FakeSMTP.calls[-1] == "close" and "quit" not in FakeSMTP.calls
@@ -546,3 +555,158 @@ def test_a_resume_filename_holding_encoded_words_is_attached_under_that_name(fil
         "Content-Disposition",
     ]
     assert attachment.get_payload(decode=True) == RESUME
+
+
+# --- the deadline of a send, and a connection per thread (C12's delivery engine) ------------------
+
+
+class Trickle:
+    """A relay that greets, then answers every command one byte each `every` seconds, for at
+    most `for_seconds` (so a test without the deadline fails instead of hanging)."""
+
+    def __init__(self, every: float = 0.05, for_seconds: float = 6.0) -> None:
+        self.every, self.for_seconds = every, for_seconds
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        conn, _ = self.server.accept()
+        with conn:
+            conn.sendall(b"220 trickle ready\r\n")
+            conn.recv(1024)  # EHLO
+            reply = b"250-trickle\r\n" * 1000 + b"250 OK\r\n"
+            end = time.monotonic() + self.for_seconds
+            for byte in reply:
+                if time.monotonic() > end:
+                    break
+                try:
+                    conn.sendall(bytes([byte]))
+                except OSError:
+                    break
+                time.sleep(self.every)
+
+    def close(self) -> None:
+        self.server.close()
+        self.thread.join(timeout=10)
+
+
+def test_a_relay_that_trickles_bytes_cannot_hold_a_send_past_its_deadline() -> None:
+    """Each byte comes well within SMTP_TIMEOUT, so only the deadline ends the send."""
+    trickle = Trickle()
+    try:
+        started = time.monotonic()
+        with pytest.raises(TransientFailure, match="deadline"):
+            send(
+                copy_number(1),
+                SmtpSettings(host="127.0.0.1", port=trickle.port, timeout=5),
+                deadline=started + 1.0,
+            )
+        took = time.monotonic() - started
+    finally:
+        trickle.close()
+    assert 0.9 < took < 2.0
+
+
+def test_a_deadline_already_passed_sends_nothing(conversations: Conversations) -> None:
+    with pytest.raises(TransientFailure, match="deadline"):
+        send(copy_number(1), relay_settings(conversations), deadline=time.monotonic() - 1)
+    assert conversations.messages == [] and conversations.commands == []
+
+
+def test_a_send_within_its_deadline_keeps_its_connection_without_one(
+    conversations: Conversations,
+) -> None:
+    """The deadline is the send's: the kept connection's RSET and idle QUIT come later."""
+    send(copy_number(1), relay_settings(conversations), deadline=time.monotonic() + 0.5)
+    time.sleep(0.6)
+    send(copy_number(2), relay_settings(conversations), deadline=time.monotonic() + 5)
+    relay.RELAY.close()
+    assert conversations.commands == ["EHLO", "RSET", "QUIT"]
+    assert len(conversations.messages) == 2
+
+
+def test_each_thread_sends_over_a_connection_of_its_own_all_quit_at_close(
+    conversations: Conversations,
+) -> None:
+    barrier = threading.Barrier(4)
+
+    def two_sends(n: int) -> None:
+        barrier.wait()
+        for i in range(2):
+            send(copy_number(10 * n + i), relay_settings(conversations))
+
+    threads = [threading.Thread(target=two_sends, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(conversations.messages) == 8
+    assert conversations.commands.count("EHLO") == 4  # one connection per thread
+    assert conversations.commands.count("RSET") == 4  # each reused once
+    relay.RELAY.close()
+    assert conversations.commands.count("QUIT") == 4
+
+
+def test_a_forked_child_sends_over_its_own_connection(conversations: Conversations) -> None:
+    """What prefork does: the child neither uses nor QUITs the parent's connection."""
+    send(copy_number(1), relay_settings(conversations))
+    pid = os.fork()
+    if pid == 0:  # the child: one send over a new connection, then QUIT it
+        code = 1
+        try:
+            send(copy_number(2), relay_settings(conversations))
+            relay.RELAY.close()
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert conversations.commands == ["EHLO", "EHLO", "QUIT"]  # the child's, opened and ended
+    send(copy_number(3), relay_settings(conversations))  # the parent's is still open
+    relay.RELAY.close()
+    assert conversations.commands == ["EHLO", "EHLO", "QUIT", "RSET", "QUIT"]
+    assert len(conversations.messages) == 3
+
+
+@pytest.fixture
+def tls_files(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for localhost and its key, made by openssl."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert)),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+def test_after_starttls_the_deadline_still_holds(tls_files: tuple[Path, Path]) -> None:
+    """The connection's sockets are timed after STARTTLS too (relay.Connection.starttls)."""
+    cert, key = tls_files
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_context.load_cert_chain(cert, key)
+    client_context = ssl.create_default_context(cafile=str(cert))
+    sink = Conversations("127.0.0.1", free_port())
+    with SmtpServer(sink, tls_context=server_context):
+        clock = relay.Clock()
+        clock.deadline = time.monotonic() + 10
+        conn = relay.Connection(5, clock)
+        try:
+            conn.connect("localhost", sink.port)  # the name the certificate is checked against
+            conn.starttls(context=client_context)
+            conn.ehlo()
+            message = copy_number(1)
+            conn.sendmail(message.sender, list(message.recipients), message.data)
+            assert isinstance(conn.sock, relay._TimedSSLSocket) and conn.sock.clock is clock
+            clock.deadline = time.monotonic() - 1
+            with pytest.raises(smtplib.SMTPServerDisconnected) as caught:
+                conn.noop()  # smtplib reports the socket's refusal as a lost connection
+            assert isinstance(caught.value.__context__, relay.DeadlinePassed)
+        finally:
+            conn.close()
+    assert [str(m["Message-ID"]) for m in sink.messages] == [message_id(1, "jobs.example")]

@@ -37,6 +37,14 @@ def test_one_process_runs_its_tasks_itself_and_several_fork() -> None:
     assert worker_pool(2) == worker_pool(8) == "prefork"
 
 
+def test_a_pool_asked_for_is_kept_and_an_unknown_one_refused() -> None:
+    assert worker_pool(16, "threads") == "threads"
+    assert worker_pool(1, "prefork") == "prefork"
+    assert worker_pool(1, "solo") == ONE_PROCESS_POOL
+    with pytest.raises(ValueError, match="unknown pool 'gevent'"):
+        worker_pool(4, "gevent")
+
+
 def test_the_soft_limit_interrupts_a_blocking_read_and_leaves_nothing_armed(
     quiet: socket.socket,
 ) -> None:

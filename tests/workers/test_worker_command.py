@@ -50,3 +50,38 @@ def test_a_worker_is_named_by_its_pid_unless_told_otherwise(
     assert services.worker(parser().parse_args(argv), Command(settings)) == 0
     [options] = started
     assert options[options.index("-n") + 1] == name
+
+
+@pytest.mark.parametrize(
+    ("argv", "pool"),
+    [
+        (["worker", "--concurrency", "1"], "workers.solo:TaskPool"),
+        (["worker", "--concurrency", "4"], "prefork"),
+        (["worker", "--pool", "threads", "--concurrency", "16"], "threads"),
+        (["worker", "--pool", "prefork", "--concurrency", "1"], "prefork"),
+        (["worker", "--pool", "solo"], "workers.solo:TaskPool"),
+    ],
+)
+def test_the_pool_is_the_one_asked_for_else_chosen_by_concurrency(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, argv: list[str], pool: str
+) -> None:
+    """C12's delivery engine: `--pool threads` overlaps network waits in one process."""
+    pools: list[str | None] = []
+
+    def worker_app(settings: Settings, pool: str | None = None) -> App:
+        pools.append(pool)
+        return App([])
+
+    monkeypatch.setattr(api.server, "prepare_metrics_dir", str)
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)  # the default concurrency, here and in CI
+    monkeypatch.setattr(services, "worker_app", worker_app)
+    settings = Settings.from_env({"JOBPOST_VAR_DIR": str(tmp_path)})
+    assert services.worker(parser().parse_args(argv), Command(settings)) == 0
+    assert pools == [pool]
+
+
+def test_a_solo_pool_of_several_tasks_at_once_is_refused(tmp_path: Path) -> None:
+    settings = Settings.from_env({"JOBPOST_VAR_DIR": str(tmp_path)})
+    args = parser().parse_args(["worker", "--pool", "solo", "--concurrency", "4"])
+    with pytest.raises(SystemExit, match="--pool solo runs one task at a time"):
+        services.worker(args, Command(settings))

@@ -141,6 +141,7 @@ class Stack:
         *,
         concurrency: int = 1,
         time_limits: tuple[float, float] | None = None,
+        pool: str | None = None,
     ) -> Worker:
         n = len(self.workers) + 1
         env = worker_env(
@@ -151,7 +152,9 @@ class Stack:
         )
         name = f"w{n}-{secrets.token_hex(3)}"
         log = self.workdir / f"worker-{n}.log"
-        worker = Worker(env, log, name=name, concurrency=concurrency, time_limits=time_limits)
+        worker = Worker(
+            env, log, name=name, concurrency=concurrency, time_limits=time_limits, pool=pool
+        )
         self.workers.append(worker)
         worker.wait_ready()
         return worker
@@ -299,8 +302,13 @@ def message_id(application_id: int) -> str:
 
 def task_results(worker: Worker) -> list[str]:
     """The return values of jobpost.deliver, as the worker logged them."""
-    pattern = r"Task jobpost\.deliver\[[^\]]+\] succeeded in [0-9.e-]+s: '(\w+)'"
-    return re.findall(pattern, worker.text())
+    return [result for _, result in task_runs(worker)]
+
+
+def task_runs(worker: Worker) -> list[tuple[float, str]]:
+    """How long each jobpost.deliver ran, in seconds, and what it returned."""
+    pattern = r"Task jobpost\.deliver\[[^\]]+\] succeeded in ([0-9.e-]+)s: '(\w+)'"
+    return [(float(took), result) for took, result in re.findall(pattern, worker.text())]
 
 
 @pytest.fixture
@@ -848,3 +856,143 @@ def test_a_send_past_the_soft_time_limit_is_cut_off_and_retried_by_the_same_work
     # The stalled DATA may still have been accepted once the client was gone: the one
     # window C8 allows, with the same Message-ID.
     assert set(stalling.message_ids()) == {message_id(app_id)}
+
+
+# --- the delivery engine: every pool keeps every guarantee of C8 (C12) ------------------------
+
+EVERY_POOL = ["solo", "prefork", "threads"]
+
+
+def concurrency_of(pool: str) -> int:
+    return 1 if pool == "solo" else 4
+
+
+class PoolSink(SlowSink):
+    """A relay taking `delay` seconds over each DATA (`stall` over the first one instead),
+    noting how many it held at once."""
+
+    def __init__(self, host: str, port: int, delay: float = 0.0, stall: float = 0.0) -> None:
+        super().__init__(host, port, delay)
+        self.stall = stall
+        self.data_started = 0
+        self.in_data = 0
+        self.most_at_once = 0
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        self.data_started += 1
+        self.in_data += 1
+        self.most_at_once = max(self.most_at_once, self.in_data)
+        try:
+            stall, self.stall = self.stall, 0.0
+            if stall:
+                await asyncio.sleep(stall)
+            return await super().handle_DATA(server, session, envelope)
+        finally:
+            self.in_data -= 1
+
+
+@contextlib.contextmanager
+def pool_sink(delay: float = 0.0, stall: float = 0.0) -> Iterator[tuple[SinkServer, PoolSink]]:
+    server = SinkServer()
+    server.sink = sink = PoolSink("127.0.0.1", server.port, delay, stall)
+    server.start()
+    try:
+        yield server, sink
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("pool", EVERY_POOL)
+@pytest.mark.parametrize("stack", MAIN_STACKS, indirect=True)
+def test_each_pool_delivers_every_copy_once_and_quits_its_connections_when_stopped(
+    stack: Stack, pool: str
+) -> None:
+    concurrency = concurrency_of(pool)
+    with pool_sink(delay=0.3) as (server, received):
+        ids = apply(stack, open_job(stack), 12)
+        worker = stack.start_worker(server.port, concurrency=concurrency, pool=pool)
+        for app_id in ids:
+            stack.enqueue(app_id)
+        wait_for(lambda: all_in(stack, ids, "sent"), timeout=90, what="every copy sent")
+        assert sorted(received.message_ids()) == sorted(message_id(i) for i in ids)
+        assert {e.attempts for e in entries(stack, ids).values()} == {1}
+        assert 1 <= received.ehlo_count <= concurrency  # a connection per thread or process
+        if concurrency > 1:
+            assert received.most_at_once > 1, "the sends did not overlap"
+        worker.stop(timeout=30)
+        assert worker.proc.returncode == 0
+        assert received.quit_count == received.ehlo_count
+
+
+@pytest.mark.parametrize("pool", EVERY_POOL)
+@pytest.mark.parametrize("stack", [REDIS_POSTGRES], indirect=True)
+def test_in_each_pool_a_hanging_relay_is_given_up_at_the_deadline_and_retried(
+    stack: Stack, pool: str
+) -> None:
+    """The relay holds the first DATA far past the deadline (0.8 of OUTBOX_LEASE_SECONDS=3)
+    and far below the task time limits (240 s): the task gives up by itself, the copy is due
+    again and sent once; the held one is never accepted."""
+    with pool_sink(stall=60) as (server, received):
+        [app_id] = apply(stack, open_job(stack))
+        worker = stack.start_worker(server.port, concurrency=concurrency_of(pool), pool=pool)
+        stack.enqueue(app_id)
+        wait_for(
+            lambda: entry(stack, app_id).status == "sent",
+            timeout=60,
+            what="the copy sent on a second attempt",
+            every=stack.sweep,
+        )
+        assert received.message_ids() == [message_id(app_id)]
+        assert entry(stack, app_id).attempts == 2
+        assert worker.alive()
+        assert "the send's deadline passed" in worker.text()
+        # The first attempt gave up, and recorded its retry, before its lease ran out (a
+        # task the sweeper also enqueued meanwhile finds the copy claimed: "skipped").
+        retried = [took for took, result in task_runs(worker) if result == "retry"]
+        assert len(retried) == 1 and retried[0] < stack.settings.outbox_lease_seconds
+
+
+@pytest.mark.parametrize("pool", EVERY_POOL)
+@pytest.mark.parametrize("stack", [REDIS_POSTGRES], indirect=True)
+def test_in_each_pool_a_warm_shutdown_mid_send_finishes_and_records_the_send(
+    stack: Stack, pool: str
+) -> None:
+    with pool_sink(delay=1.0) as (server, received):
+        [app_id] = apply(stack, open_job(stack))
+        worker = stack.start_worker(server.port, concurrency=concurrency_of(pool), pool=pool)
+        stack.enqueue(app_id)
+        wait_for(lambda: received.data_started, timeout=30, what="the relay to hold DATA")
+        worker.stop(timeout=30)  # SIGTERM: Celery's warm shutdown
+        assert worker.proc.returncode == 0, "the worker did not end by itself"
+        assert entry(stack, app_id) == Entry("sent", 1, None, entry(stack, app_id).job_id)
+        assert received.message_ids() == [message_id(app_id)]
+        assert received.quit_count == received.ehlo_count == 1
+
+
+@pytest.mark.parametrize("pool", EVERY_POOL)
+@pytest.mark.parametrize("stack", [REDIS_POSTGRES], indirect=True)
+def test_in_each_pool_a_worker_killed_mid_send_hands_the_copy_on_after_the_lease(
+    stack: Stack, pool: str
+) -> None:
+    """SIGKILL to the worker's group while the relay holds DATA: nothing records the send;
+    once the lease has run out the sweeper hands the copy to a new worker. The relay may
+    have accepted the first one all the same: the crash window, with the same Message-ID."""
+    with pool_sink(delay=1.0) as (server, received):
+        [app_id] = apply(stack, open_job(stack))
+        first = stack.start_worker(server.port, concurrency=concurrency_of(pool), pool=pool)
+        stack.enqueue(app_id)
+        wait_for(lambda: received.data_started, timeout=30, what="the relay to hold DATA")
+        first.kill()
+        killed_at = time.monotonic()
+        assert entry(stack, app_id).status == "sending"
+        stack.start_worker(server.port, concurrency=concurrency_of(pool), pool=pool)
+        wait_for(
+            lambda: entry(stack, app_id).status == "sent",
+            timeout=60,
+            what="the copy sent by the second worker",
+            every=stack.sweep,
+        )
+        assert time.monotonic() - killed_at > 1.5  # not before the lease (3 s from the claim)
+        assert entry(stack, app_id).attempts == 2
+        assert 1 <= len(received.message_ids()) <= 2
+        assert set(received.message_ids()) == {message_id(app_id)}

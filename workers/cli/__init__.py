@@ -74,6 +74,13 @@ def parser() -> argparse.ArgumentParser:
         help="tasks at once (default: one per core); 1 runs them in the worker's own process",
     )
     c.add_argument(
+        "--pool",
+        choices=("solo", "prefork", "threads"),
+        default=None,
+        help="how tasks run at once: threads overlap network waits in one process (default:"
+        " solo for concurrency 1, else prefork); see docs/operations.md",
+    )
+    c.add_argument(
         "--name",
         default=None,
         help="the worker's node name, as Celery's -n (default: jobpost-<pid>@<host>)",

@@ -48,6 +48,8 @@ def worker(args: argparse.Namespace, command: Command) -> int:
     port = settings.worker_metrics_port
     prepare_metrics_dir(Path(settings.prometheus_multiproc_dir) / f"worker-{port}")
     concurrency = args.concurrency or os.cpu_count() or 1
+    if args.pool == "solo" and concurrency != 1:
+        raise SystemExit("jobpost worker: --pool solo runs one task at a time (--concurrency 1)")
     # A task run logs one JSON line of ours (workers.observability, C9); Celery's "received"
     # and "succeeded" lines at INFO would add two per task saying the same, and cost about as
     # much to write. Its warnings and errors still pass.
@@ -56,7 +58,7 @@ def worker(args: argparse.Namespace, command: Command) -> int:
     name = args.name or DEFAULT_NODE_NAME.format(pid=os.getpid())
     queues = f"{EMAIL_QUEUE},{MAINTENANCE_QUEUE}"
     options = ["-Q", queues, "--loglevel", "INFO", "--concurrency", str(concurrency), "-n", name]
-    worker_app(settings, pool=worker_pool(concurrency)).worker_main(["worker", *options])
+    worker_app(settings, pool=worker_pool(concurrency, args.pool)).worker_main(["worker", *options])
     return 0
 
 

@@ -1,5 +1,6 @@
-"""How a copy is sent (C8, C9 `SMTP_*`): one SMTP connection per process, kept between
-sends, and the relay's answers as transient or permanent failures."""
+"""How a copy is sent (C8, C9 `SMTP_*`): one SMTP connection per thread of each worker
+process, kept between sends; a wall-clock deadline on each send; the relay's answers as
+transient or permanent failures."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from workers.mail.mime import Outgoing
 
@@ -39,6 +41,94 @@ class PermanentFailure(Exception):
     """A 5xx reply: never retry (C8)."""
 
 
+class DeadlinePassed(TimeoutError):
+    """The send's deadline came before the relay was done: a transient failure (C8)."""
+
+
+class Clock:
+    """The deadline (time.monotonic) of the send a connection is carrying, or None between
+    sends; its sockets read it before each read and write."""
+
+    def __init__(self) -> None:
+        self.deadline: float | None = None
+
+    def left(self, step: float | None) -> float | None:
+        """The timeout for the next socket call: `step` (SMTP_TIMEOUT), or less if the
+        deadline is nearer; DeadlinePassed once it has come."""
+        if self.deadline is None:
+            return step
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise DeadlinePassed("the send's deadline passed before the relay was done")
+        return left if step is None else min(step, left)
+
+
+class _Timed:
+    """A socket whose every read and write waits at most SMTP_TIMEOUT, and never past the
+    send's deadline: a relay that trickles a byte at a time cannot hold a send longer, since
+    each read of a reply line is one call here."""
+
+    clock = Clock()  # replaced by the connection's own as soon as it is made
+    step: float | None = None
+
+    def _limit(self) -> None:
+        self.settimeout(self.clock.left(self.step))  # type: ignore[attr-defined]
+
+    def recv(self, *args: Any, **kwargs: Any) -> Any:
+        self._limit()
+        return super().recv(*args, **kwargs)  # type: ignore[misc]
+
+    def recv_into(self, *args: Any, **kwargs: Any) -> Any:
+        self._limit()
+        return super().recv_into(*args, **kwargs)  # type: ignore[misc]
+
+    def send(self, *args: Any, **kwargs: Any) -> Any:
+        self._limit()
+        return super().send(*args, **kwargs)  # type: ignore[misc]
+
+    def sendall(self, *args: Any, **kwargs: Any) -> Any:
+        self._limit()  # one timeout for the whole of sendall (Python 3.5 and later)
+        return super().sendall(*args, **kwargs)  # type: ignore[misc]
+
+
+class _TimedSocket(_Timed, socket.socket):
+    pass
+
+
+class _TimedSSLSocket(_Timed, ssl.SSLSocket):
+    pass
+
+
+class Connection(smtplib.SMTP):
+    """smtplib.SMTP on timed sockets, plain and after STARTTLS, sharing one Clock."""
+
+    def __init__(self, timeout: float, clock: Clock) -> None:
+        self.clock = clock
+        super().__init__(local_hostname=_local_hostname(), timeout=timeout)
+
+    def connect(self, host: str = "localhost", port: int = 0, source_address: Any = None) -> Any:
+        self._host = host  # what STARTTLS checks the certificate against (SNI too)
+        return super().connect(host, port, source_address)
+
+    def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
+        plain = socket.create_connection((host, port), self.clock.left(timeout))
+        sock = _TimedSocket(plain.family, plain.type, plain.proto, fileno=plain.detach())
+        sock.clock, sock.step = self.clock, timeout
+        return sock
+
+    def starttls(  # type: ignore[override]  # only as _open calls it: no key or cert files
+        self, *, context: ssl.SSLContext | None = None
+    ) -> tuple[int, bytes]:
+        context = context or ssl.create_default_context()
+        context.sslsocket_class = _TimedSSLSocket
+        if self.sock is not None:  # the handshake, too, waits no longer than the deadline
+            self.sock.settimeout(self.clock.left(self.timeout))
+        reply = super().starttls(context=context)
+        assert isinstance(self.sock, _TimedSSLSocket)
+        self.sock.clock, self.sock.step = self.clock, self.timeout
+        return reply
+
+
 # How long a connection is kept open unused: tasks come in bursts, and between bursts a
 # connection held open would only take up one of the relay's (Postfix's smtpd_timeout is
 # 300 s; whichever end gives up first, the next send opens a new one).
@@ -55,23 +145,27 @@ class Relay:
     a new one is opened, and since no MAIL was sent on the old one nothing can have been
     delivered twice. Any failure during a send closes the connection (the next send opens a
     new one); settings that changed, or IDLE_SECONDS unused, close it too: a background
-    thread QUITs it once idle. Sends are serialised: a process has one connection."""
+    thread QUITs it once idle. Each thread that sends has a Relay of its own (`Relays`)."""
 
     def __init__(self, idle_seconds: float = IDLE_SECONDS) -> None:
         self.idle_seconds = idle_seconds
         self._lock = threading.Lock()
-        self._conn: smtplib.SMTP | None = None
+        self._conn: Connection | None = None
         self._settings: SmtpSettings | None = None
         self._last_used = 0.0
         self._closer: threading.Thread | None = None
 
-    def send(self, message: Outgoing, smtp: SmtpSettings) -> None:
-        """Send by SMTP; raise TransientFailure or PermanentFailure with the server's reply."""
+    def send(self, message: Outgoing, smtp: SmtpSettings, *, deadline: float | None = None) -> None:
+        """Send by SMTP, done by `deadline` (time.monotonic) if given; raise TransientFailure
+        or PermanentFailure with the server's reply."""
+        clock = Clock()
+        clock.deadline = deadline
         try:
             with self._lock:
-                conn = self._take(smtp) or _open(smtp)
+                conn = self._take(smtp, clock) or _open(smtp, clock)
                 with _ended_on_failure(conn):
                     _deliver(conn, message)
+                conn.clock.deadline = None  # the idle QUIT has SMTP_TIMEOUT alone
                 self._keep(conn, smtp)
         except smtplib.SMTPRecipientsRefused as exc:
             code, text = next(iter(exc.recipients.values()))
@@ -83,7 +177,10 @@ class Relay:
         except smtplib.SMTPResponseException as exc:
             raise _failure(exc.smtp_code, exc.smtp_error) from exc
         except OSError as exc:  # refused, timeouts, disconnects, TLS errors
-            raise TransientFailure(f"{type(exc).__name__}: {exc}") from exc
+            said = f"{type(exc).__name__}: {exc}"
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TransientFailure(f"the send's deadline passed ({said})") from exc
+            raise TransientFailure(said) from exc
 
     def close(self) -> None:
         """QUIT the kept connection, if any (at exit, or once idle)."""
@@ -99,15 +196,17 @@ class Relay:
         if conn is not None:
             conn.close()  # this process's descriptor only: the parent's connection stays
 
-    def _take(self, smtp: SmtpSettings) -> smtplib.SMTP | None:
-        """The kept connection, if it is for these settings and answers RSET with 250; it is
-        the caller's from then on, kept again only after a send that went through."""
+    def _take(self, smtp: SmtpSettings, clock: Clock) -> Connection | None:
+        """The kept connection, if it is for these settings and answers RSET with 250 before
+        `clock`'s deadline; it is the caller's from then on, kept again only after a send that
+        went through."""
         conn, self._conn = self._conn, None
         if conn is None:
             return None
         if smtp != self._settings or time.monotonic() - self._last_used >= self.idle_seconds:
             _close(conn)
             return None
+        conn.clock.deadline = clock.deadline
         try:
             alive = conn.rset()[0] == 250
         except (smtplib.SMTPException, OSError):
@@ -120,7 +219,7 @@ class Relay:
             return None
         return conn
 
-    def _keep(self, conn: smtplib.SMTP, smtp: SmtpSettings) -> None:
+    def _keep(self, conn: Connection, smtp: SmtpSettings) -> None:
         self._conn, self._settings, self._last_used = conn, smtp, time.monotonic()
         if self._closer is None:
             self._closer = threading.Thread(
@@ -141,15 +240,50 @@ class Relay:
             _close(conn)  # outside the lock: a silent relay holds up no send meanwhile
 
 
-RELAY = Relay()  # this process's connection: the worker's, or a pool child's after the fork
+class Relays:
+    """A Relay for each thread that sends: one connection per thread of a threads pool, one
+    for a solo worker or a prefork child. A forked child starts with none of its parent's."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._every: list[Relay] = []
+
+    def mine(self) -> Relay:
+        """This thread's Relay, made on its first send."""
+        relay: Relay | None = getattr(self._local, "relay", None)
+        if relay is None:
+            relay = self._local.relay = Relay()
+            with self._lock:
+                self._every.append(relay)
+        return relay
+
+    def close(self) -> None:
+        """QUIT every thread's kept connection (at the worker's or the child's end)."""
+        with self._lock:
+            relays = list(self._every)
+        for relay in relays:
+            relay.close()
+
+    def forget(self) -> None:
+        """In a forked child: the parent's connections are not this process's to use or QUIT,
+        and the thread that forked keeps its thread-local Relay in the child."""
+        relays, self._every = self._every, []
+        self._lock, self._local = threading.Lock(), threading.local()
+        for relay in relays:
+            relay.forget()
+
+
+RELAY = Relays()  # this process's connections: the worker's, or a pool child's after the fork
 os.register_at_fork(after_in_child=RELAY.forget)
 atexit.register(RELAY.close)
 
 
-def send(message: Outgoing, smtp: SmtpSettings) -> None:
-    """Send by SMTP over this process's connection (`RELAY`); raise TransientFailure or
-    PermanentFailure with the server's reply."""
-    RELAY.send(message, smtp)
+def send(message: Outgoing, smtp: SmtpSettings, *, deadline: float | None = None) -> None:
+    """Send by SMTP over this thread's connection (`RELAY`), done by `deadline`
+    (time.monotonic) if given; raise TransientFailure or PermanentFailure with the server's
+    reply."""
+    RELAY.mine().send(message, smtp, deadline=deadline)
 
 
 # Refusals: the server is there and answering, so the conversation ends with QUIT.
@@ -162,12 +296,11 @@ def _local_hostname() -> str:
     return socket.getfqdn()
 
 
-def _open(smtp: SmtpSettings) -> smtplib.SMTP:
+def _open(smtp: SmtpSettings, clock: Clock) -> Connection:
     """A new connection, greeted, with STARTTLS and login when configured."""
-    conn = smtplib.SMTP(
-        smtp.host, smtp.port, local_hostname=_local_hostname(), timeout=smtp.timeout
-    )
+    conn = Connection(smtp.timeout, clock)
     with _ended_on_failure(conn):
+        conn.connect(smtp.host, smtp.port)
         if smtp.starttls:
             conn.starttls(context=ssl.create_default_context())
             conn.ehlo()

@@ -1,0 +1,282 @@
+"""The delivery engine bench (C12): one worker process overlapping its sends, beside a bare
+loop sending the same messages the same way.
+
+A real relay answers the end of each message's DATA after its round trip (queueing, maybe a
+spam check), tens to hundreds of milliseconds; a worker that sends one copy at a time waits
+that long for each. Here the SMTP sink (`bench/smtp_sink.py --data-delay`) replies to each
+DATA 100 ms late and to every other command at once. ONE worker process (`jobpost worker
+--pool threads --concurrency 16`, up and warm) delivers N copies (no résumé) on PostgreSQL and
+Redis; the baseline is a bare loop of 16 threads in the bench process, each keeping one
+SMTP connection and sending its share of the same messages (built beforehand with the tests'
+`build_message`). The loop runs before and after the worker; their mean is the baseline.
+Targets: the worker at least 0.8 × the baseline, and its resident memory (all its processes,
+the highest seen while it delivers) under 200 MB. A second row, no target, does the same
+against a sink that answers at once: what the workers bench measures for one copy at a time.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import smtplib
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from email.message import EmailMessage
+from pathlib import Path
+
+import psycopg
+from celery import Celery
+from sqlalchemy.engine import make_url
+
+from bench import report, server, smtp_sink
+from bench.options import Options
+from bench.workers import (
+    MAIL_FROM,
+    Kind,
+    _control,
+    _copies,
+    _enqueue,
+    _fresh_database,
+    _job,
+    _service_env,
+    _submit,
+    _wait_sent,
+)
+from models.engines import make_engine
+from models.settings import Settings
+from models.unit_of_work import make_sessionmaker
+from tests.harness import JOBPOST, Program, RedisServer
+from tests.workers.mail_reference import build_message
+from workers.app import EMAIL_QUEUE, make_celery
+
+DATABASE = "jobpost_bench_engine"
+CONCURRENCY = 16
+RELAY_DELAYS = (0.1, 0.0)  # seconds before DATA's reply: the target's row, then zero latency
+RATIO = 0.8  # target: the worker's copies/s at least this share of the bare loop's
+RSS_LIMIT = 200 * 1024 * 1024  # target: the worker's resident memory, all its processes
+WARMUP_COPIES = 4 * CONCURRENCY  # every thread connected to the relay and the database
+RSS_EVERY = 0.2  # seconds between looks at the worker's memory
+
+
+@dataclass(frozen=True)
+class Row:
+    relay_delay_ms: float
+    messages: int
+    loops: list[float]  # messages/s of the bare loop, before and after the worker
+    worker: float  # copies/s
+    worker_seconds: float
+    worker_rss_bytes: int  # the most seen while it delivered, all its processes
+    baseline: float
+    ratio: float
+
+
+def run(options: Options) -> bool:
+    started = time.perf_counter()
+    count = max(CONCURRENCY * 8, options.deliveries // 4)
+    rows: list[Row] = []
+    load = [os.getloadavg()[0]]
+    url = _fresh_database(options.admin_url, DATABASE)
+    engine = make_engine(url)
+    sessions = make_sessionmaker(engine)
+    job_id = _job(sessions)
+    conninfo = make_url(url).set(drivername="postgresql").render_as_string(False)
+    try:
+        with ExitStack() as stack:
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="jobpost-")))
+            broker = stack.enter_context(RedisServer(workdir, options.out_dir / "engine-redis.log"))
+            watch = stack.enter_context(psycopg.connect(conninfo, autocommit=True))
+            for delay in RELAY_DELAYS:
+                log = options.out_dir / f"engine-sink-{int(delay * 1000)}ms.log"
+                sink = stack.enter_context(smtp_sink.running(log, data_delay=delay))
+                env = _service_env(url, broker.url, sink, workdir)
+                celery = make_celery(Settings.from_env(env))
+                stack.callback(celery.close)
+                print(
+                    f"\nengine, relay answering DATA after {delay * 1000:.0f} ms: {count} copies,"
+                    f" a bare loop of {CONCURRENCY} threads vs `jobpost worker --pool threads "
+                    f"--concurrency {CONCURRENCY}`",
+                    flush=True,
+                )
+                ids = _submit(sessions, job_id, [Kind("", None).fields(i) for i in range(count)])
+                messages = [build_message(c, mail_from=MAIL_FROM) for c in _copies(sessions, ids)]
+                first = _bare_loop(messages, sink)
+                with worker(env, celery, options.out_dir / "engine-worker.log") as pid:
+                    warm = _submit(
+                        sessions, job_id, [Kind("", None).fields(i) for i in range(WARMUP_COPIES)]
+                    )
+                    _enqueue(celery, warm)
+                    _wait_sent(watch, warm, timeout=120)
+                    seconds, rss = _worker_delivery(ids, celery, watch, pid)
+                again = _bare_loop(messages, sink)
+                baseline = (first + again) / 2
+                per_second = count / seconds
+                rows.append(
+                    Row(
+                        delay * 1000,
+                        count,
+                        [first, again],
+                        per_second,
+                        seconds,
+                        rss,
+                        baseline,
+                        per_second / baseline,
+                    )
+                )
+    finally:
+        engine.dispose()
+    load.append(os.getloadavg()[0])
+    return _report(options, rows, load, time.perf_counter() - started)
+
+
+@contextmanager
+def worker(env: Mapping[str, str], celery: Celery, log: Path) -> Iterator[int]:
+    """`jobpost worker --pool threads --concurrency 16` until it answers a ping; yields its
+    pid. Stopped with a warm shutdown (SIGTERM), its group killed after."""
+    command = [
+        *JOBPOST,
+        "worker",
+        "--pool",
+        "threads",
+        "--concurrency",
+        str(CONCURRENCY),
+    ]
+    with Program(command, log, env=env, name="the worker", stop_timeout=20) as proc:
+        proc.wait_until(
+            lambda: bool(celery.control.ping(timeout=0.5)),
+            timeout=server.START_TIMEOUT,
+            what=f"the worker to answer (log: {log})",
+        )
+        yield proc.pid
+
+
+def _bare_loop(messages: Sequence[EmailMessage], sink: smtp_sink.Sink) -> float:
+    """Messages/s of CONCURRENCY threads, each keeping one connection and sending messages
+    from a shared queue until it is empty."""
+    todo: queue.SimpleQueue[EmailMessage] = queue.SimpleQueue()
+    for message in messages:
+        todo.put(message)
+    before, _ = sink.counts()
+    failures: list[BaseException] = []
+
+    def send() -> None:
+        try:
+            with smtplib.SMTP(sink.host, sink.port, timeout=30) as conn:
+                while True:
+                    try:
+                        message = todo.get_nowait()
+                    except queue.Empty:
+                        return
+                    conn.send_message(message)
+        except BaseException as e:  # shown after the threads are joined
+            failures.append(e)
+
+    threads = [threading.Thread(target=send) for _ in range(CONCURRENCY)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    seconds = time.perf_counter() - started
+    sent = sink.counts()[0] - before
+    if failures or sent != len(messages):
+        raise RuntimeError(f"bare loop: the sink counted {sent} of {len(messages)}: {failures}")
+    print(f"  bare loop, {CONCURRENCY} threads: {len(messages) / seconds:7,.0f} msgs/s", flush=True)
+    return len(messages) / seconds
+
+
+def _worker_delivery(
+    ids: Sequence[int],
+    celery: Celery,
+    watch: psycopg.Connection[tuple[object, ...]],
+    pid: int,
+) -> tuple[float, int]:
+    """As the workers bench times its worker: the queue stopped while the tasks are enqueued,
+    then from add_consumer to the last `sent_at`. Also the most memory the worker held."""
+    _control(celery.control.cancel_consumer, EMAIL_QUEUE)
+    _enqueue(celery, ids)
+    highest = [server.tree_rss_bytes(pid)]
+    done = threading.Event()
+
+    def watch_memory() -> None:
+        while not done.wait(RSS_EVERY):
+            highest.append(server.tree_rss_bytes(pid))
+
+    watcher = threading.Thread(target=watch_memory, daemon=True)
+    watcher.start()
+    started_at = datetime.now(UTC)
+    _control(celery.control.add_consumer, EMAIL_QUEUE)
+    try:
+        last_sent = _wait_sent(watch, ids, timeout=max(120.0, len(ids) / 5))
+    finally:
+        done.set()
+        watcher.join()
+    seconds = (last_sent - started_at).total_seconds()
+    rss = max(highest)
+    print(
+        f"  worker, threads × {CONCURRENCY}:      {len(ids) / seconds:7,.0f} copies/s, "
+        f"{rss / 1e6:.1f} MB resident",
+        flush=True,
+    )
+    return seconds, rss
+
+
+def _report(options: Options, rows: list[Row], load: list[float], seconds: float) -> bool:
+    targets = []
+    for row in rows:
+        if row.relay_delay_ms:
+            targets.append(
+                report.Target(
+                    f"worker copies/s ≥ {RATIO} × a bare loop of {CONCURRENCY} threads, relay "
+                    f"{row.relay_delay_ms:.0f} ms",
+                    f"{row.worker:,.0f} copies/s = {row.ratio:.2f} × {row.baseline:,.0f}",
+                    row.ratio >= RATIO,
+                )
+            )
+        targets.append(
+            report.Target(
+                f"worker resident memory < {RSS_LIMIT // 2**20} MB, relay "
+                f"{row.relay_delay_ms:.0f} ms",
+                f"{row.worker_rss_bytes / 2**20:.1f} MB",
+                row.worker_rss_bytes < RSS_LIMIT,
+            )
+        )
+    head = ("relay DATA reply", "copies", "loop msgs/s", "worker copies/s", "× loop", "RSS MB")
+    body = [
+        (
+            f"{r.relay_delay_ms:.0f} ms",
+            f"{r.messages:,}",
+            f"{r.baseline:,.0f} ({r.loops[0]:,.0f}, {r.loops[1]:,.0f})",
+            f"{r.worker:,.0f}",
+            f"{r.ratio:.2f}",
+            f"{r.worker_rss_bytes / 2**20:.1f}",
+        )
+        for r in rows
+    ]
+    print(
+        f"\nengine bench: one worker process, threads pool × {CONCURRENCY}, PostgreSQL and a "
+        f"private redis-server; baseline a bare loop of {CONCURRENCY} threads (mean of before "
+        f"and after); load average {load[0]:.1f} before, {load[-1]:.1f} after\n"
+    )
+    print(report.grid(head, body))
+    print()
+    print(report.targets(targets))
+    path = options.out_dir / "engine.json"
+    report.write_json(
+        path,
+        {
+            "bench": "engine",
+            "seconds": round(seconds, 1),
+            "cores": server.cores(),
+            "load_average": load,
+            "concurrency": CONCURRENCY,
+            "rows": [asdict(r) for r in rows],
+            "targets": targets,
+        },
+    )
+    print(f"\nresults: {path} ({seconds:.0f} s in all)")
+    return all(t.passed for t in targets)
