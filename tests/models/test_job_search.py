@@ -351,3 +351,34 @@ def test_a_page_past_the_last_is_served_the_kept_total(session: Session, zephyrs
     _search(session, zephyrs, kept)
     past, kinds = _search(session, zephyrs, kept, page=11)
     assert (past.jobs, past.total, kinds) == ([], 100, ["matches"])
+
+
+@pytest.mark.parametrize("engine", ["postgresql"], indirect=True)
+def test_a_walk_reads_the_employers_index_alone_on_postgresql(session: Session) -> None:
+    """The walk tests each job's search text in order; with status and search text in the
+    employer's publish-date index (migration 0008) it reads no table row for that."""
+    employer = employers.create_employer(session, "Walker")
+    _add_jobs(session, employer.id, [f"Zephyr {i}" if i % 4 else f"Job {i}" for i in range(3000)])
+    session.execute(text("ANALYZE jobs"))
+    kept = tallies.SearchTotals()
+    seen: list[tuple[str, Any]] = []
+
+    def keep(_c: Any, _cur: Any, statement: str, params: Any, *_: Any) -> None:
+        seen.append((statement, params))
+
+    connection = session.connection()
+    for status in (None, "active"):
+        event.listen(connection, "before_cursor_execute", keep)
+        try:
+            for _ in range(2):  # the first counts and keeps the total; the second walks
+                jobs.listing(
+                    connection, employer.id, q="zephyr", status=status, page=1, page_size=10,
+                    totals=kept,
+                )  # fmt: skip
+        finally:
+            event.remove(connection, "before_cursor_execute", keep)
+        statement, params = seen[-1]
+        assert " walked" in statement
+        raw: Any = connection.connection.dbapi_connection
+        plan = "\n".join(r[0] for r in raw.execute("EXPLAIN " + statement, params).fetchall())
+        assert "Index Only Scan using ix_jobs_employer_published" in plan, plan
