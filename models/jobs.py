@@ -353,6 +353,7 @@ class _Search:
 
     def page(self, employer_id: int, status: str | None, q: str) -> Page:
         kept = self.totals.get(employer_id, status, q)
+        reach = kept.reach if kept is not None else 1
         offset, limit = self.params["offset"], self.params["limit"]
         if kept is not None and (window := _window(kept, offset + limit)):
             rows = self._run(_Kind.WALK, status, window=window)
@@ -361,25 +362,27 @@ class _Search:
             total = kept.total if kept.changes == changes else None
             if len(found) == (limit if total is None else min(limit, max(total - offset, 0))):
                 if total is None:  # the jobs changed since: count again
-                    total = self._count(employer_id, status, q)
+                    total = self._count(employer_id, status, q, reach)
                 return Page(found, total)
-            # Fewer matches than the page holds: they changed, or bunch up further back.
+            # Fewer matches than the page holds: they bunch up further back (or the jobs
+            # changed), so the next walk of this search goes twice as far.
+            reach *= 2
         rows = self._run(_Kind.MATCHES, status)
         found = _headers(rows)
         changes = int(rows[0][_CHANGES])
         if found:
             total = int(rows[0][_MATCHES])
-            self.totals.put(employer_id, status, q, _counted(rows[0], total))
+            self.totals.put(employer_id, status, q, _counted(rows[0], total, reach))
         elif kept is not None and kept.changes == changes:
             total = kept.total  # past the last page, and nothing changed
         else:
-            total = self._count(employer_id, status, q)
+            total = self._count(employer_id, status, q, reach)
         return Page(found, total)
 
-    def _count(self, employer_id: int, status: str | None, q: str) -> int:
+    def _count(self, employer_id: int, status: str | None, q: str, reach: int) -> int:
         (row,) = self._run(_Kind.COUNT, status)
         total = int(row[_MATCHES])
-        self.totals.put(employer_id, status, q, _counted(row, total))
+        self.totals.put(employer_id, status, q, _counted(row, total, reach))
         return total
 
     def _run(self, kind: _Kind, status: str | None, **more: Any) -> list[tuple[Any, ...]]:
@@ -395,20 +398,25 @@ class _Search:
             return statement.all(self.connection, self.params | more)
 
 
-def _counted(row: tuple[Any, ...], total: int) -> tallies.Counted:
-    return tallies.Counted(changes=int(row[_CHANGES]), total=total, jobs=int(row[_JOBS]))
+def _counted(row: tuple[Any, ...], total: int, reach: int) -> tallies.Counted:
+    return tallies.Counted(int(row[_CHANGES]), total, int(row[_JOBS]), reach)
 
 
 WALK_MARGIN = 2  # matches may bunch up: read up to twice the expected jobs, and a few more
+# A match read from the gram index, with its row, then sorted costs about as much as ten jobs
+# tested in the employer's index (measured: 1.4 to 4 µs against 0.1 to 0.25 µs).
+WALK_CHEAPER = 8
 
 
 def _window(kept: tallies.Counted, end: int) -> int | None:
     """How many of the employer's jobs to walk for the page ending at match `end`, when
-    that is fewer than the matches (as last counted); None when reading those is cheaper."""
+    walking is cheaper than reading every match (as last counted); else None. Should the
+    walk come up short, reading the matches after it costs at most about twice reading
+    them alone."""
     if kept.total <= 0:
         return None
-    expected = end * kept.jobs // kept.total
-    if expected >= kept.total:
+    expected = -(-end * kept.jobs * kept.reach // kept.total)
+    if expected >= WALK_CHEAPER * kept.total:
         return None
     return WALK_MARGIN * expected + 100
 

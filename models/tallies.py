@@ -50,11 +50,13 @@ def rebuild(connection: Connection) -> None:
 @dataclass(frozen=True, slots=True)
 class Counted:
     """A search's total, counted when the employer's changes summed to `changes`; `jobs`, the
-    employer's jobs of the search's status then, says how thinly the matches are spread."""
+    employer's jobs of the search's status then, says how thinly the matches are spread, and
+    `reach` how much further back than that spread they were found (models.jobs)."""
 
     changes: int
     total: int
     jobs: int
+    reach: int = 1
 
 
 class SearchTotals:
