@@ -13,7 +13,7 @@ from api.auth import access_of, employer_of, require_employer
 from api.body import JOB_BODY_LIMIT, read_json
 from api.idempotency import Endpoint, idempotent
 from api.responses import path_id, send_json, send_validated
-from models import jobs
+from models import jobs, tallies
 from models.errors import FieldError, NotFound
 from models.idempotency import Scope
 from models.job_rows import StoredJob
@@ -60,6 +60,16 @@ def _send_job(
 
 @falcon.before(require_employer)
 class JobCollection(_JobResource):
+    def __init__(
+        self,
+        today: Callable[[], date],
+        public_base_url: str | None,
+        searches: tallies.SearchTotals | None = None,
+    ) -> None:
+        super().__init__(today, public_base_url)
+        # The totals of searches, kept per process (C6: exact, and recounted after a change).
+        self.searches = searches if searches is not None else tallies.SearchTotals()
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         errors: list[FieldError] = []
         status = query.choice(req, "status", STATUSES, errors)
@@ -75,6 +85,7 @@ class JobCollection(_JobResource):
             status=status,
             page=paging.page,
             page_size=paging.page_size,
+            totals=self.searches,
         )
         resp.set_header("Cache-Control", PRIVATE)
         send_json(

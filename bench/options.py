@@ -27,7 +27,8 @@ class Options:
     def defaults(cls) -> Options:
         return cls(
             admin_url=os.environ.get("BENCH_POSTGRES_URL", DEFAULT_ADMIN_URL),
-            database="jobpost_bench",
+            # Its own name lets several checkouts bench side by side on one server.
+            database=os.environ.get("BENCH_DATABASE", "jobpost_bench"),
             reseed=False,
             duration=10,
             warmup=2,

@@ -20,6 +20,7 @@ class Row:
     ratio: float | None  # to the baseline's requests/s (None for the baseline itself)
     cpu_ms: float  # the server's CPU time per request
     failed: int  # non-2xx answers and socket errors
+    db_cpu_ms: float | None = None  # the database's CPU time per request, where measured
 
 
 @dataclass(frozen=True)
@@ -31,8 +32,10 @@ class Target:
 
 def table(rows: Sequence[Row], baseline: str) -> str:
     """A plain-text table whose last columns compare each scenario to the baseline."""
-    head = ("scenario", "req/s", "p50 ms", "p99 ms", f"× {baseline}", "CPU ms/req", "failed")
-    body = [
+    head: tuple[str, ...] = (
+        "scenario", "req/s", "p50 ms", "p99 ms", f"× {baseline}", "CPU ms/req", "failed"
+    )  # fmt: skip
+    body: list[tuple[str, ...]] = [
         (
             r.scenario,
             f"{r.rps:,.0f}",
@@ -44,6 +47,12 @@ def table(rows: Sequence[Row], baseline: str) -> str:
         )
         for r in rows
     ]
+    if any(r.db_cpu_ms is not None for r in rows):
+        head = (*head[:-1], "DB CPU ms/req", head[-1])
+        body = [
+            (*b[:-1], "" if r.db_cpu_ms is None else f"{r.db_cpu_ms:.2f}", b[-1])
+            for b, r in zip(body, rows, strict=True)
+        ]
     return grid(head, body)
 
 

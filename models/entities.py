@@ -158,7 +158,13 @@ class Job(Base):
     )
 
     __table_args__ = (
-        Index("ix_jobs_employer_published", "employer_id", publish_date.desc(), id.desc()),
+        Index(
+            "ix_jobs_employer_published",
+            "employer_id",
+            publish_date.desc(),
+            id.desc(),
+            postgresql_include=["status", "search_text"],  # a list's walk reads no row (0008)
+        ),
         Index("uq_jobs_employer_reference", "employer_id", "reference_id", unique=True),
         Index("ix_jobs_status_close", "status", "close_date"),
         # A deleted job's id must never name a new job (SQLite reuses rowids without this).
@@ -172,6 +178,27 @@ class Job(Base):
     @property
     def categories(self) -> list[Category]:
         return [jc.category for jc in self.job_categories]
+
+
+class JobTally(Base):
+    """A change in the count of an employer's jobs of one status, written by the database's
+    triggers on jobs (migration 0007) in the transaction that changes them, so every path
+    (the API, upkeep's set-based UPDATEs, deletes, cascades) keeps the counts right.
+
+    Rows are only ever added, and now and then an employer's rows are summed into one per
+    status: writers never wait for one another on a counter row. An employer's jobs of a
+    status are the sum of `jobs`; the sum of `changes` grows with every job added, deleted,
+    or changed in status or search text, so it names the state a search's total was counted
+    in (models.tallies)."""
+
+    __tablename__ = "job_tallies"
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    employer_id: Mapped[int] = mapped_column(Integer)  # no foreign key: see migration 0007
+    status: Mapped[str] = mapped_column(String(10))
+    jobs: Mapped[int] = mapped_column(Integer)
+    changes: Mapped[int] = mapped_column(BigInteger)
+
+    __table_args__ = (Index("ix_job_tallies_employer", "employer_id"),)
 
 
 class JobLocation(Base):

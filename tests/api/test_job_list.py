@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
+from models import upkeep
 from models.settings import Settings
 from tests.conftest import Api
 from tests.factories import JOBS, create_job, entries, job_body
@@ -350,3 +351,44 @@ def test_headers_carry_every_location_in_order_and_pages_count_jobs(
     listed = {h["id"]: h["locations"] for p in pages for h in p["data"]}
     assert listed == {j["id"]: j["locations"] for j in made}
     assert [len(j["locations"]) for j in made] == [1, 2, 3, 1, 2]  # at most 3 (C4)
+
+
+def test_totals_follow_every_change_while_a_process_keeps_search_totals(
+    api: Any,
+    employer: Any,
+    settings: Settings,
+    sessions: sessionmaker[Session],
+    clock: Any,
+) -> None:
+    """C6: `total` stays exact as jobs are created, renamed, moved between states, deleted and
+    expired, though the process keeps the totals of searches between requests: each answer
+    is the one a process keeping nothing gives, and the counts are the jobs'."""
+    bakers = [create_job(api, employer, title=f"Baker {i}", status="active") for i in range(6)]
+    clerks = [create_job(api, employer, title=f"Clerk {i}", status="draft") for i in range(6)]
+    queries: list[dict[str, Any]] = [
+        {}, {"status": "active"}, {"q": "baker"}, {"q": "baker", "status": "active"},
+        {"q": "clerk", "pageSize": 2, "page": 2}, {"q": "e", "pageSize": 3},
+    ]  # fmt: skip
+
+    def answers(client: Any) -> list[dict[str, Any]]:
+        return [listing(client, employer, **params) for params in queries]
+
+    def totals() -> list[int]:
+        seen = answers(api)
+        assert seen == answers(Api(create_app(settings, sessions, today=clock)))
+        return [body["paging"]["total"] for body in seen]
+
+    assert totals() == [12, 6, 6, 6, 6, 12]
+    assert totals() == [12, 6, 6, 6, 6, 12]  # served the kept totals
+    create_job(api, employer, title="Baker 7", status="active")
+    assert totals() == [13, 7, 7, 7, 6, 13]
+    api.put(f"{JOBS}/{bakers[0]['id']}", json={"title": "Chef"}, key=employer.key)
+    assert totals() == [13, 7, 6, 6, 6, 13]
+    api.put(f"{JOBS}/{clerks[0]['id']}", json={"status": "active"}, key=employer.key)
+    assert totals() == [13, 8, 6, 6, 6, 13]
+    assert api.delete(f"{JOBS}/{bakers[1]['id']}", key=employer.key).status_code == 204
+    assert totals() == [12, 7, 5, 5, 6, 12]
+    with sessions() as s:  # the expiry task's UPDATE, past every closeDate
+        assert upkeep.expire(s, today=clock.today + timedelta(days=61)) == 7
+        s.commit()
+    assert totals() == [12, 0, 5, 0, 6, 12]
