@@ -5,15 +5,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-from sqlalchemy import select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session, sessionmaker
 
 from models.dates import REFRESH_DAYS, utcnow
 from models.entities import Employer, Job
+from models.unit_of_work import session_scope
+
+# Overlapping runs (two beats, a manual `jobpost tasks run` beside the beat) take turns on
+# PostgreSQL: two set-based UPDATEs whose plans visit the same rows in different orders
+# deadlock, and one of them would fail. The lock ends with the transaction.
+UPKEEP_LOCK = 0x6A6F62706F7374  # "jobpost"
+
+
+def _take_turns(session: Session) -> None:
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(select(func.pg_advisory_xact_lock(UPKEEP_LOCK)))
 
 
 def expire(session: Session, *, today: date) -> int:
     """Active jobs whose closeDate is before today become archived (active through it)."""
+    _take_turns(session)
     result = session.execute(
         update(Job)
         .where(Job.status == "active", Job.close_date < today)
@@ -26,6 +38,7 @@ def expire(session: Session, *, today: date) -> int:
 def refresh(session: Session, *, today: date) -> int:
     """Active auto-refresh jobs of unlimited-plan employers, published 7+ days ago, get
     publishDate = today; closeDate is left alone. Run after expire: `expire_and_refresh`."""
+    _take_turns(session)
     unlimited = select(Employer.id).where(Employer.plan == "unlimited")
     result = session.execute(
         update(Job)
@@ -47,8 +60,12 @@ class Refreshed:
     refreshed: int
 
 
-def expire_and_refresh(session: Session, *, today: date) -> Refreshed:
+def expire_and_refresh(factory: sessionmaker[Session], *, today: date) -> Refreshed:
     """The refresh as the service runs it (C5): expiry first, so that a job past its close
-    date is archived, never re-published."""
-    expired = expire(session, today=today)
-    return Refreshed(expired, refresh(session, today=today))
+    date is archived, never re-published. Each step commits on its own: held in one
+    transaction, overlapping runs (two beats) lock the rows of both steps in different
+    orders and deadlock on PostgreSQL."""
+    with session_scope(factory) as session:
+        expired = expire(session, today=today)
+    with session_scope(factory) as session:
+        return Refreshed(expired, refresh(session, today=today))

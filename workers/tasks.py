@@ -68,8 +68,7 @@ def run_expire(factory: sessionmaker[Session], s: Settings, today: Any = None) -
 def run_refresh(factory: sessionmaker[Session], s: Settings, today: Any = None) -> int:
     """Expiry first, then the refresh (models.upkeep.expire_and_refresh, C5); each logged."""
     day = today or today_in(s.timezone)
-    with session_scope(factory) as session:
-        done = upkeep.expire_and_refresh(session, today=day)
+    done = upkeep.expire_and_refresh(factory, today=day)
     changed("expire", done.expired, f"active jobs closed before {day} archived")
     return changed("refresh", done.refreshed, f"auto-refresh jobs re-published on {day}")
 

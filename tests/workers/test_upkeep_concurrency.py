@@ -147,8 +147,7 @@ def in_threads(*calls: Callable[[], Any]) -> list[Any]:
 def beat_refresh_task(factory: sessionmaker[Session]) -> tuple[int, int]:
     """What jobpost.refresh does (expiry first, C5: workers.tasks.run_refresh), with the
     service date fixed: (archived, refreshed)."""
-    with session_scope(factory) as s:
-        done = upkeep.expire_and_refresh(s, today=TODAY)
+    done = upkeep.expire_and_refresh(factory, today=TODAY)
     return done.expired, done.refreshed
 
 
