@@ -9,6 +9,7 @@ import socket
 import sqlite3
 import threading
 from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import date
 from email import message_from_bytes, policy
 from email.message import EmailMessage
@@ -38,18 +39,24 @@ def engine(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Engine]:
     """A migrated database with reference data, once per backend per run."""
-    if request.param == "sqlite":
-        path = tmp_path_factory.mktemp("db") / "jobpost.db"
-        eng = make_engine(f"sqlite:///{path}")
+    with migrated(request.param, tmp_path_factory.mktemp("db")) as eng:
+        yield eng
+
+
+@contextmanager
+def migrated(backend: str, folder: Path, **engine_options: Any) -> Iterator[Engine]:
+    """A migrated database with reference data on `backend`: a SQLite file in `folder`, or a
+    PostgreSQL database of its own, dropped afterwards. Modules whose writers must commit
+    (races between connections) make theirs with this."""
+    with ExitStack() as stack:
+        if backend == "sqlite":
+            url = f"sqlite:///{folder / 'jobpost.db'}"
+        else:
+            url = stack.enter_context(scratch_postgres())
+        eng = make_engine(url, **engine_options)
+        stack.callback(eng.dispose)
         upgrade(eng)
         yield eng
-        eng.dispose()
-        return
-    with scratch_postgres() as url:
-        eng = make_engine(url)
-        upgrade(eng)
-        yield eng
-        eng.dispose()
 
 
 @pytest.fixture

@@ -29,15 +29,12 @@ from api.app import Collaborators, create_app
 from api.idempotency import Endpoint, Keys, canonical, idempotent
 from api.middleware import SessionManager
 from models import employers, idempotency
-from models.engines import make_engine
 from models.entities import Application, IdempotencyKey, Job
 from models.idempotency import Scope
-from models.migrate import upgrade
 from models.settings import Settings
 from models.unit_of_work import make_sessionmaker, session_scope
-from tests.conftest import Account, Api, SmtpSink
+from tests.conftest import Account, Api, SmtpSink, migrated
 from tests.factories import JOBS, job_body, problem
-from tests.services import scratch_postgres
 from workers import delivery
 from workers.cli import main
 from workers.tasks import RUNNERS
@@ -55,17 +52,8 @@ def database(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Engine]:
     """A migrated database of the module's own, whose data is committed."""
-    if request.param == "sqlite":
-        engine = make_engine(f"sqlite:///{tmp_path_factory.mktemp('keys') / 'jobpost.db'}")
-        upgrade(engine)
+    with migrated(request.param, tmp_path_factory.mktemp("keys")) as engine:
         yield engine
-        engine.dispose()
-        return
-    with scratch_postgres() as url:
-        engine = make_engine(url)
-        upgrade(engine)
-        yield engine
-        engine.dispose()
 
 
 class Instant:

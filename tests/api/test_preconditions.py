@@ -21,13 +21,10 @@ from sqlalchemy.orm import sessionmaker
 from api.app import create_app
 from api.preconditions import entity_tags
 from models import employers
-from models.engines import make_engine
-from models.migrate import upgrade
 from models.settings import Settings
 from models.unit_of_work import make_sessionmaker, session_scope
-from tests.conftest import Account, Api
+from tests.conftest import Account, Api, migrated
 from tests.factories import JOBS, create_job, job_body, problem
-from tests.services import scratch_postgres
 
 
 def etag_of(api: Api, account: Account, job_id: int) -> str:
@@ -245,17 +242,8 @@ def database(
 ) -> Iterator[Engine]:
     """A migrated database of the module's own, whose data is committed: the suite's
     rolled-back transaction would hold both writers in one connection."""
-    if request.param == "sqlite":
-        engine = make_engine(f"sqlite:///{tmp_path_factory.mktemp('pre') / 'jobpost.db'}")
-        upgrade(engine)
+    with migrated(request.param, tmp_path_factory.mktemp("pre")) as engine:
         yield engine
-        engine.dispose()
-        return
-    with scratch_postgres() as url:
-        engine = make_engine(url)
-        upgrade(engine)
-        yield engine
-        engine.dispose()
 
 
 class Meeting:

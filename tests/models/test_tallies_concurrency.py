@@ -9,7 +9,6 @@ import random
 import threading
 from collections.abc import Callable, Iterator
 from datetime import date, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,15 +17,13 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from models import employers, jobs, tallies, upkeep
 from models.dates import utcnow
-from models.engines import make_engine
 from models.entities import Employer, Job
 from models.errors import NotFound
 from models.job_rules import STATUSES
-from models.migrate import upgrade
 from models.unit_of_work import make_sessionmaker, session_scope
+from tests.conftest import migrated
 from tests.factories import job_body
 from tests.models.test_tallies import COMPACT_AFTER, counted, rows_of, tallied
-from tests.services import scratch_postgres
 
 TODAY = date(2026, 3, 10)
 WORD = "zephyr"
@@ -37,18 +34,8 @@ RACE_SECONDS = 3.0
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def committed(request: pytest.FixtureRequest, tmp_path_factory: Any) -> Iterator[Engine]:
     """A migrated database whose transactions commit, for this module alone."""
-    if request.param == "sqlite":
-        path: Path = tmp_path_factory.mktemp("race") / "jobpost.db"
-        engine = make_engine(f"sqlite:///{path}")
-        upgrade(engine)
+    with migrated(request.param, tmp_path_factory.mktemp("race"), pool_size=10) as engine:
         yield engine
-        engine.dispose()
-        return
-    with scratch_postgres() as url:
-        engine = make_engine(url, pool_size=10)
-        upgrade(engine)
-        yield engine
-        engine.dispose()
 
 
 def seed(factory: sessionmaker[Session], name: str, count: int) -> int:
