@@ -257,18 +257,24 @@ def _with(job: StoredJob, places: tuple[Place, ...], categories: tuple[int, ...]
     return StoredJob(**{**job.__dict__, "locations": places, "category_ids": categories})
 
 
+def _params(job: StoredJob, derived: dict[str, Any], **key: Any) -> dict[str, Any]:
+    """The bound values of a job's write: its columns, what is derived from them, its key,
+    and the ids of its places and categories."""
+    assert job.locations is not None and job.category_ids is not None
+    return {
+        **job.values(),
+        **derived,
+        **key,
+        "location_ids": [p.id for p in job.locations],
+        "category_ids": list(job.category_ids),
+    }
+
+
 def insert_job(connection: Connection, job: StoredJob, derived: dict[str, Any]) -> int | None:
     """Insert `job` (its id and version are the database's) with its locations and
     categories, and list its places (C3); None, and nothing written, when the employer
     already has a job with its referenceId (a concurrent request's, committed meanwhile)."""
-    assert job.locations is not None and job.category_ids is not None
-    params = {
-        **job.values(),
-        **derived,
-        "employer_id": job.employer_id,
-        "location_ids": [p.id for p in job.locations],
-        "category_ids": list(job.category_ids),
-    }
+    params = _params(job, derived, employer_id=job.employer_id)
     if connection.dialect.name == "postgresql":
         row = _pg_insert().first(connection, params)
         return None if row is None else int(row[0])
@@ -289,14 +295,7 @@ def update_job(
     """Write `job`'s columns and raise its version; with `locations` or `categories`, replace
     those too (a position whose item is unchanged is left as it is). An IntegrityError is
     another job holding its referenceId."""
-    assert job.locations is not None and job.category_ids is not None
-    params = {
-        **job.values(),
-        **derived,
-        "job_id": job.id,
-        "location_ids": [p.id for p in job.locations],
-        "category_ids": list(job.category_ids),
-    }
+    params = _params(job, derived, job_id=job.id)
     if connection.dialect.name == "postgresql":
         _pg_update(locations, categories).all(connection, params)
         return
