@@ -25,8 +25,13 @@ class MissingKey(RuntimeError):
 
 
 class KeySource(Protocol):
-    secret_key: str | None
-    var_dir: Path
+    """Where the key comes from: Settings (JOBPOST_SECRET_KEY and the var folder)."""
+
+    @property
+    def secret_key(self) -> str | None: ...
+
+    @property
+    def var_dir(self) -> Path: ...
 
 
 def valid_key(raw: str) -> bool:
