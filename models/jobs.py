@@ -94,7 +94,13 @@ def _check_reference_free(
     if job and job.reference_id == ref:
         return
     if job_rows.holder(session.connection(), employer.id, ref) is not None:
-        raise DuplicateReferenceId(f"This employer already has a job with referenceId {ref!r}.")
+        raise _taken(ref)
+
+
+def _taken(ref: str | None) -> DuplicateReferenceId:
+    """The 409 of a used referenceId, the same whichever way it was found (a dry run's
+    look-up, the write's conflict)."""
+    return DuplicateReferenceId(f"This employer already has a job with referenceId {ref!r}.")
 
 
 def _validated(
@@ -155,7 +161,7 @@ def post(
         return _would_create(session, employer, changes, notes, today=today)
     written = _insert(session, employer, changes, today=today)
     if written is None:
-        raise DuplicateReferenceId("This employer already has a job with that referenceId.")
+        raise _taken(changes.get("reference_id"))
     job, listed = written
     return _applied(employer, job, "created", notes, listed, today=today)
 
@@ -282,9 +288,7 @@ def put(
             categories="category_ids" in changes,
         )
     except IntegrityError:
-        raise DuplicateReferenceId(
-            "This employer already has a job with that referenceId."
-        ) from None
+        raise _taken(merged.reference_id) from None
     merged = replace(merged, version=job.version + 1)  # as the database counted it, locked
     return _applied(employer, merged, "updated", notes, listed, today=today)
 
