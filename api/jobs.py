@@ -48,35 +48,29 @@ class _JobResource:
     def _location(self, req: falcon.Request, job_id: int) -> str:
         return f"{query.base_url(req, self.public_base_url)}/api/v1.1/jobs/{job_id}"
 
+    def _send_written(
+        self, req: falcon.Request, resp: falcon.Response, applied: jobs.Applied, trial: bool
+    ) -> None:
+        """A job created answers its absolute Location with its 201 (C4)."""
+        if applied.outcome == "created" and not trial:
+            resp.location = self._location(req, applied.job.id)
+        _send_job(req, resp, applied, trial=trial)
+
 
 def _send_job(
-    req: falcon.Request, resp: falcon.Response, applied: jobs.Applied, status: int = 200
+    req: falcon.Request, resp: falcon.Response, applied: jobs.Applied, *, trial: bool
 ) -> None:
     """A written job, and its warnings (C10), with the ETag a GET of it answers: that of the
     read shape, without `warnings`, so a client keeping the job can revalidate it with
-    If-None-Match without reading it again. A dry run's job is not stored: no ETag."""
-    job = applied.job
-    read = orjson.dumps(representations.job(job, access_of(req).employer_name))
-    if job.id and not dry_run(req):
+    If-None-Match without reading it again. A dry run's job is not stored: no ETag; and its
+    answer is 200, a would-be create too."""
+    read = orjson.dumps(representations.job(applied.job, access_of(req).employer_name))
+    if not trial:
         resp.set_header("ETag", cache.etag(read))
     notes = orjson.dumps([w.as_dict() for w in applied.warnings])
-    resp.status, resp.content_type = status, "application/json"
+    created = applied.outcome == "created" and not trial
+    resp.status, resp.content_type = 201 if created else 200, "application/json"
     resp.data = read[:-1] + b',"warnings":' + notes + b"}"  # one more member of the object
-
-
-def _send_written(
-    resource: _JobResource,
-    req: falcon.Request,
-    resp: falcon.Response,
-    applied: jobs.Applied,
-    trial: bool,
-) -> None:
-    """201 with its Location for a job created; 200 for the rest, and for any dry run (C10)."""
-    if applied.outcome == "created" and not trial:
-        resp.location = resource._location(req, applied.job.id)
-        _send_job(req, resp, applied, 201)
-    else:
-        _send_job(req, resp, applied)
 
 
 @falcon.before(require_employer)
@@ -126,7 +120,7 @@ class JobCollection(_JobResource):
         applied = jobs.post(
             req.context.db.session, employer_of(req), body, today=self.today(), dry_run=trial
         )
-        _send_written(self, req, resp, applied, trial)
+        self._send_written(req, resp, applied, trial)
 
     def on_put(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req)
@@ -140,7 +134,7 @@ class JobCollection(_JobResource):
             dry_run=trial,
             expect=expected.check,
         )
-        _send_written(self, req, resp, applied, trial)
+        self._send_written(req, resp, applied, trial)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req, optional=True)
@@ -184,7 +178,7 @@ class JobItem(_JobResource):
         job = jobs.locked(session, employer, path_id(job_id), known=access_of(req).job)
         preconditions.of_request(req, self.kept).check(job)  # 412 after 404, before 409, 422
         applied = jobs.put(session, employer, job, body, today=self.today(), dry_run=trial)
-        _send_job(req, resp, applied)
+        _send_job(req, resp, applied, trial=trial)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         read_json(req, optional=True)  # a body is not needed, but must be JSON if sent (C1)

@@ -571,6 +571,9 @@ def entry(code: str) -> dict[str, Any]:
 
 BAD = [
     ("GET", f"{V}/jobs/42", 200, JSON, dumps({**JOB, "extra": 1}), "extra"),
+    ("GET", f"{V}/jobs/42", 200, JSON, dumps({**JOB, "warnings": []}), "warnings"),
+    ("PUT", f"{V}/jobs/42", 200, JSON, dumps(JOB), "'warnings' is a required property"),
+    ("PUT", f"{V}/jobs", 200, JSON, dumps({**JOB, "warnings": [{**WARNING, "code": "x"}]}), "'x'"),
     ("GET", f"{V}/jobs/42", 200, JSON, dumps(bad(referenceId="")), "referenceId"),
     ("GET", f"{V}/jobs/42", 200, JSON, dumps(bad(publishDate="2025-5-1")), "publishDate"),
     ("GET", f"{V}/jobs/42", 200, JSON, dumps(bad(salary={"amount": 1})), "salary"),
