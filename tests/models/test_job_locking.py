@@ -182,3 +182,30 @@ def test_a_delete_by_a_reference_id_being_changed_is_a_404(
     assert outcome == {"waited": True, "refused": "not_found"}
     with factory() as s:
         assert jobs.get(s, employer, job_id).reference_id == "B"
+
+
+def test_a_put_compares_with_the_job_as_the_lock_finds_it(
+    committed: tuple[sessionmaker[Session], Employer, int],
+) -> None:
+    """C10: a PUT by id reads the job whole with its key, before its lock, and uses the
+    locations and categories read then only while the locked version is the one it read.
+    Here a concurrent write moves the job to Calgary meanwhile: this PUT, sending the
+    Toronto the job had when it read it, is a change, not an unchanged write answered with
+    the Toronto it read while Calgary stays stored."""
+    factory, employer, job_id = committed
+    toronto = [{"description": "Toronto, ON"}]
+    outcomes: list[str] = []
+
+    def stale_put(s: Session) -> None:
+        known = jobs.get(s, employer, job_id)  # as the key's statement reads it, unlocked
+        locked = jobs.locked(s, employer, job_id, known=known)
+        applied = jobs.put(s, employer, locked, {"locations": toronto}, today=TODAY)
+        outcomes.append(applied.outcome)
+
+    calgary = _put(employer, job_id, {"locations": [{"description": "Calgary, AB"}]})
+    assert _while_held(factory, calgary, stale_put) == {"waited": True, "done": True}
+    assert outcomes == ["updated"]
+    with factory() as s:
+        stored = jobs.get(s, employer, job_id)
+        assert [p.description for p in stored.locations or ()] == ["Toronto, ON"]
+        assert stored.version == 3
