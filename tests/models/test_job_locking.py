@@ -11,11 +11,11 @@ from datetime import date
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, delete, func, select
+from sqlalchemy import Engine, delete, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import applications, employers, jobs
-from models.entities import Application, Employer
+from models import applications, employers, jobs, places
+from models.entities import Application, Employer, Location
 from models.errors import DomainError
 from models.unit_of_work import make_sessionmaker
 from tests.factories import job_body
@@ -209,3 +209,27 @@ def test_a_put_compares_with_the_job_as_the_lock_finds_it(
         stored = jobs.get(s, employer, job_id)
         assert [p.description for p in stored.locations or ()] == ["Toronto, ON"]
         assert stored.version == 3
+
+
+def test_of_two_writes_adding_one_place_only_the_first_says_so(
+    committed: tuple[sessionmaker[Session], Employer, int],
+) -> None:
+    """C10 `location_added`: the second write waits for the first's listing of the place,
+    then finds it listed, and adds nothing."""
+    factory, employer, _job_id = committed
+    body = job_body(locations=[{"description": "Fort Nelson, BC"}])
+    said: list[list[str]] = []
+
+    def post(s: Session) -> None:
+        said.append([w.code for w in jobs.post(s, employer, body, today=TODAY).warnings])
+
+    with factory() as s:
+        place = places.find(s.connection(), "Fort Nelson, BC")
+    assert place is not None
+    try:
+        assert _while_held(factory, post, post) == {"waited": True, "done": True}
+        assert said == [["location_added"], []]
+    finally:
+        with factory() as s:  # the place leaves the list again, as the other tests expect
+            s.execute(update(Location).where(Location.id == place.id).values(listed=False))
+            s.commit()
