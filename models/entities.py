@@ -298,3 +298,54 @@ class IdempotencyKey(Base):
     content_type: Mapped[str | None] = mapped_column(String(200))
     body: Mapped[bytes | None] = mapped_column(LargeBinary)
     __table_args__ = (Index("ix_idempotency_keys_first_used_at", "first_used_at"),)
+
+
+# PROVISIONAL webhook tables (C12), as the shared design fixes them, until branch `hooks`
+# lands its own entities and migration 0011; on that merge theirs replace these.
+class WebhookEndpoint(Base):
+    __tablename__ = "webhook_endpoints"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    employer_id: Mapped[int] = mapped_column(
+        ForeignKey("employers.id", ondelete="CASCADE"), index=True
+    )
+    url: Mapped[str] = mapped_column(Text)
+    events: Mapped[str] = mapped_column(Text)  # JSON: a list of event types, or ["*"]
+    description: Mapped[str | None] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(10), default="enabled")
+    secret: Mapped[str] = mapped_column(Text)  # a Fernet token
+    previous_secret: Mapped[str | None] = mapped_column(Text)
+    previous_secret_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    disabled_reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class WebhookMessage(Base):
+    __tablename__ = "webhook_messages"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    message_id: Mapped[str] = mapped_column(String(64), unique=True)
+    employer_id: Mapped[int] = mapped_column(Integer)
+    type: Mapped[str] = mapped_column(String(40))
+    payload: Mapped[str] = mapped_column(Text)  # the whole body, exactly as sent
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class WebhookDelivery(Base):
+    __tablename__ = "webhook_deliveries"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    message_pk: Mapped[int] = mapped_column(ForeignKey("webhook_messages.id", ondelete="CASCADE"))
+    endpoint_id: Mapped[int] = mapped_column(ForeignKey("webhook_endpoints.id", ondelete="CASCADE"))
+    status: Mapped[str] = mapped_column(String(10), default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    step: Mapped[int] = mapped_column(Integer, default=0)
+    due_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_status_code: Mapped[int | None] = mapped_column(Integer)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    __table_args__ = (
+        Index("ix_webhook_deliveries_status_due", "status", "due_at"),
+        Index("ix_webhook_deliveries_endpoint", "endpoint_id", "created_at", "id"),
+    )

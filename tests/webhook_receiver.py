@@ -60,7 +60,8 @@ class Receiver:
 
     def trust(self) -> ssl.SSLContext:
         context = ssl.create_default_context()
-        context.load_verify_locations(cadata=self.ca_pem.decode())
+        if self.ca_pem:  # plain HTTP needs none
+            context.load_verify_locations(cadata=self.ca_pem.decode())
         return context
 
 
