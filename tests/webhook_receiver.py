@@ -54,6 +54,9 @@ class Receiver:
     sni: list[str | None] = field(default_factory=list)
     stopping: threading.Event = field(default_factory=threading.Event)
     ca_pem: bytes = b""
+    in_flight: int = 0
+    most_at_once: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def url(self, path: str = "/hook", host: str = HOST_NAME) -> str:
         return f"{self.scheme}://{host}:{self.port}{path}"
@@ -76,7 +79,16 @@ def _handler(receiver: Receiver) -> type[http.server.BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length", "0"))
             body = self.rfile.read(length)
             receiver.received.append(Received(self.path, dict(self.headers.items()), body))
-            b = receiver.behaviour
+            with receiver.lock:
+                receiver.in_flight += 1
+                receiver.most_at_once = max(receiver.most_at_once, receiver.in_flight)
+            try:
+                self._answer(receiver.behaviour)
+            finally:
+                with receiver.lock:
+                    receiver.in_flight -= 1
+
+        def _answer(self, b: Behaviour) -> None:
             if b.hang:
                 receiver.stopping.wait(60)
                 return
