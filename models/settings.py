@@ -173,12 +173,6 @@ def _sender(raw: str) -> str:
     return raw
 
 
-def _schedule(raw: str) -> tuple[float, ...]:
-    """Seconds between webhook attempts (C12): positive numbers, comma-separated."""
-    delays = tuple(_span(1, above=True)(part) for part in raw.split(","))
-    return delays
-
-
 def _every(raw: str) -> float | None:
     """JOBPOST_BEAT_EVERY_SECONDS: a positive number of seconds, or unset."""
     return _span(1, above=True)(raw) if raw.strip() else None
@@ -194,6 +188,32 @@ def _words(raw: str) -> tuple[str, ...]:
 
 def _rule(raw: str) -> str:
     rate_limit(raw)
+    return raw
+
+
+def _schedule(raw: str) -> tuple[float, ...]:
+    """WEBHOOK_RETRY_SCHEDULE: seconds between attempts, comma-separated (C12)."""
+    delays = []
+    for part in raw.split(","):
+        try:
+            delays.append(_span(1)(part.strip()))
+        except ValueError as e:
+            raise ValueError(f"delay {part.strip()!r}: {e} (seconds, comma-separated)") from None
+    return tuple(delays)
+
+
+def _fernet_key(raw: str) -> str | None:
+    """JOBPOST_SECRET_KEY: a Fernet key (url-safe base64 of 32 bytes), checked at start so a
+    typo stops the process rather than every webhook write (C12)."""
+    if not raw:
+        return None
+    from models.secrets import valid_key
+
+    if not valid_key(raw):
+        raise ValueError(
+            "not a Fernet key (url-safe base64 of 32 bytes; make one with "
+            "`python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key())'`)"
+        )
     return raw
 
 
@@ -321,7 +341,7 @@ class Settings:
     webhook_allow_http: bool = False  # C12: development and tests only
     webhook_allow_private: bool = False  # C12: development and tests only
     webhook_retry_schedule: tuple[float, ...] = (5, 300, 1800, 7200, 18000, 36000, 36000)
-    secret_key: str | None = None  # JOBPOST_SECRET_KEY: encrypts webhook secrets (C12)
+    secret_key: str | None = None  # JOBPOST_SECRET_KEY; else the key file (models.secrets)
 
     def __repr__(self) -> str:
         """Every field, but no password: URLs show theirs as HIDDEN, SMTP_PASSWORD is HIDDEN."""
@@ -379,5 +399,5 @@ class Settings:
             webhook_retry_schedule=_read(
                 e, "WEBHOOK_RETRY_SCHEDULE", "5,300,1800,7200,18000,36000,36000", _schedule
             ),
-            secret_key=e.get("JOBPOST_SECRET_KEY") or None,
+            secret_key=_read(e, "JOBPOST_SECRET_KEY", "", _fernet_key, secret=True),
         )

@@ -1,57 +1,130 @@
-"""PROVISIONAL (branch `hooks` owns this module and replaces it on merge): events written as
-a message and its deliveries, in the caller's transaction (C12)."""
+"""Webhook events and endpoints (C12): the rules, and the writes the API and workers share.
+
+An event is one message (one `msg_…` id, its body stored exactly as sent) and one delivery
+per enabled endpoint of the employer that subscribes to its type, written in the caller's
+transaction so an event exists exactly when its cause does. The caller enqueues the
+deliveries after commit (`pending_of`, `models.unit_of_work.after_commit`).
+"""
 
 from __future__ import annotations
 
 import json
 import secrets
-from datetime import datetime
+from datetime import UTC, date, datetime
+from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import and_, insert, literal, or_, select
+import orjson
+from sqlalchemy import ColumnElement, and_, insert, literal, or_, select
 from sqlalchemy.orm import Session
 
 from models.webhook_tables import DELIVERIES, ENDPOINTS, MESSAGES
 
 D, E, M = DELIVERIES.c, ENDPOINTS.c, MESSAGES.c
+
 TEST = "webhook.test"
+# The event types an endpoint may subscribe to (C12); "*" alone means all of them.
+EVENT_TYPES = (
+    "application.received",
+    "job.expired",
+    "job.expiring",
+    "job.refreshed",
+    "job.taken_down",
+    "sync.completed",
+    TEST,
+)
+ALL = "*"
+DELIVERY_STATUSES = ("pending", "sending", "succeeded", "failed", "cancelled")
+
+
+def timestamp(moment: datetime) -> str:
+    """The service's timestamp: UTC, milliseconds, `Z` (C12's message and delivery log)."""
+    moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def _plain(value: Any) -> Any:
+    """What orjson is not to guess: datetimes in the service's format, dates as YYYY-MM-DD,
+    amounts as numbers (C4)."""
+    if isinstance(value, datetime):
+        return timestamp(value)
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    raise TypeError(f"not JSON: {type(value).__name__}")
+
+
+def body(type: str, data: Any, now: datetime) -> str:
+    """The message body exactly as sent, on every attempt and to every endpoint."""
+    message = {"type": type, "timestamp": timestamp(now), "data": data}
+    return orjson.dumps(message, default=_plain, option=orjson.OPT_PASSTHROUGH_DATETIME).decode()
+
+
+def new_message_id() -> str:
+    return f"msg_{secrets.token_urlsafe(18)}"
 
 
 def subscribes(events_json: str, type: str) -> bool:
+    """Whether an endpoint's `events` take `type`. `webhook.test` goes only to the endpoint
+    tested (emit's `endpoint_id`), whatever its events."""
     events = json.loads(events_json)
-    return events == ["*"] or type in events
+    return events == [ALL] or type in events
 
 
-def _stamp(now: datetime) -> str:
-    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+def _subscribed(type: str) -> ColumnElement[bool]:
+    """`subscribes` in SQL. Events are stored as written by `events_json` (validated types,
+    JSON-quoted), so the quoted type found in the text is the type in the list."""
+    return or_(E.events == events_json([ALL]), E.events.contains(f'"{type}"', autoescape=True))
 
 
-def _body(type: str, data: Any, now: datetime) -> str:
-    return json.dumps({"type": type, "timestamp": _stamp(now), "data": data})
+def events_json(events: list[str]) -> str:
+    return json.dumps(events, separators=(",", ":"))
+
+
+DELIVERY_COLUMNS = [
+    "message_pk",
+    "endpoint_id",
+    "status",
+    "attempts",
+    "step",
+    "due_at",
+    "created_at",
+]
 
 
 def emit_batch(
     session: Session, type: str, events: list[tuple[int, Any]], *, now: datetime
 ) -> list[str]:
-    """One message per event and one delivery per enabled endpoint of its employer that
-    subscribes to `type`: two statements whatever the number of events."""
+    """Many events of one type, in three statements whatever their number: find the employers
+    with an endpoint that takes `type`, write their messages (one executemany), then every
+    delivery (one INSERT … SELECT). An event no endpoint takes writes nothing. Returns the
+    ids of the messages written, in the order of `events`."""
     if not events:
         return []
-    ids = [f"msg_{secrets.token_urlsafe(18)}" for _ in events]
-    session.execute(
-        insert(MESSAGES),
-        [
-            {
-                "message_id": i,
-                "employer_id": employer,
-                "type": type,
-                "payload": _body(type, data, now),
-                "created_at": now,
-            }
-            for i, (employer, data) in zip(ids, events, strict=True)
-        ],
+    employers = {employer for employer, _ in events}
+    listening = set(
+        session.scalars(
+            select(E.employer_id)
+            .where(E.employer_id.in_(employers), E.status == "enabled", _subscribed(type))
+            .distinct()
+        )
     )
-    wanted = or_(E.events == '["*"]', E.events.like(f'%"{type}"%'))
+    rows: list[dict[str, Any]] = [
+        {
+            "message_id": new_message_id(),
+            "employer_id": employer,
+            "type": type,
+            "payload": body(type, data, now),
+            "created_at": now,
+        }
+        for employer, data in events
+        if employer in listening
+    ]
+    if not rows:
+        return []
+    ids: list[str] = [row["message_id"] for row in rows]
+    session.execute(insert(MESSAGES), rows)
     chosen = (
         select(
             M.id,
@@ -62,15 +135,10 @@ def emit_batch(
             literal(now, D.due_at.type),
             literal(now, D.created_at.type),
         )
-        .join(ENDPOINTS, and_(E.employer_id == M.employer_id, E.status == "enabled", wanted))
-        .where(M.message_id.in_(ids))
+        .join(ENDPOINTS, and_(E.employer_id == M.employer_id, E.status == "enabled"))
+        .where(M.message_id.in_(ids), _subscribed(type))
     )
-    session.execute(
-        insert(DELIVERIES).from_select(
-            ["message_pk", "endpoint_id", "status", "attempts", "step", "due_at", "created_at"],
-            chosen,
-        )
-    )
+    session.execute(insert(DELIVERIES).from_select(DELIVERY_COLUMNS, chosen))
     return ids
 
 
@@ -83,22 +151,24 @@ def emit(
     endpoint_id: int | None = None,
     now: datetime,
 ) -> str:
-    """One event; `webhook.test` goes to `endpoint_id` only, whatever its events."""
-    message_id = f"msg_{secrets.token_urlsafe(18)}"
-    session.execute(
-        insert(MESSAGES).values(
-            message_id=message_id,
-            employer_id=employer_id,
-            type=type,
-            payload=_body(type, data, now),
-            created_at=now,
-        )
-    )
-    target = and_(E.employer_id == employer_id, E.status == "enabled")
-    if endpoint_id is not None:
-        target = and_(target, E.id == endpoint_id)
-    else:
-        target = and_(target, or_(E.events == '["*"]', E.events.like(f'%"{type}"%')))
+    """One event of `employer_id`; with `endpoint_id` (`webhook.test`), to that enabled
+    endpoint of the employer only, whatever its events. Returns the message id; when no
+    endpoint is to receive the event nothing is written and the id names no message."""
+    if endpoint_id is None:
+        [written] = emit_batch(session, type, [(employer_id, data)], now=now) or [new_message_id()]
+        return written
+    message_id = new_message_id()
+    target = and_(E.id == endpoint_id, E.employer_id == employer_id, E.status == "enabled")
+    values = {
+        "message_id": message_id,
+        "employer_id": employer_id,
+        "type": type,
+        "payload": body(type, data, now),
+        "created_at": now,
+    }
+    if session.execute(select(E.id).where(target)).first() is None:
+        return message_id
+    session.execute(insert(MESSAGES).values(values))
     chosen = select(
         select(M.id).where(M.message_id == message_id).scalar_subquery(),
         E.id,
@@ -108,18 +178,14 @@ def emit(
         literal(now, D.due_at.type),
         literal(now, D.created_at.type),
     ).where(target)
-    session.execute(
-        insert(DELIVERIES).from_select(
-            ["message_pk", "endpoint_id", "status", "attempts", "step", "due_at", "created_at"],
-            chosen,
-        )
-    )
+    session.execute(insert(DELIVERIES).from_select(DELIVERY_COLUMNS, chosen))
     return message_id
 
 
 def pending_of(session: Session, message_ids: list[str]) -> list[int]:
-    """The deliveries just written for these messages, to enqueue after commit."""
+    """The pending deliveries of these messages: what to enqueue once they are committed."""
     if not message_ids:
         return []
     mine = select(M.id).where(M.message_id.in_(message_ids)).scalar_subquery()
-    return list(session.scalars(select(D.id).where(D.message_pk.in_(mine), D.status == "pending")))
+    found = session.scalars(select(D.id).where(D.message_pk.in_(mine), D.status == "pending"))
+    return list(found)

@@ -1,7 +1,4 @@
-"""webhook_endpoints, webhook_messages, webhook_deliveries (C12) — PROVISIONAL
-
-Branch `delivery`'s stand-in for branch `hooks`' migration 0011 of the same tables, so the
-workers' side can be built and tested first; on merging `hooks`, theirs replaces this file.
+"""webhooks: endpoints, messages and their deliveries (C12)
 
 Revision ID: 0011
 Revises: 0008
@@ -26,7 +23,7 @@ def upgrade() -> None:
         sa.Column("employer_id", sa.Integer(), nullable=False),
         sa.Column("url", sa.Text(), nullable=False),
         sa.Column("events", sa.Text(), nullable=False),
-        sa.Column("description", sa.Text(), nullable=True),
+        sa.Column("description", sa.String(length=200), nullable=True),
         sa.Column("status", sa.String(length=10), nullable=False),
         sa.Column("secret", sa.Text(), nullable=False),
         sa.Column("previous_secret", sa.Text(), nullable=True),
@@ -41,19 +38,30 @@ def upgrade() -> None:
             ondelete="CASCADE",
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_webhook_endpoints")),
+        sqlite_autoincrement=True,
     )
-    op.create_index(op.f("ix_webhook_endpoints_employer_id"), "webhook_endpoints", ["employer_id"])
+    op.create_index(
+        "ix_webhook_endpoints_employer_id", "webhook_endpoints", ["employer_id"], unique=False
+    )
     op.create_table(
         "webhook_messages",
         sa.Column("id", sa.Integer(), nullable=False),
-        sa.Column("message_id", sa.String(length=64), nullable=False),
+        sa.Column("message_id", sa.String(length=40), nullable=False),
         sa.Column("employer_id", sa.Integer(), nullable=False),
         sa.Column("type", sa.String(length=40), nullable=False),
         sa.Column("payload", sa.Text(), nullable=False),
         sa.Column("created_at", sa.DateTime(), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["employer_id"],
+            ["employers.id"],
+            name=op.f("fk_webhook_messages_employer_id_employers"),
+            ondelete="CASCADE",
+        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_webhook_messages")),
         sa.UniqueConstraint("message_id", name=op.f("uq_webhook_messages_message_id")),
+        sqlite_autoincrement=True,
     )
+    op.create_index("ix_webhook_messages_employer", "webhook_messages", ["employer_id"])
     op.create_table(
         "webhook_deliveries",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -82,17 +90,24 @@ def upgrade() -> None:
             ondelete="CASCADE",
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_webhook_deliveries")),
+        sqlite_autoincrement=True,
     )
+    # The sweeper finds due and leased-out deliveries; an endpoint's log is read newest first.
     op.create_index("ix_webhook_deliveries_status_due", "webhook_deliveries", ["status", "due_at"])
     op.create_index(
-        "ix_webhook_deliveries_endpoint",
+        "ix_webhook_deliveries_endpoint_created",
         "webhook_deliveries",
         ["endpoint_id", "created_at", "id"],
     )
+    op.create_index("ix_webhook_deliveries_message_pk", "webhook_deliveries", ["message_pk"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_webhook_deliveries_message_pk", table_name="webhook_deliveries")
+    op.drop_index("ix_webhook_deliveries_endpoint_created", table_name="webhook_deliveries")
+    op.drop_index("ix_webhook_deliveries_status_due", table_name="webhook_deliveries")
     op.drop_table("webhook_deliveries")
+    op.drop_index("ix_webhook_messages_employer", table_name="webhook_messages")
     op.drop_table("webhook_messages")
-    op.drop_index(op.f("ix_webhook_endpoints_employer_id"), table_name="webhook_endpoints")
+    op.drop_index("ix_webhook_endpoints_employer_id", table_name="webhook_endpoints")
     op.drop_table("webhook_endpoints")
