@@ -75,11 +75,15 @@ def run_expire(factory: sessionmaker[Session], s: Settings, today: Any = None) -
 
 
 def run_refresh(factory: sessionmaker[Session], s: Settings, today: Any = None) -> int:
-    """Expiry first, then the refresh (models.upkeep.expire_and_refresh, C5); each logged."""
+    """Expiry first, then the refresh, then the job.expiring scan
+    (models.upkeep.expire_and_refresh, C5, C12); each logged."""
     day = today or today_in(s.timezone)
     done = upkeep.expire_and_refresh(factory, today=day)
     changed("expire", done.expired, f"active jobs closed before {day} archived")
-    return changed("refresh", done.refreshed, f"auto-refresh jobs re-published on {day}")
+    refreshed = changed("refresh", done.refreshed, f"auto-refresh jobs re-published on {day}")
+    # Their webhook deliveries go with the next sweep (a minute at most, C12).
+    changed("expiring", done.expiring, f"job.expiring events for jobs closing {day} or soon")
+    return refreshed
 
 
 def run_purge(factory: sessionmaker[Session], s: Settings, today: Any = None) -> int:
