@@ -38,12 +38,17 @@ def _nothing(application_id: int, request_id: str | None) -> None:
     """No broker wired: the sweeper enqueues the outbox entry later."""
 
 
+def _no_webhooks(delivery_ids: list[int]) -> None:
+    """No broker wired: the sweeper enqueues the webhook deliveries later."""
+
+
 @dataclass
 class Collaborators:
     """What the app needs from outside HTTP; `get_app` wires the real ones."""
 
     today: Callable[[], date] | None = None
     enqueue: applications.Enqueue = _nothing
+    enqueue_webhooks: Callable[[list[int]], object] = _no_webhooks  # C12 deliveries
     limiter: ratelimit.Limiter | None = None
     ready_checks: dict[str, health.Check] = field(default_factory=dict)
     queue_depths: observability.QueueDepths | None = None  # for /metrics (C9)
@@ -74,7 +79,13 @@ def create_app(
     app.req_options.strip_url_path_trailing_slash = True
     errors.register(app, serialize_error)  # problems, but pages on the pages
     base = settings.public_base_url
-    intake = applications.Intake(limiter, parts.enqueue, settings.trusted_proxies)
+    intake = applications.Intake(
+        limiter,
+        parts.enqueue,
+        settings.trusted_proxies,
+        enqueue_webhooks=parts.enqueue_webhooks,
+        public_base_url=base,
+    )
     kept = cache.Representations(int(settings.job_cache_mb * 2**20))
     routes: dict[str, object] = {
         f"{API}/jobs": jobs.JobCollection(clock, base),
@@ -131,6 +142,7 @@ def get_app() -> WsgiApp:
     timeout = settings.ready_timeout_seconds
     parts = Collaborators(
         enqueue=lambda app_id, rid: enqueue.deliver(publisher, app_id, rid),
+        enqueue_webhooks=lambda ids: enqueue.deliver_webhooks(publisher, ids),
         ready_checks={
             "database": health.database_check(engine),
             "broker": lambda: broker.ping(settings.broker_url, timeout),
