@@ -25,8 +25,11 @@ class MissingKey(RuntimeError):
 
 
 class KeySource(Protocol):
+    """Where the key comes from: Settings (JOBPOST_SECRET_KEY and the var folder)."""
+
     @property
     def secret_key(self) -> str | None: ...
+
     @property
     def var_dir(self) -> Path: ...
 

@@ -10,9 +10,6 @@ its own timeout, so a receiver that drips its answer byte by byte cannot hold th
 
 from __future__ import annotations
 
-import concurrent.futures
-import ipaddress
-import socket
 import ssl
 import time
 from collections.abc import Callable, Iterable
@@ -21,6 +18,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpcore
+
+from models import webhook_urls
 
 CONNECT_TIMEOUT = 10.0  # seconds (C12)
 EXCHANGE_LIMIT = 15.0  # seconds for the whole exchange, connection included (C12)
@@ -39,24 +38,6 @@ class Refused(Exception):
 class Answer:
     status: int
     body: bytes  # at most MAX_ANSWER bytes of it
-
-
-def resolve_host(host: str, port: int, timeout: float) -> list[str]:
-    """The host's addresses: an IP literal is itself; a name goes through getaddrinfo, in a
-    thread given `timeout` seconds (getaddrinfo itself cannot be bounded)."""
-    try:
-        return [str(ipaddress.ip_address(host))]
-    except ValueError:
-        pass
-    lookup = _LOOKUPS.submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
-    try:
-        found = lookup.result(timeout=timeout)
-    except concurrent.futures.TimeoutError:
-        raise OSError(f"no answer within {timeout:g} s") from None
-    return list(dict.fromkeys(str(info[4][0]) for info in found))
-
-
-_LOOKUPS = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="webhook-dns")
 
 
 class _Deadline:
@@ -138,7 +119,7 @@ class Client:
     (models.webhook_urls; tests fake DNS), as is the TLS trust (tests trust a throwaway CA)."""
 
     allowed: AddressAllowed
-    resolve: Resolve = resolve_host
+    resolve: Resolve = webhook_urls.resolve  # getaddrinfo within its 2 s
     ssl_context: ssl.SSLContext = field(default_factory=ssl.create_default_context)
     connect_timeout: float = CONNECT_TIMEOUT
     exchange_limit: float = EXCHANGE_LIMIT
