@@ -158,6 +158,12 @@ def test_a_closed_connection_is_an_error(receiver: Receiver) -> None:
         post(make_client(receiver), receiver)
 
 
+def test_the_default_resolver_refuses_a_name_that_does_not_resolve() -> None:
+    c = client.Client(allowed=lambda ip: True)
+    with pytest.raises(client.Refused, match="does not resolve"):
+        c.post("https://no-such-host.invalid/x", b"{}", {}, limit=5)
+
+
 def test_plain_http_when_the_url_says_so() -> None:
     with receiving() as r:
         c = client.Client(allowed=lambda ip: True, resolve=local)

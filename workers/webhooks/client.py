@@ -133,7 +133,7 @@ class Client:
         port = parts.port or (443 if parts.scheme == "https" else 80)
         try:
             addresses = self.resolve(host, port, min(2.0, self.connect_timeout))
-        except OSError as e:
+        except (OSError, webhook_urls.Unresolved) as e:
             raise Refused(f"{host} does not resolve: {e}") from None
         if not addresses:
             raise Refused(f"{host} does not resolve")
