@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 from cryptography.fernet import Fernet
 from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session, sessionmaker
@@ -136,7 +137,10 @@ def test_a_delivery_is_signed_sent_once_and_recorded(
 ) -> None:
     employer_id, _ = endpoint(factory, receiver)
     [d] = emit(factory, employer_id)
+    counted = {"event": "job.expired", "outcome": "succeeded"}
+    before = REGISTRY.get_sample_value("jobpost_webhook_deliveries_total", counted) or 0
     assert deliver(factory, hook_settings, receiver, d) == "succeeded"
+    assert REGISTRY.get_sample_value("jobpost_webhook_deliveries_total", counted) == before + 1
     [got] = receiver.received
     body = Webhook(SECRET).verify(got.body, got.headers)
     assert body["type"] == "job.expired" and body["data"] == {"id": 7, "title": "Cook"}
