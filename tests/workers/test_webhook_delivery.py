@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client import REGISTRY
 from cryptography.fernet import Fernet
+from prometheus_client import REGISTRY
 from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session, sessionmaker
 from standardwebhooks import Webhook
