@@ -289,24 +289,3 @@ def oldest_pending_age(session: Session, *, now: datetime) -> float:
         oldest = oldest.replace(tzinfo=UTC)
     age: float = (now - oldest).total_seconds()
     return max(age, 0.0)
-
-
-def listing(session: Session, endpoint_id: int) -> list[Row[Any]]:
-    """An endpoint's deliveries, newest first, with their message id and event type."""
-    return list(
-        session.execute(
-            select(
-                M.message_id,
-                M.type,
-                D.status,
-                D.attempts,
-                D.last_status_code,
-                D.last_error,
-                D.created_at,
-                D.delivered_at,
-            )
-            .join(MESSAGES, M.id == D.message_pk)
-            .where(D.endpoint_id == endpoint_id)
-            .order_by(D.created_at.desc(), D.id.desc())
-        )
-    )

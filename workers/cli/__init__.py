@@ -21,7 +21,7 @@ from models.employers import PLANS
 from models.engines import database_said
 from models.errors import DomainError
 from models.settings import Settings
-from workers.cli import database, employers, operations, services
+from workers.cli import database, employers, operations, services, webhooks
 from workers.cli.command import Command, Handler, json_flag
 
 
@@ -112,6 +112,16 @@ def parser() -> argparse.ArgumentParser:
     json_flag(retry)
 
     cmd(sub, "queues", operations.queues, "depth of each Celery queue and the workers seen")
+
+    hooks = sub.add_parser("webhooks", help="webhook endpoints and deliveries (C12)")
+    hooks_sub = hooks.add_subparsers(dest="sub", required=True)
+    c = cmd(hooks_sub, "deliveries", webhooks.deliveries, "an endpoint's deliveries, newest first")
+    c.add_argument("webhook_id", type=int)
+    c = cmd(hooks_sub, "retry", webhooks.retry, "failed deliveries sent again, schedule anew")
+    c.add_argument("webhook_id", type=int)
+    which = c.add_mutually_exclusive_group(required=True)
+    which.add_argument("message_id", nargs="?")
+    which.add_argument("--all-failed", action="store_true")
     return p
 
 

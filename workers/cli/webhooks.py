@@ -1,0 +1,60 @@
+"""`jobpost webhooks deliveries|retry` (C12): an operator's view of an endpoint's deliveries,
+and failed ones sent again with the whole retry schedule anew."""
+
+from __future__ import annotations
+
+import argparse
+
+from api.webhooks import delivery as shape  # the API's own delivery shape (C14)
+from models import webhook_delivery, webhooks
+from models.dates import utcnow
+from models.entities import WebhookEndpoint
+from models.unit_of_work import session_scope
+from workers import enqueue
+from workers.cli.command import Command, out
+
+EVERY = 1_000_000  # an operator's listing is not paged
+
+
+def _endpoint(command: Command, webhook_id: int) -> None:
+    with command.sessions() as s:
+        if s.get(WebhookEndpoint, webhook_id) is None:
+            raise ValueError(f"no webhook {webhook_id}")
+
+
+def deliveries(args: argparse.Namespace, command: Command) -> int:
+    """An endpoint's deliveries, newest first, as the API shows them."""
+    _endpoint(command, args.webhook_id)
+    with command.sessions() as s:
+        page = webhooks.list_deliveries(s, args.webhook_id, status=None, limit=EVERY, offset=0)
+    data = [shape(d) for d in page.deliveries]
+    lines = [f"{'message':<28} {'event':<22} {'status':<10} {'attempts':>8} {'code':>4}  error"]
+    for d in data:
+        code = "" if d["lastStatusCode"] is None else str(d["lastStatusCode"])
+        lines.append(
+            f"{d['id']:<28} {d['event']:<22} {d['status']:<10} {d['attempts']:>8} {code:>4}  "
+            f"{d['lastError'] or ''}"
+        )
+    out(args, {"data": data}, "\n".join(lines))
+    return 0
+
+
+def retry(args: argparse.Namespace, command: Command) -> int:
+    """Failed deliveries of an endpoint (one message's, or all) back to pending, and
+    enqueued; a delivery that has not failed is refused, as by the API (C12)."""
+    if (args.message_id is None) == (not args.all_failed):
+        raise ValueError("name a MESSAGE_ID or --all-failed")
+    _endpoint(command, args.webhook_id)
+    with session_scope(command.sessions) as s:
+        if args.message_id is not None:
+            ids = [webhooks.retry_delivery(s, args.webhook_id, args.message_id, now=utcnow())]
+        else:
+            ids = webhook_delivery.retry_failed(s, args.webhook_id, None, now=utcnow())
+    queued = enqueue.deliver_webhooks(command.celery, ids)
+    out(
+        args,
+        {"retried": len(ids), "enqueued": queued},
+        f"{len(ids)} failed deliveries back to pending; {queued} enqueued"
+        + ("" if queued == len(ids) else " (the sweeper enqueues the rest)"),
+    )
+    return 0
