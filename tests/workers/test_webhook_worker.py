@@ -159,3 +159,20 @@ def test_in_each_pool_a_worker_killed_mid_send_leaves_the_delivery_to_the_sweepe
     assert {r.headers["webhook-id"] for r in receiver.received} == {
         receiver.received[0].headers["webhook-id"]
     }  # the same message id: the receiver de-duplicates
+
+
+@pytest.mark.parametrize("pool", EVERY_POOL)
+@pytest.mark.parametrize("stack", [REDIS_POSTGRES], indirect=True)
+def test_in_each_pool_a_warm_shutdown_mid_send_finishes_and_records_it(
+    stack: Stack, pool: str, receiver: Receiver
+) -> None:
+    receiver.behaviour = Behaviour(status=204, delay=1.0)
+    [d] = hooked(stack, receiver, 1)
+    start(stack, pool)
+    enqueue.deliver_webhooks(stack.celery, [d])
+    wait_for(lambda: receiver.received, timeout=30, what="the receiver to hold the POST")
+    worker = stack.workers[0]
+    worker.stop(timeout=30)  # SIGTERM: Celery's warm shutdown
+    assert worker.proc.returncode == 0, "the worker did not end by itself"
+    assert statuses(stack, [d]) == {d: ("succeeded", 1)}
+    assert len(receiver.received) == 1
