@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from models.entities import Employer, WebhookEndpoint
 from models.errors import DeliveryNotFailed, FieldError, NotFound, ValidationFailed, WebhookDisabled
-from models.secrets import encrypt, new_secret
+from models.secrets import KeySource, MissingKey, encrypt, load_key, new_secret
 from models.webhook_tables import DELIVERIES, ENDPOINTS, MESSAGES
 from models.webhook_urls import Resolve, check_url, resolve
 
@@ -309,6 +309,22 @@ def check_write(body: dict[str, Any], policy: UrlPolicy, *, create: bool) -> End
     return EndpointWrite(url, events, description, "description" in body, status)
 
 
+def shape(e: WebhookEndpoint, secret: str | None = None) -> dict[str, Any]:
+    """An endpoint's read shape (the API's, and `jobpost webhooks list --json`'s); the secret
+    only in the answer that made it (C12)."""
+    body: dict[str, Any] = {
+        "id": e.id,
+        "url": e.url,
+        "events": json.loads(e.events),
+        "description": e.description,
+        "status": e.status,
+        "createdAt": timestamp(e.created_at),
+    }
+    if secret is not None:
+        body["secret"] = secret
+    return body
+
+
 def _lock_employer(session: Session, employer_id: int) -> None:
     """Serialise the employer's endpoint writes, so two concurrent POSTs cannot make an
     eleventh (SQLite's BEGIN IMMEDIATE already serialises every write)."""
@@ -477,3 +493,14 @@ def retry_delivery(session: Session, endpoint_id: int, message_id: str, *, now: 
     raise DeliveryNotFailed(
         f"The delivery of {message_id} has not failed; only a failed one is retried."
     )
+
+
+def key_needed(session: Session, settings: KeySource) -> None:
+    """Stop a process that would need the key and has none: MissingKey, naming the
+    variable, when neither JOBPOST_SECRET_KEY nor the key file exists and a webhook endpoint
+    does (C12). Without endpoints, nothing needs it yet."""
+    try:
+        load_key(settings)
+    except MissingKey:
+        if session.execute(select(E.id).limit(1)).first() is not None:
+            raise

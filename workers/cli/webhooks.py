@@ -1,11 +1,15 @@
-"""`jobpost webhooks deliveries|retry` (C12): an operator's view of an endpoint's deliveries,
-and failed ones sent again with the whole retry schedule anew."""
+"""`jobpost webhooks list|deliveries|retry` (C12, C14): the endpoints of every employer, or
+of one; an endpoint's deliveries; failed ones sent again with the retry schedule anew."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 
-from api.webhooks import delivery as shape  # the API's own delivery shape (C14)
+from sqlalchemy import select
+from sqlalchemy.exc import DBAPIError
+
+from api.webhooks import delivery as delivery_shape  # the API's own shape (C14)
 from models import webhook_delivery, webhooks
 from models.dates import utcnow
 from models.entities import WebhookEndpoint
@@ -13,7 +17,37 @@ from models.unit_of_work import session_scope
 from workers import enqueue
 from workers.cli.command import Command, out
 
+log = logging.getLogger("jobpost.cli")
 EVERY = 1_000_000  # an operator's listing is not paged
+
+
+def webhooks_list(args: argparse.Namespace, command: Command) -> int:
+    """Oldest first, without secrets; --json prints the API's shape of each, with its
+    employer (the operator sees every employer's)."""
+    query = select(WebhookEndpoint).order_by(WebhookEndpoint.id)
+    if args.employer is not None:
+        query = query.where(WebhookEndpoint.employer_id == args.employer)
+    with session_scope(command.sessions) as s:
+        found = [(e.employer_id, webhooks.shape(e)) for e in s.scalars(query)]
+    data = [{**shape, "employerId": employer} for employer, shape in found]
+    lines = [f"{'id':>6}  {'employer':>8}  {'status':<8}  {'events':<30}  url"]
+    for w in data:
+        events = ",".join(w["events"])
+        lines.append(
+            f"{w['id']:>6}  {w['employerId']:>8}  {w['status']:<8}  {events:<30}  {w['url']}"
+        )
+    out(args, {"data": data}, "\n".join(lines))
+    return 0
+
+
+def key_needed(command: Command) -> None:
+    """Before a long-running process starts: stop with one line if webhooks exist and no key
+    can read their secrets (C12). A database not migrated yet has none: nothing to check."""
+    try:
+        with session_scope(command.sessions) as s:
+            webhooks.key_needed(s, command.settings)
+    except DBAPIError as e:
+        log.debug("webhook key not checked: %s", e)
 
 
 def _endpoint(command: Command, webhook_id: int) -> None:
@@ -27,7 +61,7 @@ def deliveries(args: argparse.Namespace, command: Command) -> int:
     _endpoint(command, args.webhook_id)
     with command.sessions() as s:
         page = webhooks.list_deliveries(s, args.webhook_id, status=None, limit=EVERY, offset=0)
-    data = [shape(d) for d in page.deliveries]
+    data = [delivery_shape(d) for d in page.deliveries]
     lines = [f"{'message':<28} {'event':<22} {'status':<10} {'attempts':>8} {'code':>4}  error"]
     for d in data:
         code = "" if d["lastStatusCode"] is None else str(d["lastStatusCode"])
