@@ -197,8 +197,8 @@ def disable_failing(
     session: Session, *, now: datetime, timing: Timing, endpoint_id: int | None = None
 ) -> list[int]:
     """Enabled endpoints (one, or all) with failed deliveries and no successful one for
-    `failing_days`, that have been enabled that long (a re-enabled endpoint gets its days
-    anew): disabled, their pending deliveries failed (C12)."""
+    `failing_days`, and unchanged that long (a re-enabled endpoint gets its days anew; so
+    does one just edited): disabled, their pending deliveries failed (C12)."""
     since = now - timedelta(days=timing.failing_days)
     succeeded = exists().where(
         D.endpoint_id == E.id, D.status == "succeeded", D.delivered_at >= since
