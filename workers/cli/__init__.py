@@ -120,7 +120,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--employer", type=int, help="only this employer's")
     c = cmd(hook, "deliveries", webhooks.deliveries, "an endpoint's deliveries, newest first")
     c.add_argument("webhook_id", type=int)
-    c = cmd(hook, "retry", webhooks.retry, "failed deliveries sent again, schedule anew")
+    c = cmd(hook, "retry", webhooks.deliveries_retry, "failed deliveries sent again, schedule anew")
     c.add_argument("webhook_id", type=int)
     which = c.add_mutually_exclusive_group(required=True)
     which.add_argument("message_id", nargs="?")

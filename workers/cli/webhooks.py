@@ -73,7 +73,7 @@ def deliveries(args: argparse.Namespace, command: Command) -> int:
     return 0
 
 
-def retry(args: argparse.Namespace, command: Command) -> int:
+def deliveries_retry(args: argparse.Namespace, command: Command) -> int:
     """Failed deliveries of an endpoint (one message's, or all) back to pending, and
     enqueued; a delivery that has not failed is refused, as by the API (C12)."""
     if (args.message_id is None) == (not args.all_failed):
