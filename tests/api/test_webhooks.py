@@ -608,3 +608,22 @@ def test_my_delivery_is_not_retried_through_another_of_my_endpoints(
     fail(hooks, message)
     path = f"{V}/webhooks/{two['id']}/deliveries/{message}/retry"
     assert hooks.api.post(path, key=employer.key).status_code == 404
+
+
+def test_without_a_key_a_registration_is_refused_and_nothing_written(
+    settings: Settings,
+    sessions: sessionmaker[Session],
+    clock: Clock,
+    employer: Account,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Neither JOBPOST_SECRET_KEY nor the key file: no secret can be stored. The client gets
+    a 500 saying nothing more; the log names the variable (C12)."""
+    policy = webhooks.UrlPolicy(resolve=resolver(HOSTS))
+    app = create_app(settings, sessions, Collaborators(url_policy=policy), today=clock)
+    result = Api(app).post(f"{V}/webhooks", key=employer.key, json={"url": URL, "events": ["*"]})
+    assert (result.status_code, result.json["code"]) == (500, "internal_error")
+    assert "JOBPOST_SECRET_KEY" not in result.text
+    assert any("JOBPOST_SECRET_KEY" in r.getMessage() for r in caplog.records)
+    with sessions() as s:
+        assert s.scalars(select(WebhookEndpoint)).all() == []
