@@ -78,7 +78,13 @@ def create_app(
     app.req_options.strip_url_path_trailing_slash = True
     errors.register(app, serialize_error)  # problems, but pages on the pages
     base = settings.public_base_url
-    intake = applications.Intake(limiter, parts.enqueue, settings.trusted_proxies)
+    intake = applications.Intake(
+        limiter,
+        parts.enqueue,
+        settings.trusted_proxies,
+        enqueue_webhooks=parts.enqueue_webhooks,
+        public_base_url=base,
+    )
     kept = cache.Representations(int(settings.job_cache_mb * 2**20))
     hooks = webhooks.Context(
         keys=settings,

@@ -167,6 +167,8 @@ def make_celery(
         task_default_queue=EMAIL_QUEUE,
         task_routes={
             "jobpost.deliver": {"queue": EMAIL_QUEUE},
+            # Webhooks are network waits as copies are: the same workers overlap both (C12).
+            "jobpost.deliver_webhook": {"queue": EMAIL_QUEUE},
             "jobpost.*": {"queue": MAINTENANCE_QUEUE},
         },
         task_create_missing_queues=True,

@@ -142,6 +142,7 @@ class Stack:
         concurrency: int = 1,
         time_limits: tuple[float, float] | None = None,
         pool: str | None = None,
+        extra: dict[str, str] | None = None,
     ) -> Worker:
         n = len(self.workers) + 1
         env = worker_env(
@@ -149,6 +150,7 @@ class Stack:
             broker_url=self.broker_url,
             smtp_port=smtp_port,
             workdir=self.workdir,
+            extra=extra,
         )
         name = f"w{n}-{secrets.token_hex(3)}"
         log = self.workdir / f"worker-{n}.log"

@@ -118,6 +118,13 @@ def parser() -> argparse.ArgumentParser:
     hook = hooks.add_subparsers(dest="sub", required=True)
     c = cmd(hook, "list", webhooks.webhooks_list, "webhook endpoints, oldest first, no secrets")
     c.add_argument("--employer", type=int, help="only this employer's")
+    c = cmd(hook, "deliveries", webhooks.deliveries, "an endpoint's deliveries, newest first")
+    c.add_argument("webhook_id", type=int)
+    c = cmd(hook, "retry", webhooks.deliveries_retry, "failed deliveries sent again, schedule anew")
+    c.add_argument("webhook_id", type=int)
+    which = c.add_mutually_exclusive_group(required=True)
+    which.add_argument("message_id", nargs="?")
+    which.add_argument("--all-failed", action="store_true")
     return p
 
 
