@@ -323,3 +323,25 @@ def test_a_figure_not_measured_fails_its_target() -> None:
     assert len(found) == 4 and not any(t.passed for t in found)
     assert all("not measured" in t.measured for t in found)
     assert "create" in sync.table(figures())
+
+
+@pytest.mark.parametrize(
+    ("outcome", "resource", "accepted"),
+    [
+        ("created", {"processed": 3, "created": 3}, True),
+        ("created", {"processed": 3, "created": 2, "updated": 1}, False),
+        ("created", {"processed": 2, "created": 2}, False),  # one still pending
+        ("unchanged", {"processed": 3, "unchanged": 2, "updated": 1}, True),
+        ("unchanged", {"processed": 3, "unchanged": 2, "failed": 1}, False),
+        ("updated", {"processed": 3, "updated": 2, "created": 1}, False),
+    ],
+)
+def test_a_run_whose_items_did_not_all_apply_stops_the_bench(
+    outcome: str, resource: dict[str, int], accepted: bool
+) -> None:
+    run = sync.SyncRun("r", 0.1, 1, 1.0, {"total": 3, **resource}, 0, 0.0, 0.0)
+    if accepted:
+        sync._check_outcomes(run, outcome, 3)
+    else:
+        with pytest.raises(RuntimeError, match="expected"):
+            sync._check_outcomes(run, outcome, 3)
