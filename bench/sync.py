@@ -123,6 +123,7 @@ class Result:
     load_average: list[float] = field(default_factory=list)
     archived_beforehand: int = 0  # the employer's active jobs a snapshot would have archived
     restored: int = 0  # jobs put back as they were
+    commit_ms: float = 0.0  # a durable commit of the bench database, median
     seconds: float = 0.0
 
 
@@ -154,6 +155,7 @@ def run(options: Options) -> bool:
     )
     out = options.out_dir
     result.archived_beforehand = _archive_beforehand(seeded)
+    result.commit_ms = api._commit_ms(seeded.url)
     try:
         with ExitStack() as stack:
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="jobpost-")))
@@ -604,6 +606,12 @@ def _report(options: Options, result: Result) -> bool:
             f"GET one job at {GET_RATE:.0f} req/s, {name}: p99 {measured.p99_ms:.2f} ms "
             f"(p50 {measured.p50_ms:.2f}, max {measured.max_ms:.2f}; {measured.requests} requests)"
         )
+    if result.commit_ms:
+        print(
+            f"a durable commit of the bench database: {result.commit_ms:.1f} ms (median of "
+            f"{api.COMMITS}): a run that commits each item apart cannot pass "
+            f"{1000 / result.commit_ms:,.0f} jobs/s here"
+        )
     print()
     print(report.targets(found))
     if max(result.load_average) > server.cores() / 2:
@@ -629,6 +637,7 @@ def _report(options: Options, result: Result) -> bool:
             "intake": result.intake,
             "archived_beforehand": result.archived_beforehand,
             "restored": result.restored,
+            "commit_ms": result.commit_ms,
             "targets": found,
         },
     )

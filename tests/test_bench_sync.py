@@ -21,6 +21,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from bench import loads, memory, seed, server, sync, sync_data
+from bench.options import Options
 from models import employers, jobs
 from models.engines import make_engine
 from models.migrate import upgrade
@@ -345,3 +346,19 @@ def test_a_run_whose_items_did_not_all_apply_stops_the_bench(
     else:
         with pytest.raises(RuntimeError, match="expected"):
             sync._check_outcomes(run, outcome, 3)
+
+
+def test_the_report_prints_the_table_and_writes_the_figures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = figures()
+    result.load_average = [1.0, 1.5]
+    result.commit_ms = 4.0
+    options = replace(Options.defaults(), out_dir=tmp_path)
+    assert sync._report(options, result) is True
+    printed = capsys.readouterr().out
+    assert "sync run, create" in printed and "PASS  create run ≥ 5× the PUT loop" in printed
+    assert "cannot pass 250 jobs/s" in printed
+    written = json.loads((tmp_path / "sync.json").read_text())
+    assert written["bench"] == "sync" and len(written["targets"]) == 4
+    assert written["runs"][0]["resource"]["created"] == 10_000
