@@ -304,7 +304,7 @@ def _put_loops(
         flush=True,
     )
     for name, expect in (("create", 201), ("resend", 200)):
-        web, db = srv.cpu_seconds(), api._backends_cpu(result.seed.url)
+        web, db = srv.cpu_seconds(), _backends_cpu(result.seed.url)
         sent = loads.send_all(
             srv.base_url, "PUT", f"{API}/jobs", encoded, headers, connections=CONNECTIONS
         )
@@ -324,8 +324,21 @@ def _put_loops(
         )
 
 
+def _backends_cpu(url: str) -> dict[int, float]:
+    """CPU seconds of each client backend of the bench database, by pid: the connections
+    of the server, the worker and the bench, not autovacuum, which a long run may wake and
+    which `api._backends_cpu` would count."""
+    conninfo = _conninfo(url)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        pids = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return {pid: server.cpu_seconds(pid) for (pid,) in pids}
+
+
 def _db_cpu_since(url: str, before: dict[int, float]) -> float:
-    after = api._backends_cpu(url)
+    after = _backends_cpu(url)
     return sum(s - before.get(pid, 0.0) for pid, s in after.items())
 
 
@@ -426,7 +439,7 @@ def _timed_run(
     client: Client, url: str, pid: int, name: str, items: Sequence[dict[str, Any]]
 ) -> SyncRun:
     body = json.dumps({"mode": "snapshot", "jobs": list(items)})
-    worker_cpu, db = server.tree_cpu_seconds(pid), api._backends_cpu(url)
+    worker_cpu, db = server.tree_cpu_seconds(pid), _backends_cpu(url)
     with memory.Peak(lambda: server.tree_rss_bytes(pid)) as peak:
         started = time.perf_counter()
         answer = client.request("POST", SYNCS, body)

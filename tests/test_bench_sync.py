@@ -362,3 +362,14 @@ def test_the_report_prints_the_table_and_writes_the_figures(
     written = json.loads((tmp_path / "sync.json").read_text())
     assert written["bench"] == "sync" and len(written["targets"]) == 4
     assert written["runs"][0]["resource"]["created"] == 10_000
+
+
+def test_database_cpu_counts_the_client_backends(seeded: seed.Seed) -> None:
+    conninfo = make_url(seeded.url).set(drivername="postgresql").render_as_string(False)
+    with psycopg.connect(conninfo) as busy:
+        found = busy.execute("SELECT pg_backend_pid()").fetchone()
+        assert found is not None
+        before = sync._backends_cpu(seeded.url)
+        assert found[0] in before
+        busy.execute("SELECT count(*) FROM generate_series(1, 5000000)")
+        assert sync._db_cpu_since(seeded.url, before) > 0
