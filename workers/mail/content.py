@@ -48,8 +48,12 @@ def utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
+# Whitespace but the no-break spaces French typography puts before « : » and the like (C13).
+_SPACES = re.compile(r"(?:(?![\u00a0\u202f])\s)+")
+
+
 def _one_line(value: str) -> str:
-    return " ".join(value.split())
+    return _SPACES.sub(" ", value).strip()
 
 
 def applicant_address(copy: ApplicationCopy) -> Address:
