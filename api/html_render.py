@@ -263,7 +263,9 @@ def job_page(
     """The public job page (C8): the job, and the form (Email) or a link (URL). `action` is
     the form's address, the page's language in it so the answers keep it (C13)."""
     text = job_text(job, lang)
-    locations = "; ".join(place_name(loc.description, loc.type, lang) for loc in job.locations)
+    # Translated as a whole: French puts a narrow no-break space before the semicolon (OQLF).
+    separator = lang.gettext("; ")
+    locations = separator.join(place_name(loc.description, loc.type, lang) for loc in job.locations)
     categories = ", ".join(lang.gettext(c.category.name) for c in job.job_categories)
     facts = [
         (lang.ngettext("Location", "Locations", len(job.locations)), locations),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from babel.messages.catalog import Catalog, Message
@@ -30,11 +31,13 @@ def _entries(catalog: Catalog) -> list[Message]:
 
 
 def _strings(message: Message) -> list[str]:
-    return list(message.string) if isinstance(message.string, tuple) else [message.string]
+    value: Any = message.string
+    return [str(v) for v in value] if isinstance(value, list | tuple) else [str(value or "")]
 
 
 def _ids(message: Message) -> list[str]:
-    return list(message.id) if isinstance(message.id, tuple) else [message.id]
+    value: Any = message.id
+    return [str(v) for v in value] if isinstance(value, list | tuple) else [str(value)]
 
 
 def _key(value: object) -> object:
@@ -44,7 +47,7 @@ def _key(value: object) -> object:
 def extracted() -> set[str | tuple[str, ...]]:
     """The msgids Babel extracts from the sources today, as `make catalogs` does."""
     with (ROOT / "babel.cfg").open() as f:
-        method_map, options_map = parse_mapping_cfg(f)
+        method_map, options_map = parse_mapping_cfg(f)  # type: ignore[no-untyped-call]
     found: set[str | tuple[str, ...]] = set()
     for folder in ("api", "models", "workers"):
         for _file, _line, message, _comments, _context in extract_from_dir(
