@@ -295,8 +295,13 @@ def job_page(
 
 def applied_page(job: Job | None, lang: Language, links: Links, *, back: str) -> str:
     """The thank-you page; it names the job only while the job is public."""
-    text = job_text(job, lang) if job is not None else None
-    return _render("applied.html", lang, links, job=job, text=text, back=back)
+    title = None
+    if job is not None:
+        text = job_text(job, lang)
+        title = Markup("{}").format(text.title)
+        if text.lang:  # the job's own text, in another language than the page's (C13)
+            title = Markup('<span lang="{}">{}</span>').format(text.lang, text.title)
+    return _render("applied.html", lang, links, job=job, title=title, back=back)
 
 
 def apply_elsewhere_page(job: Job, url: str, lang: Language, links: Links) -> str:

@@ -94,8 +94,6 @@ def serialize_error(req: falcon.Request, resp: falcon.Response, error: falcon.HT
         heading = _("This request could not be answered")
         message = _("Please go back to the job and try again.")
     send_html(resp, html_render.error_page(heading, message, lang, links(req)), lang, status)
-    if status == 405 and error.headers:  # Allow, as falcon sets it
-        resp.set_headers(_headers(error))
 
 
 def send_not_found(req: falcon.Request, resp: falcon.Response) -> None:
@@ -166,7 +164,9 @@ class ApplyRedirect:
             send_not_found(req, resp)
             return
         resp.status = 302
-        resp.location = elsewhere(job) or f"/jobs/{job.id}#apply"
+        chosen = languages.from_query(req)  # kept for the form's page (C13)
+        own = f"/jobs/{job.id}" + (f"?lang={chosen}" if chosen else "") + "#apply"
+        resp.location = elsewhere(job) or own
 
 
 class ApplyForm(ApplyRedirect):
@@ -292,13 +292,10 @@ class ApplyForm(ApplyRedirect):
         state.resume_dropped = isinstance(fields.get("resume"), Upload) and (
             "resume" not in state.errors
         )
+        # The form's page in the other language is the job's page (the form is POSTed).
+        versions = html_render.Links({code: f"/jobs/{job.id}?lang={code}" for code in ("en", "fr")})
         page = html_render.job_page(
-            job,
-            self.timezone,
-            lang,
-            links(req),
-            state,
-            action=form_action(job.id, lang),
+            job, self.timezone, lang, versions, state, action=form_action(job.id, lang)
         )
         send_html(resp, page, lang, 422)
         resp.set_header("Cache-Control", "no-store")  # the page holds the applicant's data

@@ -299,7 +299,32 @@ def test_the_form_keeps_the_language_through_its_errors_the_303_and_the_thanks(
     assert result.headers["location"] == f"/jobs/{job['id']}/applied?lang=fr"
     thanks = assert_html(client.simulate_get(result.headers["location"]), 200)
     assert _lang(thanks) == "fr-CA" and "Merci" in thanks
-    assert "Nous avons bien reçu votre candidature au poste <strong>Senior Baker</strong>" in thanks
+    # The job has no French: its English title is marked as such.
+    said = 'Nous avons bien reçu votre candidature au poste <strong><span lang="en">Senior Baker'
+    assert said in thanks
+    assert f'hreflang="en" href="/jobs/{job["id"]}/applied?lang=en"' in thanks
+
+
+def test_the_form_with_errors_links_to_the_job_page_in_the_other_language(
+    app: WsgiApp, api: Any, employer: Any
+) -> None:
+    job = active_job(api, employer)
+    bad = {**APPLICANT, "name": ""}
+    result = pages(app).simulate_post(f"/jobs/{job['id']}/apply?lang=fr", **multipart(bad))
+    page = assert_html(result, 422)
+    assert f'<a href="/jobs/{job["id"]}?lang=en" hreflang="en" lang="en">English</a>' in page
+
+
+def test_the_apply_redirect_keeps_the_chosen_language(
+    app: WsgiApp, api: Any, employer: Any
+) -> None:
+    job = active_job(api, employer)
+    client = pages(app)
+    french = client.simulate_get(f"/jobs/{job['id']}/apply?lang=fr")
+    assert french.status_code == 302
+    assert french.headers["location"] == f"/jobs/{job['id']}?lang=fr#apply"
+    plain = client.simulate_get(f"/jobs/{job['id']}/apply?lang=xx")
+    assert plain.headers["location"] == f"/jobs/{job['id']}#apply"
 
 
 def test_one_field_to_fix_is_said_in_the_singular_in_both_languages(
