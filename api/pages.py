@@ -15,8 +15,8 @@ from zoneinfo import ZoneInfo
 import falcon
 from sqlalchemy.orm import Session
 
+from api import cache, forms, html_render, idempotency, languages, query
 from api import errors as problems
-from api import forms, html_render, idempotency, languages, query
 from api.applications import Intake, job_scope
 from api.responses import path_id
 from models.applications import Upload, elsewhere
@@ -24,6 +24,7 @@ from models.entities import Job
 from models.errors import ApplyViaUrl, FieldError, NotFound, ValidationFailed
 from models.i18n import N_, Language, language
 from models.idempotency import Busy
+from models.public_jobs import public_state
 
 HTML = "text/html; charset=utf-8"
 SECURITY_HEADERS = {
@@ -50,10 +51,13 @@ MESSAGES = {
 FALLBACK = N_("Please check this field.")
 
 
-def send_html(resp: falcon.Response, page: str, lang: Language, status: int = 200) -> None:
+def send_html(resp: falcon.Response, page: str | bytes, lang: Language, status: int = 200) -> None:
     """A page, with the language it is in; it may differ by Accept-Language (C13)."""
     resp.status = status
-    resp.text = page
+    if isinstance(page, bytes):
+        resp.data = page
+    else:
+        resp.text = page
     resp.content_type = HTML
     resp.set_headers(SECURITY_HEADERS)
     resp.set_header("Content-Language", lang.tag)
@@ -117,33 +121,67 @@ def public_job(session: Session, raw_id: str) -> Job | None:
     return job if job is not None and job.status == "active" else None
 
 
-class JobPage:
-    """GET /jobs/{id}: the job in HTML with JSON-LD, and its apply section (C8)."""
+PageKey = tuple[int, str, str]  # a kept job page: job id, language, the site's address
+# Stands for the form's one-time token in a kept page: each answer gets its own token. Random
+# per process, so no job's text can hold it.
+TOKEN_MARK = "token-" + secrets.token_hex(16)
+_MARK = TOKEN_MARK.encode()
 
-    def __init__(self, timezone: ZoneInfo, public_base_url: str | None = None) -> None:
+
+class JobPage:
+    """GET /jobs/{id}: the job in HTML with JSON-LD, and its apply section (C8), in English
+    or French (C13). A rendered page is kept per process (`api.cache`) and served while the
+    job's version and its employer's name hold: rendering costs a few ORM queries and the
+    templates, the check one statement."""
+
+    def __init__(
+        self,
+        timezone: ZoneInfo,
+        public_base_url: str | None = None,
+        kept: cache.Representations[PageKey] | None = None,
+    ) -> None:
         self.timezone, self.public_base_url = timezone, public_base_url
+        self.kept = kept if kept is not None else cache.Representations[PageKey](0)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
-        job = public_job(req.context.db.session, job_id)
-        if job is None:
+        try:
+            number = path_id(job_id)
+        except NotFound:
             send_not_found(req, resp)
             return
-        lang = page_language(req, job)
+        session = req.context.db.session
+        state = public_state(session.connection(), number)
+        if state is None:
+            send_not_found(req, resp)
+            return
+        lang = language(languages.choose(req, state.language))
         base = query.base_url(req, self.public_base_url)
+        key = (number, lang.code, base)
+        entry = self.kept.get(key, state.version, state.employer_name)
+        if entry is None:
+            job = public_job(session, job_id)
+            if job is None:  # taken out of view since the statement above
+                send_not_found(req, resp)
+                return
+            page = self._render(job, lang, base)
+            entry = self.kept.put(key, state.version, state.employer_name, page.encode())
+        body = entry.body
+        if _MARK in body:  # the form (Email routing): its token is this visitor's alone
+            body = body.replace(_MARK, new_token().encode(), 1)
+            resp.set_header("Cache-Control", "private, no-cache")  # no shared cache keeps it
+        send_html(resp, body, lang)
+
+    def _render(self, job: Job, lang: Language, base: str) -> str:
         # The page's one address (`/jobs/01` and `/jobs/1/` serve it too), for search engines,
         # with its language: each language's page is its own (C13).
         own = f"{base}/jobs/{job.id}"
         page_links = html_render.Links(
             {code: f"{own}?lang={code}" for code in ("en", "fr")}, f"{own}?lang={lang.code}"
         )
-        form = html_render.FormState(token=new_token())
-        page = html_render.job_page(
+        form = html_render.FormState(token=TOKEN_MARK)
+        return html_render.job_page(
             job, self.timezone, lang, page_links, form, action=form_action(job.id, lang)
         )
-        send_html(resp, page, lang)
-        if elsewhere(job) is None:
-            # The form's token is this visitor's: no shared cache may hand it to another.
-            resp.set_header("Cache-Control", "private, no-cache")
 
 
 def form_action(job_id: int, lang: Language) -> str:

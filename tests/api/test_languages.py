@@ -9,9 +9,12 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import WsgiApp
 from api.languages import from_header
+from api.pages import TOKEN_MARK
+from models import employers
 from models.i18n import language
 from tests.api.test_pages import APPLICANT, active_job, assert_html, multipart, pages
 from tests.factories import JOBS, create_job, entries, job_body
@@ -346,3 +349,38 @@ def test_a_script_in_a_translation_is_escaped(app: WsgiApp, api: Any, employer: 
     page, _ = _page(app, f"/jobs/{job['id']}?lang=fr")
     assert "<script>alert" not in page
     assert "&lt;/h1&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+# --- the kept page ---------------------------------------------------------------------------
+
+
+TOKEN = re.compile(r'name="idempotencyKey" value="([^"]+)"')
+
+
+def test_a_kept_page_is_served_only_while_the_job_and_its_employer_name_hold(
+    app: WsgiApp, api: Any, employer: Any, sessions: sessionmaker[Session]
+) -> None:
+    """The page is kept per process (by job, language and address) and checked against the
+    job's version and the employer's name on every request: a change is seen at once, in
+    each language, and every answer has a form token of its own (C10)."""
+    job = active_job(api, employer, translation=FRENCH)
+    path = f"/jobs/{job['id']}"
+    first, _ = _page(app, path)
+    again, _ = _page(app, path)
+    tokens = {TOKEN.findall(page)[0] for page in (first, again)}
+    assert len(tokens) == 2  # the kept page, each time with a new token
+    assert TOKEN_MARK not in first and TOKEN_MARK not in again
+    assert f"<h1>{FRENCH['title']}</h1>" in _page(app, path + "?lang=fr")[0]
+
+    api.put(f"{JOBS}/{job['id']}", json={"title": "Head Baker"}, key=employer.key)
+    assert "<h1>Head Baker</h1>" in _page(app, path)[0]
+    other = {"title": "Cheffe boulangère", "description": "<p>Diriger.</p>"}
+    api.put(f"{JOBS}/{job['id']}", json={"translation": other}, key=employer.key)
+    assert "<h1>Cheffe boulangère</h1>" in _page(app, path + "?lang=fr")[0]
+
+    with sessions() as s:
+        employers.get_employer(s, employer.id).name = "Érable inc."
+        s.commit()
+    assert "Érable inc." in _page(app, path)[0]
+    api.put(f"{JOBS}/{job['id']}", json={"status": "archived"}, key=employer.key)
+    _page(app, path, 404)
