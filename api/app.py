@@ -76,7 +76,8 @@ def create_app(
     base = settings.public_base_url
     intake = applications.Intake(limiter, parts.enqueue, settings.trusted_proxies)
     kept = cache.Representations[int](int(settings.job_cache_mb * 2**20))
-    pages_kept = cache.Representations[PageKey](int(settings.job_cache_mb * 2**20))
+    # Half as much for the public pages (C13): each worker's memory stays within its bound.
+    pages_kept = cache.Representations[PageKey](int(settings.job_cache_mb * 2**19))
     routes: dict[str, object] = {
         f"{API}/jobs": jobs.JobCollection(clock, base),
         f"{API}/jobs/{{job_id}}": jobs.JobItem(clock, base, kept),
