@@ -122,7 +122,7 @@ def run(options: Options) -> bool:
             scenarios.append(replace(healthz, name=f"{HEALTHZ} (again)"))
             print(
                 f"\nload: wrk -t{options.threads} -c{options.connections}, {options.warmup} s "
-                f"warm-up (GET one job {max(options.warmup, GET_ONE_WARMUP)} s) + "
+                f"warm-up (GET one job, job pages {max(options.warmup, GET_ONE_WARMUP)} s) + "
                 f"{options.duration} s per scenario; gunicorn, {result.workers} sync workers "
                 f'("{UNCACHED}": a second server with JOB_CACHE_MB=0)',
                 flush=True,
