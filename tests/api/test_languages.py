@@ -16,7 +16,7 @@ from api.languages import from_header
 from api.pages import TOKEN_MARK
 from models import employers
 from models.i18n import language
-from tests.api.test_pages import APPLICANT, active_job, assert_html, multipart, pages
+from tests.api.test_pages import APPLICANT, BOUNDARY, active_job, assert_html, multipart, pages
 from tests.factories import JOBS, create_job, entries, job_body
 
 FRENCH = {"title": "Boulangère ou boulanger", "description": "<p>Faire du <b>pain</b>.</p>"}
@@ -384,3 +384,54 @@ def test_a_kept_page_is_served_only_while_the_job_and_its_employer_name_hold(
     assert "Érable inc." in _page(app, path)[0]
     api.put(f"{JOBS}/{job['id']}", json={"status": "archived"}, key=employer.key)
     _page(app, path, 404)
+
+
+@pytest.mark.parametrize(
+    ("code", "unreadable", "elsewhere", "not_allowed"),
+    [
+        (
+            "en",
+            "The form could not be read",
+            "Apply on the employer’s site",
+            "This request could not be answered",
+        ),
+        (
+            "fr",
+            "Le formulaire n’a pas pu être lu",
+            "Postuler sur le site de l’employeur",
+            "Cette demande n’a pas pu être traitée",
+        ),
+    ],
+)
+def test_the_pages_of_refused_forms_and_requests_come_in_both_languages(
+    app: WsgiApp,
+    api: Any,
+    employer: Any,
+    code: str,
+    unreadable: str,
+    elsewhere: str,
+    not_allowed: str,
+) -> None:
+    """C13: the 400 of a form that cannot be read, the 409 of a job that takes applications
+    elsewhere, and a page the service itself refuses (405), in the page's language."""
+    job = active_job(api, employer)
+    client = pages(app)
+    form = multipart({k: v for k, v in APPLICANT.items() if k != "name"})
+    name = b"--" + BOUNDARY.encode() + b'\r\nContent-Disposition: form-data; name="name"\r\n\r\n'
+    form["body"] = name + b"Ad\xff\xfea\r\n" + form["body"]
+    result = client.simulate_post(f"/jobs/{job['id']}/apply?lang={code}", **form)
+    page = assert_html(result, 400)
+    assert unreadable in page and result.headers["content-language"] == f"{code}-CA"
+    assert f'href="/jobs/{job["id"]}?lang={code}"' in page  # back to the job, same language
+
+    url_job = active_job(
+        api, employer, applicantRoutingType={"id": 2}, applicationUrl="https://maple.test/a"
+    )
+    posted = client.simulate_post(
+        f"/jobs/{url_job['id']}/apply?lang={code}", **multipart(APPLICANT)
+    )
+    assert elsewhere in assert_html(posted, 409)
+
+    refused = client.simulate_delete(f"/jobs/{job['id']}?lang={code}")
+    page = assert_html(refused, 405)
+    assert not_allowed in page and _lang(page) == f"{code}-CA"
