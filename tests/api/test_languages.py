@@ -435,3 +435,22 @@ def test_the_pages_of_refused_forms_and_requests_come_in_both_languages(
     refused = client.simulate_delete(f"/jobs/{job['id']}?lang={code}")
     page = assert_html(refused, 405)
     assert not_allowed in page and _lang(page) == f"{code}-CA"
+
+
+def test_a_write_of_only_the_translation_or_language_is_a_change_and_its_repeat_is_not(
+    api: Any, employer: Any
+) -> None:
+    """C10's unchanged writes compare every stored member, C13's too: a new translation or
+    language raises the version (a new ETag); sending it again changes nothing."""
+    job = create_job(api, employer)
+    path = f"{JOBS}/{job['id']}"
+    before = api.get(path, key=employer.key).headers["etag"]
+    changed = api.put(path, json={"translation": FRENCH}, key=employer.key)
+    assert changed.status_code == 200 and changed.headers["etag"] != before
+    again = api.put(path, json={"translation": FRENCH}, key=employer.key)
+    assert again.headers["etag"] == changed.headers["etag"]
+    swapped = api.put(
+        path, json={"language": "fr", **FRENCH, "translation": ENGLISH}, key=employer.key
+    )
+    assert swapped.headers["etag"] != again.headers["etag"]
+    assert swapped.json["language"] == "fr" and swapped.json["translation"] == ENGLISH
