@@ -38,11 +38,11 @@ def test_a_translation_is_written_and_read_back_and_the_symmetry_rule_holds(
     job = create_job(api, employer, language="fr", translation=ENGLISH, **FRENCH)
     assert job["language"] == "fr" and job["translation"] == ENGLISH
     fetched = api.get(f"{JOBS}/{job['id']}", key=employer.key).json
-    assert fetched == job
+    assert fetched == {k: v for k, v in job.items() if k != "warnings"}  # C10's, writes only
     body = {k: v for k, v in fetched.items() if k not in ("id", "referenceId")}
     again = api.post(JOBS, json=body, key=employer.key)
     assert again.status_code == 201, again.text
-    assert {k: v for k, v in again.json.items() if k != "id"} == {
+    assert {k: v for k, v in again.json.items() if k not in ("id", "warnings")} == {
         k: v for k, v in fetched.items() if k != "id"
     }
 
