@@ -24,7 +24,7 @@ from api import (
 )
 from api.middleware import Cors, MethodOverride, RequestId, SessionManager
 from api.openapi_resource import OpenApi
-from api.pages import Applied, ApplyForm, JobPage, serialize_error
+from api.pages import Applied, ApplyForm, JobPage, PageKey, serialize_error
 from models import logs
 from models.dates import today_in, utcnow
 from models.engines import make_engine
@@ -85,7 +85,7 @@ def create_app(
         enqueue_webhooks=parts.enqueue_webhooks,
         public_base_url=base,
     )
-    kept = cache.Representations(int(settings.job_cache_mb * 2**20))
+    kept = cache.Representations[int](int(settings.job_cache_mb * 2**20))
     hooks = webhooks.Context(
         keys=settings,
         policy=parts.url_policy
@@ -94,6 +94,8 @@ def create_app(
         public_base_url=base,
         enqueue=parts.enqueue_webhooks,
     )
+    # Half as much for the public pages (C13): each worker's memory stays within its bound.
+    pages_kept = cache.Representations[PageKey](int(settings.job_cache_mb * 2**19))
     routes: dict[str, object] = {
         f"{API}/jobs": jobs.JobCollection(clock, base),
         f"{API}/jobs/{{job_id}}": jobs.JobItem(clock, base, kept),
@@ -112,7 +114,7 @@ def create_app(
         f"{API}/locations": reference.Locations(base),
         f"{API}/locations/{{location_id}}": reference.LocationItem(),
         f"{API}/openapi.json": OpenApi(),
-        "/jobs/{job_id}": JobPage(settings.timezone, base),  # C8 public pages (HTML)
+        "/jobs/{job_id}": JobPage(settings.timezone, base, pages_kept),  # C8 public pages (HTML)
         "/jobs/{job_id}/apply": ApplyForm(intake, settings.timezone),
         "/jobs/{job_id}/applied": Applied(),
         "/healthz": health.Health(),

@@ -85,4 +85,13 @@ def job(j: StoredJob, employer_name: str) -> dict[str, Any]:
         "applicantRoutingType": {"id": j.routing_type, "name": ROUTING_TYPES[j.routing_type]},
         "applicationEmail": j.application_email,
         "applicationUrl": j.application_url,
+        "language": j.language,
+        "translation": translation(j),
     }
+
+
+def translation(j: StoredJob) -> dict[str, str] | None:
+    """The job's title and description in the other language (C13), or null."""
+    if j.translation_title is None or j.translation_description is None:
+        return None
+    return {"title": j.translation_title, "description": j.translation_description}

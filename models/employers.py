@@ -17,6 +17,7 @@ from models.dates import utcnow
 from models.entities import ApiKey, Employer, Job
 from models.errors import NotFound
 from models.fast_reads import Precompiled
+from models.i18n import DEFAULT, LANGUAGES
 from models.job_rows import StoredJob
 
 PLANS = ("standard", "unlimited")
@@ -36,13 +37,16 @@ def _digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def create_employer(session: Session, name: str, plan: str = "standard") -> Employer:
+def create_employer(
+    session: Session, name: str, plan: str = "standard", language: str = DEFAULT
+) -> Employer:
     name = name.strip()
     if not 1 <= len(name) <= 128:
         raise ValueError("an employer name has 1 to 128 characters")
     if plan not in PLANS:
         raise ValueError(f"plan must be one of {', '.join(PLANS)}")
-    employer = Employer(name=name, plan=plan, created_at=utcnow())
+    _check_language(language)
+    employer = Employer(name=name, plan=plan, language=language, created_at=utcnow())
     session.add(employer)
     session.flush()
     return employer
@@ -61,6 +65,19 @@ def set_plan(session: Session, employer_id: int, plan: str) -> Employer:
     employer = get_employer(session, employer_id)
     employer.plan = plan
     return employer
+
+
+def set_language(session: Session, employer_id: int, language: str) -> Employer:
+    """The language of the emails the employer receives (C13)."""
+    _check_language(language)
+    employer = get_employer(session, employer_id)
+    employer.language = language
+    return employer
+
+
+def _check_language(language: str) -> None:
+    if language not in LANGUAGES:
+        raise ValueError(f"language must be one of {', '.join(LANGUAGES)}")
 
 
 def list_employers(session: Session) -> list[Employer]:

@@ -62,6 +62,9 @@ class Employer(Base):
     name: Mapped[str] = mapped_column(String(128))
     plan: Mapped[str] = mapped_column(String(16), default="standard")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # The language of the emails it receives (C13): "en" or "fr". A server default alone, so
+    # an INSERT that leaves it out also works on a schema before 0012 (migration tests).
+    language: Mapped[str] = mapped_column(String(2), server_default="en")
 
 
 class ApiKey(Base):
@@ -142,6 +145,11 @@ class Job(Base):
     routing_type: Mapped[int] = mapped_column(Integer)
     application_email: Mapped[str | None] = mapped_column(String(50))
     application_url: Mapped[str | None] = mapped_column(String(200))
+    # The language of title and description, and both in the other language (C13); the
+    # translation's two columns are both set or both null.
+    language: Mapped[str] = mapped_column(String(2), server_default="en")
+    translation_title: Mapped[str | None] = mapped_column(String(256))
+    translation_description: Mapped[str | None] = mapped_column(Text)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
     # Raised by every write (`models.job_rows`, the upkeep UPDATEs): the API serves a cached
     # representation only while the row still has the version it was made from.

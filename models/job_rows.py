@@ -64,6 +64,9 @@ VALUES = (
     "routing_type",
     "application_email",
     "application_url",
+    "language",
+    "translation_title",
+    "translation_description",
 )
 # Set by every write beside them: computed, never read back into a StoredJob.
 DERIVED = ("search_text", "updated_at")
@@ -92,6 +95,9 @@ class StoredJob:
     routing_type: int
     application_email: str | None
     application_url: str | None
+    language: str
+    translation_title: str | None
+    translation_description: str | None
     version: int
     locations: tuple[Place, ...] | None = None
     category_ids: tuple[int, ...] | None = None

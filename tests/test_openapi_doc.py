@@ -171,6 +171,11 @@ JOB: dict[str, Any] = {
     "applicantRoutingType": {"id": 1, "name": "Email"},
     "applicationEmail": "jobs@erable.test",
     "applicationUrl": None,
+    "language": "en",
+    "translation": {
+        "title": "Comptable principal ou principale",
+        "description": "<p>Joignez-vous à nous.</p>",
+    },
 }
 
 URL_JOB = {

@@ -123,3 +123,25 @@ def test_a_database_away_or_unmigrated_is_one_line_not_a_traceback(
     printed = capsys.readouterr()
     assert printed.out == ""
     assert printed.err.startswith(f"jobpost: {said}") and printed.err.count("\n") == 1
+
+
+def test_employers_create_and_set_choose_the_language_of_the_emails(
+    copy: sessionmaker[Session], capsys: Any
+) -> None:
+    """C13: `employers create --language` and `employers set ID --language`."""
+    assert main(["employers", "create", "Érable inc.", "--language", "fr", "--json"]) == 0
+    created = orjson.loads(capsys.readouterr().out)["employerId"]
+    assert main(["employers", "create", "Maple Ltd", "--json"]) == 0
+    default = orjson.loads(capsys.readouterr().out)["employerId"]
+    assert main(["employers", "list", "--json"]) == 0
+    listed = {e["id"]: e["language"] for e in orjson.loads(capsys.readouterr().out)["employers"]}
+    assert listed[created] == "fr" and listed[default] == "en"
+    assert main(["employers", "set", str(created), "--language", "en", "--json"]) == 0
+    assert orjson.loads(capsys.readouterr().out) == {"employerId": created, "language": "en"}
+    assert main(["employers", "set", str(default), "--json"]) == 0  # nothing given: unchanged
+    assert orjson.loads(capsys.readouterr().out)["language"] == "en"
+    with copy() as s:
+        assert employers.get_employer(s, created).language == "en"
+    with pytest.raises(SystemExit):
+        main(["employers", "set", str(created), "--language", "de"])
+    capsys.readouterr()

@@ -229,10 +229,10 @@ def _stop_workers(s: Stack) -> None:
 # --- data, through the domain functions ------------------------------------------------------
 
 
-def open_job(s: Stack, **overrides: Any) -> int:
-    """An active job routed by email, committed."""
+def open_job(s: Stack, language: str = "en", **overrides: Any) -> int:
+    """An active job routed by email, of an employer reading `language`, committed."""
     with session_scope(s.sessions) as session:
-        employer = employers.create_employer(session, "Maple Corp")
+        employer = employers.create_employer(session, "Maple Corp", language=language)
         body = job_body(status="active", **overrides)
         job = jobs.create(session, employer, body, today=today_in(s.settings.timezone))
         return job.id
@@ -342,6 +342,33 @@ def test_a_worker_delivers_the_copy_once(stack: Stack, sink: SinkServer) -> None
     assert message["Reply-To"].addresses[0].addr_spec == "a0@example.org"
     [attachment] = list(message.iter_attachments())
     assert attachment.get_content() == PDF  # the résumé bytes travelled through the database
+
+
+@pytest.mark.parametrize("stack", MAIN_STACKS, indirect=True)
+def test_a_french_speaking_employer_gets_the_copy_in_french_and_a_change_counts(
+    stack: Stack, sink: SinkServer
+) -> None:
+    """C13: the copy is in the employer's language as it is when the copy is sent."""
+    received = sink.start()
+    job_id = open_job(stack, language="fr", referenceId="BOU-1")
+    [first] = apply(stack, job_id)
+    stack.start_worker(sink.port)
+    stack.enqueue(first)
+    wait_for(lambda: entry(stack, first).status == "sent", timeout=60, what="the copy sent")
+    message = received.messages[0]
+    assert message["Subject"] == "Nouvelle candidature\u00a0: Senior Baker [BOU-1]"
+    text = message.get_body(("plain",))
+    html = message.get_body(("html",))
+    assert text is not None and html is not None
+    assert "Lettre de présentation\u00a0:" in text.get_content()
+    assert '<html lang="fr-CA">' in html.get_content() and "Téléphone" in html.get_content()
+    with session_scope(stack.sessions) as session:
+        employer_id = session.get_one(Job, job_id).employer_id
+        employers.set_language(session, employer_id, "en")
+    [second] = apply(stack, job_id)
+    stack.enqueue(second)
+    wait_for(lambda: entry(stack, second).status == "sent", timeout=60, what="the copy sent")
+    assert received.messages[1]["Subject"] == "New application: Senior Baker [BOU-1]"
 
 
 @pytest.mark.parametrize("stack", MAIN_STACKS, indirect=True)

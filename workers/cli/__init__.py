@@ -20,6 +20,7 @@ from models import logs
 from models.employers import PLANS
 from models.engines import database_said
 from models.errors import DomainError
+from models.i18n import DEFAULT, LANGUAGES
 from models.secrets import MissingKey
 from models.settings import Settings
 from workers.cli import database, employers, operations, services, webhooks
@@ -43,7 +44,11 @@ def parser() -> argparse.ArgumentParser:
     c = cmd(emp, "create", employers.employers_create, "create an employer and its first key")
     c.add_argument("name")
     c.add_argument("--plan", choices=PLANS, default="standard")
+    c.add_argument("--language", choices=LANGUAGES, default=DEFAULT, help="of its emails (C13)")
     cmd(emp, "list", employers.employers_list, "list employers")
+    c = cmd(emp, "set", employers.employers_set, "change an employer's settings (C13)")
+    c.add_argument("id", type=int)
+    c.add_argument("--language", choices=LANGUAGES, help="of the emails it receives")
     c = cmd(emp, "set-plan", employers.employers_set_plan, "change an employer's plan")
     c.add_argument("id", type=int)
     c.add_argument("plan", choices=PLANS)

@@ -11,12 +11,13 @@ from workers.cli.command import Command, out
 
 def employers_create(args: argparse.Namespace, command: Command) -> int:
     with session_scope(command.sessions) as s:
-        employer = employers.create_employer(s, args.name, args.plan)
+        employer = employers.create_employer(s, args.name, args.plan, args.language)
         issued = employers.issue_key(s, employer.id)
     out(
         args,
         {"employerId": employer.id, "apiKey": issued.key},
-        f"Employer {employer.id} ({employer.name}, {employer.plan}) created.\n"
+        f"Employer {employer.id} ({employer.name}, {employer.plan}, {employer.language}) "
+        "created.\n"
         f"API key (shown once): {issued.key}",
     )
     return 0
@@ -24,7 +25,10 @@ def employers_create(args: argparse.Namespace, command: Command) -> int:
 
 def employers_list(args: argparse.Namespace, command: Command) -> int:
     with session_scope(command.sessions) as s:
-        rows = [{"id": e.id, "name": e.name, "plan": e.plan} for e in employers.list_employers(s)]
+        rows = [
+            {"id": e.id, "name": e.name, "plan": e.plan, "language": e.language}
+            for e in employers.list_employers(s)
+        ]
     lines = [f"{r['id']:>6}  {r['plan']:<9}  {r['name']}" for r in rows]
     out(args, {"employers": rows}, "\n".join(["    id  plan       name", *lines]))
     return 0
@@ -38,6 +42,17 @@ def employers_set_plan(args: argparse.Namespace, command: Command) -> int:
         {"employerId": employer.id, "plan": employer.plan},
         f"Employer {employer.id} is now on the {employer.plan} plan.",
     )
+    return 0
+
+
+def employers_set(args: argparse.Namespace, command: Command) -> int:
+    """`employers set ID [--language L]`: what is not given is left as it is (C13)."""
+    with session_scope(command.sessions) as s:
+        employer = employers.get_employer(s, args.id)
+        if args.language is not None:
+            employer = employers.set_language(s, args.id, args.language)
+        settings = {"employerId": employer.id, "language": employer.language}
+    out(args, settings, f"Employer {employer.id}: language {settings['language']}.")
     return 0
 
 
