@@ -46,7 +46,7 @@ from tests.harness import RedisServer, wait_for
 from tests.services import private_redis, require_postgres, scratch_postgres
 from tests.workers.processes import SinkServer, SlowSink, Worker, worker_env
 from workers import delivery, enqueue
-from workers.app import make_celery
+from workers.app import make_celery, prefetch_multiplier, worker_pool
 from workers.mail import content, relay
 from workers.tasks import run_sweep
 
@@ -1025,3 +1025,53 @@ def test_in_each_pool_a_worker_killed_mid_send_hands_the_copy_on_after_the_lease
         assert entry(stack, app_id).attempts == 2
         assert 1 <= len(received.message_ids()) <= 2
         assert set(received.message_ids()) == {message_id(app_id)}
+
+
+@pytest.mark.parametrize("pool", EVERY_POOL)
+@pytest.mark.parametrize("stack", [REDIS_POSTGRES], indirect=True)
+def test_in_each_pool_a_warm_shutdown_hands_back_the_reserved_tasks_unclaimed(
+    stack: Stack, pool: str
+) -> None:
+    """A threads worker reserves two tasks per thread (workers.app.prefetch_multiplier), the
+    other pools one. While the relay holds every running send, the reserved rest wait
+    unacknowledged in Redis, unclaimed; a warm shutdown finishes and records the running
+    sends and hands the rest back to the queue, and a second worker sends them: every copy
+    once, none claimed twice."""
+    import redis
+
+    assert stack.redis is not None
+    concurrency = concurrency_of(pool)
+    reserved = concurrency * prefetch_multiplier(pool)
+    client = redis.Redis.from_url(stack.redis.url)
+    with pool_sink(delay=1.5) as (server, received):
+        ids = apply(stack, open_job(stack), concurrency * 3)
+        for app_id in ids:
+            stack.enqueue(app_id)
+        first = stack.start_worker(server.port, concurrency=concurrency, pool=pool)
+        seen: list[tuple[int, int]] = []
+
+        def held() -> bool:
+            seen.append((received.in_data, client.hlen("unacked")))
+            return seen[-1] == (concurrency, reserved)
+
+        what = f"{concurrency} sends held by the relay, {reserved} tasks reserved"
+        try:
+            wait_for(held, timeout=30, what=what)
+        except AssertionError as e:
+            raise AssertionError(f"{e}; (held, reserved) last seen: {sorted(set(seen))}") from None
+        assert sum(e.status == "sending" for e in entries(stack, ids).values()) == concurrency
+        first.stop(timeout=30)  # SIGTERM: Celery's warm shutdown
+        assert first.proc.returncode == 0
+        assert sum(e.status == "sent" for e in entries(stack, ids).values()) == concurrency
+        assert client.hlen("unacked") == 0  # handed back, none kept for the visibility timeout
+        assert client.llen("email") == len(ids) - concurrency
+        stack.start_worker(server.port, concurrency=concurrency, pool=pool)
+        wait_for(lambda: all_in(stack, ids, "sent"), timeout=90, what="every copy sent")
+    client.close()
+    assert sorted(received.message_ids()) == sorted(message_id(i) for i in ids)
+    assert {e.attempts for e in entries(stack, ids).values()} == {1}
+
+
+def test_only_a_threads_worker_reserves_more_than_it_runs() -> None:
+    assert prefetch_multiplier(worker_pool(4, "threads")) == 2
+    assert prefetch_multiplier(worker_pool(4)) == prefetch_multiplier(worker_pool(1)) == 1
