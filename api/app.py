@@ -47,7 +47,8 @@ class Collaborators:
     limiter: ratelimit.Limiter | None = None
     ready_checks: dict[str, health.Check] = field(default_factory=dict)
     queue_depths: observability.QueueDepths | None = None  # for /metrics (C9)
-    now: Callable[[], datetime] = utcnow  # the instant: Idempotency-Key leases and ages (C10)
+    # The instant: Idempotency-Key leases and ages, and the change feeds' present (C10).
+    now: Callable[[], datetime] = utcnow
 
 
 def create_app(
@@ -76,11 +77,14 @@ def create_app(
     base = settings.public_base_url
     intake = applications.Intake(limiter, parts.enqueue, settings.trusted_proxies)
     kept = cache.Representations(int(settings.job_cache_mb * 2**20))
+    changes = applications.Changes(parts.now, settings.change_feed_lag_seconds)  # C10
     routes: dict[str, object] = {
-        f"{API}/jobs": jobs.JobCollection(clock, base),
+        f"{API}/jobs": jobs.JobCollection(
+            clock, base, now=parts.now, lag=settings.change_feed_lag_seconds
+        ),
         f"{API}/jobs/{{job_id}}": jobs.JobItem(clock, base, kept),
-        f"{API}/jobs/{{job_id}}/applications": applications.Submissions(intake, base),
-        f"{API}/applications": applications.Collection(base),
+        f"{API}/jobs/{{job_id}}/applications": applications.Submissions(intake, base, changes),
+        f"{API}/applications": applications.Collection(base, changes),
         f"{API}/applications/{{application_id}}": applications.Item(),
         f"{API}/applications/{{application_id}}/resume": applications.ResumeFile(),
         f"{API}/positiontypes": reference.PositionTypes(),
@@ -137,4 +141,4 @@ def get_app() -> WsgiApp:
         },
         queue_depths=lambda: broker.depths(settings.broker_url, timeout),
     )
-    return create_app(settings, make_sessionmaker(engine), parts)
+    return create_app(settings, make_sessionmaker(engine, settings.change_feed_lag_seconds), parts)

@@ -31,7 +31,7 @@ VARIABLES = (
     "OUTBOX_SWEEP_GRACE_SECONDS", "OUTBOX_LEASE_SECONDS", "DELIVERY_RETRY_BASE_SECONDS",
     "DELIVERY_RETRY_HOURS", "READY_TIMEOUT_SECONDS", "PROMETHEUS_MULTIPROC_DIR",
     "WORKER_METRICS_PORT", "JOBPOST_VAR_DIR", "JOBPOST_BEAT_EVERY_SECONDS", "JOB_CACHE_MB",
-    "TRUSTED_PROXIES", "GUNICORN_CMD_ARGS",
+    "TRUSTED_PROXIES", "GUNICORN_CMD_ARGS", "CHANGE_FEED_LAG_SECONDS",
 )  # fmt: skip
 
 
@@ -311,6 +311,9 @@ class Settings:
     var_dir: Path = Path("var")  # local state of the defaults (JOBPOST_VAR_DIR)
     beat_every_seconds: float | None = None  # tests and demos: every beat entry this often
     gunicorn_cmd_args: tuple[str, ...] = ()  # gunicorn options for `jobpost serve`
+    # C10: how far behind the present the change feeds stay, and so how long a transaction
+    # that changes jobs or applications may last (models.feed).
+    change_feed_lag_seconds: float = 5.0
 
     def __repr__(self) -> str:
         """Every field, but no password: URLs show theirs as HIDDEN, SMTP_PASSWORD is HIDDEN."""
@@ -363,4 +366,7 @@ class Settings:
             var_dir=var,
             beat_every_seconds=_read(e, "JOBPOST_BEAT_EVERY_SECONDS", "", _every),
             gunicorn_cmd_args=_read(e, "GUNICORN_CMD_ARGS", "", _words),
+            change_feed_lag_seconds=_read(
+                e, "CHANGE_FEED_LAG_SECONDS", "5", _number(0, above=True, most=3600)
+            ),
         )

@@ -1,15 +1,18 @@
-"""Periodic upkeep of postings (C5): one set-based UPDATE each, idempotent, safe to overlap."""
+"""Periodic upkeep of postings (C5): set-based UPDATEs in batches, idempotent, safe to overlap."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, timedelta
+from typing import Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from models.dates import REFRESH_DAYS, utcnow
+from models.dates import REFRESH_DAYS
 from models.entities import Employer, Job
+from models.feed import stamp
 from models.unit_of_work import session_scope
 
 # Overlapping runs (two beats, a manual `jobpost tasks run` beside the beat) take turns on
@@ -23,35 +26,59 @@ def _take_turns(session: Session) -> None:
         session.execute(select(func.pg_advisory_xact_lock(UPKEEP_LOCK)))
 
 
-def expire(session: Session, *, today: date) -> int:
-    """Active jobs whose closeDate is before today become archived (active through it)."""
+# Jobs a transaction of the scheduled upkeep changes at most: each batch commits in a small
+# part of CHANGE_FEED_LAG_SECONDS (C10), where one UPDATE of every due job could take longer
+# than the lag on a large database and be rolled back by the feed's check (models.feed).
+BATCH = 1000
+
+
+def expire(session: Session, *, today: date, limit: int | None = None) -> int:
+    """Active jobs whose closeDate is before today become archived (active through it); with
+    `limit`, at most that many (`in_batches`)."""
     _take_turns(session)
-    result = session.execute(
-        update(Job)
-        .where(Job.status == "active", Job.close_date < today)
-        .values(status="archived", updated_at=utcnow(), version=Job.version + 1)
-        .execution_options(synchronize_session=False)
-    )
-    return int(result.rowcount)  # type: ignore[attr-defined]
+    due = (Job.status == "active", Job.close_date < today)
+    return _update(session, due, limit, status="archived")
 
 
-def refresh(session: Session, *, today: date) -> int:
+def refresh(session: Session, *, today: date, limit: int | None = None) -> int:
     """Active auto-refresh jobs of unlimited-plan employers, published 7+ days ago, get
     publishDate = today; closeDate is left alone. Run after expire: `expire_and_refresh`."""
     _take_turns(session)
     unlimited = select(Employer.id).where(Employer.plan == "unlimited")
+    due = (
+        Job.status == "active",
+        Job.auto_refresh.is_(True),
+        Job.publish_date <= today - timedelta(days=REFRESH_DAYS),
+        Job.employer_id.in_(unlimited),
+    )
+    return _update(session, due, limit, publish_date=today)
+
+
+def _update(session: Session, due: tuple[Any, ...], limit: int | None, **values: Any) -> int:
+    """One set-based UPDATE of the due jobs (at most `limit`, any of them: a job done no
+    longer matches), stamped for the change feed after the turn was taken (C10)."""
+    statement = update(Job).where(*due)
+    if limit is not None:
+        statement = statement.where(Job.id.in_(select(Job.id).where(*due).limit(limit)))
     result = session.execute(
-        update(Job)
-        .where(
-            Job.status == "active",
-            Job.auto_refresh.is_(True),
-            Job.publish_date <= today - timedelta(days=REFRESH_DAYS),
-            Job.employer_id.in_(unlimited),
-        )
-        .values(publish_date=today, updated_at=utcnow(), version=Job.version + 1)
-        .execution_options(synchronize_session=False)
+        statement.values(
+            **values, updated_at=stamp(session), version=Job.version + 1
+        ).execution_options(synchronize_session=False)
     )
     return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+def in_batches(
+    factory: sessionmaker[Session], step: Callable[..., int], *, today: date, batch: int = BATCH
+) -> int:
+    """`expire` or `refresh` in transactions of at most `batch` jobs each, until none is due."""
+    total = 0
+    while True:
+        with session_scope(factory) as session:
+            done = step(session, today=today, limit=batch)
+        total += done
+        if done < batch:
+            return total
 
 
 @dataclass(frozen=True)
@@ -62,10 +89,8 @@ class Refreshed:
 
 def expire_and_refresh(factory: sessionmaker[Session], *, today: date) -> Refreshed:
     """The refresh as the service runs it (C5): expiry first, so that a job past its close
-    date is archived, never re-published. Each step commits on its own: held in one
+    date is archived, never re-published. Each batch commits on its own: held in one
     transaction, overlapping runs (two beats) lock the rows of both steps in different
     orders and deadlock on PostgreSQL."""
-    with session_scope(factory) as session:
-        expired = expire(session, today=today)
-    with session_scope(factory) as session:
-        return Refreshed(expired, refresh(session, today=today))
+    expired = in_batches(factory, expire, today=today)
+    return Refreshed(expired, in_batches(factory, refresh, today=today))
