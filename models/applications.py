@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, delete, func, select, tuple_
+from sqlalchemy import Select, bindparam, delete, func, select, tuple_
 from sqlalchemy.orm import Session, lazyload
 
 from models import checks, resumes
@@ -268,9 +268,13 @@ def changes(
     """The applications feed (C10): by (receivedAt, id) ascending after `after`, up to
     `until` (the present less the lag), at most `limit`. An application's receivedAt never
     moves, so each comes once; its delivery status is as of the read."""
+    # Bound as the column's type (UTC, no offset): compared as timestamptz, PostgreSQL would
+    # shift the column by the session's TimeZone.
+    instant = Application.received_at.type
     query = _of(employer, job_id, status).where(
-        tuple_(Application.received_at, Application.id) > tuple_(after.at, after.id),
-        Application.received_at <= until,
+        tuple_(Application.received_at, Application.id)
+        > tuple_(bindparam("at", after.at, type_=instant), bindparam("after_id", after.id)),
+        Application.received_at <= bindparam("until", until, type_=instant),
     )
     found = list(
         session.scalars(
