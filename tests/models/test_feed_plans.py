@@ -4,17 +4,43 @@ applications it holds. Right answers would not show a lost index; the plans do."
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, event, insert, text
+import pytest
+from sqlalchemy import Connection, Engine, event, insert, text
 from sqlalchemy.orm import Session
 
 from models import applications, employers, jobs
 from models.entities import Application, Job
 from models.feed import Position
+from tests.conftest import migrated
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def database(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Engine]:
+    """A database of the module's own: ANALYZE updates PostgreSQL's row counts in place, even
+    in a transaction rolled back, and would mislead the plans of the suite's other tests."""
+    with migrated(request.param, tmp_path_factory.mktemp("plans")) as engine:
+        yield engine
+
+
+@pytest.fixture
+def session(database: Engine) -> Iterator[Session]:
+    connection = database.connect()
+    outer = connection.begin()
+    s = Session(bind=connection, join_transaction_mode="create_savepoint")
+    yield s
+    s.close()
+    outer.rollback()
+    connection.close()
+
+
 ROWS = 3000
 
 
