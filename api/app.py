@@ -20,6 +20,7 @@ from api import (
     observability,
     ratelimit,
     reference,
+    webhooks,
 )
 from api.middleware import Cors, MethodOverride, RequestId, SessionManager
 from api.openapi_resource import OpenApi
@@ -29,6 +30,7 @@ from models.dates import today_in, utcnow
 from models.engines import make_engine
 from models.settings import Settings
 from models.unit_of_work import make_sessionmaker
+from models.webhooks import UrlPolicy
 
 WsgiApp = falcon.App[falcon.Request, falcon.Response]
 API = "/api/v1.1"
@@ -49,6 +51,8 @@ class Collaborators:
     queue_depths: observability.QueueDepths | None = None  # for /metrics (C9)
     # The instant: Idempotency-Key leases and ages, and the change feeds' present (C10).
     now: Callable[[], datetime] = utcnow
+    enqueue_webhooks: webhooks.EnqueueWebhooks = webhooks.nothing  # deliveries, after commit
+    url_policy: UrlPolicy | None = None  # tests: a resolver of their own (C12)
 
 
 def create_app(
@@ -78,6 +82,14 @@ def create_app(
     intake = applications.Intake(limiter, parts.enqueue, settings.trusted_proxies)
     kept = cache.Representations(int(settings.job_cache_mb * 2**20))
     changes = applications.Changes(parts.now, settings.change_feed_lag_seconds)  # C10
+    hooks = webhooks.Context(
+        keys=settings,
+        policy=parts.url_policy
+        or UrlPolicy(settings.webhook_allow_http, settings.webhook_allow_private),
+        now=parts.now,
+        public_base_url=base,
+        enqueue=parts.enqueue_webhooks,
+    )
     routes: dict[str, object] = {
         f"{API}/jobs": jobs.JobCollection(
             clock, base, now=parts.now, lag=settings.change_feed_lag_seconds
@@ -87,6 +99,12 @@ def create_app(
         f"{API}/applications": applications.Collection(base, changes),
         f"{API}/applications/{{application_id}}": applications.Item(),
         f"{API}/applications/{{application_id}}/resume": applications.ResumeFile(),
+        f"{API}/webhooks": webhooks.Collection(hooks),
+        f"{API}/webhooks/{{webhook_id}}": webhooks.Item(hooks),
+        f"{API}/webhooks/{{webhook_id}}/secret": webhooks.Secret(hooks),
+        f"{API}/webhooks/{{webhook_id}}/test": webhooks.Test(hooks),
+        f"{API}/webhooks/{{webhook_id}}/deliveries": webhooks.Deliveries(hooks),
+        f"{API}/webhooks/{{webhook_id}}/deliveries/{{message_id}}/retry": webhooks.Retry(hooks),
         f"{API}/positiontypes": reference.PositionTypes(),
         f"{API}/categories": reference.Categories(),
         f"{API}/locations": reference.Locations(base),
@@ -135,6 +153,7 @@ def get_app() -> WsgiApp:
     timeout = settings.ready_timeout_seconds
     parts = Collaborators(
         enqueue=lambda app_id, rid: enqueue.deliver(publisher, app_id, rid),
+        enqueue_webhooks=lambda ids: enqueue.deliver_webhooks(publisher, ids),
         ready_checks={
             "database": health.database_check(engine),
             "broker": lambda: broker.ping(settings.broker_url, timeout),

@@ -31,7 +31,8 @@ VARIABLES = (
     "OUTBOX_SWEEP_GRACE_SECONDS", "OUTBOX_LEASE_SECONDS", "DELIVERY_RETRY_BASE_SECONDS",
     "DELIVERY_RETRY_HOURS", "READY_TIMEOUT_SECONDS", "PROMETHEUS_MULTIPROC_DIR",
     "WORKER_METRICS_PORT", "JOBPOST_VAR_DIR", "JOBPOST_BEAT_EVERY_SECONDS", "JOB_CACHE_MB",
-    "TRUSTED_PROXIES", "GUNICORN_CMD_ARGS", "CHANGE_FEED_LAG_SECONDS",
+    "TRUSTED_PROXIES", "GUNICORN_CMD_ARGS", "WEBHOOK_ALLOW_HTTP", "WEBHOOK_ALLOW_PRIVATE",
+    "WEBHOOK_RETRY_SCHEDULE", "JOBPOST_SECRET_KEY", "CHANGE_FEED_LAG_SECONDS",
 )  # fmt: skip
 
 
@@ -190,6 +191,32 @@ def _rule(raw: str) -> str:
     return raw
 
 
+def _schedule(raw: str) -> tuple[float, ...]:
+    """WEBHOOK_RETRY_SCHEDULE: seconds between attempts, comma-separated (C12)."""
+    delays = []
+    for part in raw.split(","):
+        try:
+            delays.append(_span(1)(part.strip()))
+        except ValueError as e:
+            raise ValueError(f"delay {part.strip()!r}: {e} (seconds, comma-separated)") from None
+    return tuple(delays)
+
+
+def _fernet_key(raw: str) -> str | None:
+    """JOBPOST_SECRET_KEY: a Fernet key (url-safe base64 of 32 bytes), checked at start so a
+    typo stops the process rather than every webhook write (C12)."""
+    if not raw:
+        return None
+    from models.secrets import valid_key
+
+    if not valid_key(raw):
+        raise ValueError(
+            "not a Fernet key (url-safe base64 of 32 bytes; make one with "
+            "`python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key())'`)"
+        )
+    return raw
+
+
 def _redis(raw: str) -> str | None:
     if raw and not raw.startswith((*REDIS_SCHEMES, "unix://")):
         raise ValueError("not a redis://, rediss:// or unix:// URL")
@@ -280,7 +307,7 @@ def hide_password(url: str | None) -> str | None:
 
 # Shown through hide_password in a repr; SMTP_PASSWORD is not shown at all.
 URL_FIELDS = ("database_url", "broker_url", "redis_url")
-SECRET_FIELDS = ("smtp_password",)
+SECRET_FIELDS = ("smtp_password", "secret_key")
 
 
 @dataclass(frozen=True, repr=False)
@@ -314,6 +341,10 @@ class Settings:
     # C10: how far behind the present the change feeds stay, and so how long a transaction
     # that changes jobs or applications may last (models.feed).
     change_feed_lag_seconds: float = 5.0
+    webhook_allow_http: bool = False  # C12: development and tests only
+    webhook_allow_private: bool = False  # C12: development and tests only
+    webhook_retry_schedule: tuple[float, ...] = (5, 300, 1800, 7200, 18000, 36000, 36000)
+    secret_key: str | None = None  # JOBPOST_SECRET_KEY; else the key file (models.secrets)
 
     def __repr__(self) -> str:
         """Every field, but no password: URLs show theirs as HIDDEN, SMTP_PASSWORD is HIDDEN."""
@@ -369,4 +400,10 @@ class Settings:
             change_feed_lag_seconds=_read(
                 e, "CHANGE_FEED_LAG_SECONDS", "5", _number(0, above=True, most=3600)
             ),
+            webhook_allow_http=_read(e, "WEBHOOK_ALLOW_HTTP", "false", _boolean),
+            webhook_allow_private=_read(e, "WEBHOOK_ALLOW_PRIVATE", "false", _boolean),
+            webhook_retry_schedule=_read(
+                e, "WEBHOOK_RETRY_SCHEDULE", "5,300,1800,7200,18000,36000,36000", _schedule
+            ),
+            secret_key=_read(e, "JOBPOST_SECRET_KEY", "", _fernet_key, secret=True),
         )

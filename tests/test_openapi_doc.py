@@ -44,6 +44,15 @@ ENDPOINTS = [
     ("get", f"{V}/applications/{{id}}"),
     ("get", f"{V}/applications/{{id}}/resume"),
     ("get", f"{V}/openapi.json"),
+    ("post", f"{V}/webhooks"),
+    ("get", f"{V}/webhooks"),
+    ("get", f"{V}/webhooks/{{id}}"),
+    ("put", f"{V}/webhooks/{{id}}"),
+    ("delete", f"{V}/webhooks/{{id}}"),
+    ("post", f"{V}/webhooks/{{id}}/secret"),
+    ("post", f"{V}/webhooks/{{id}}/test"),
+    ("get", f"{V}/webhooks/{{id}}/deliveries"),
+    ("post", f"{V}/webhooks/{{id}}/deliveries/{{messageId}}/retry"),
     ("get", "/jobs/{id}"),
     ("get", "/jobs/{id}/apply"),
     ("post", "/jobs/{id}/apply"),
@@ -61,7 +70,7 @@ EVERYWHERE = {400, 403, 405, 414, 417, 431, 500, 501}
 # the database does not answer (api.errors.database_unavailable).
 STATUSES = {
     ("get", f"{V}/jobs"): {200, 400, 401, 500, 503},
-    ("post", f"{V}/jobs"): {201, 400, 401, 409, 413, 415, 422, 500, 503},
+    ("post", f"{V}/jobs"): {200, 201, 400, 401, 409, 413, 415, 422, 500, 503},
     ("put", f"{V}/jobs"): {200, 201, 400, 401, 409, 412, 413, 415, 422, 500, 503},
     ("delete", f"{V}/jobs"): {204, 400, 401, 404, 412, 413, 415, 422, 500, 503},
     ("get", f"{V}/jobs/{{id}}"): {200, 304, 401, 404, 500, 503},
@@ -77,6 +86,26 @@ STATUSES = {
     ("get", f"{V}/locations"): {200, 304, 400, 500, 503},
     ("get", f"{V}/locations/{{id}}"): {200, 304, 404, 500, 503},
     ("get", f"{V}/openapi.json"): {200, 304, 500},
+    # C12, C14: action endpoints take no body, but one sent must be JSON (413, 415)
+    ("post", f"{V}/webhooks"): {201, 400, 401, 413, 415, 422, 500, 503},
+    ("get", f"{V}/webhooks"): {200, 400, 401, 500, 503},
+    ("get", f"{V}/webhooks/{{id}}"): {200, 401, 404, 500, 503},
+    ("put", f"{V}/webhooks/{{id}}"): {200, 400, 401, 404, 413, 415, 422, 500, 503},
+    ("delete", f"{V}/webhooks/{{id}}"): {204, 400, 401, 404, 413, 415, 500, 503},
+    ("post", f"{V}/webhooks/{{id}}/secret"): {200, 400, 401, 404, 413, 415, 500, 503},
+    ("post", f"{V}/webhooks/{{id}}/test"): {202, 400, 401, 404, 409, 413, 415, 500, 503},
+    ("get", f"{V}/webhooks/{{id}}/deliveries"): {200, 400, 401, 404, 500, 503},
+    ("post", f"{V}/webhooks/{{id}}/deliveries/{{messageId}}/retry"): {
+        202,
+        400,
+        401,
+        404,
+        409,
+        413,
+        415,
+        500,
+        503,
+    },
     ("get", "/jobs/{id}"): {200, 404, 500, 503},
     ("get", "/jobs/{id}/apply"): {302, 404, 500, 503},
     ("post", "/jobs/{id}/apply"): {303, 400, 404, 409, 413, 415, 422, 429, 500, 503},
@@ -379,8 +408,9 @@ def test_path_ids_are_int32_integers_from_1() -> None:
     """A generated client takes `id: int` (openapi-python-client took `id: str` when the path
     ids were strings). A path segment that is not one is a 404 all the same (C4):
     tests/api/test_errors_and_bodies.py asks each templated path."""
-    params = [p for p in document()["components"]["parameters"].values() if p["in"] == "path"]
-    assert len(params) == 3
+    found = document()["components"]["parameters"]
+    params = [p for n, p in found.items() if p["in"] == "path" and n != "MessageId"]
+    assert len(params) == 4
     for param in params:
         schema = {"type": "integer", "format": "int32", "minimum": 1, "maximum": INT32_MAX}
         assert param["schema"] == schema
@@ -500,12 +530,15 @@ def test_the_document_names_no_code_the_service_never_answers() -> None:
 # ---------------------------------------------------------------------------- the checker
 
 
+WARNING = {"field": "closeDate", "code": "closes_soon", "message": "closeDate is in 2 days."}
+
 GOOD = [
     ("GET", f"{V}/jobs/42", 200, JSON, JOB),
     ("GET", f"{V}/jobs/42", 200, "application/json; charset=utf-8", URL_JOB),
-    ("POST", f"{V}/jobs", 201, JSON, JOB),
-    ("PUT", f"{V}/jobs", 201, JSON, URL_JOB),
-    ("PUT", f"{V}/jobs/42", 200, JSON, JOB),
+    ("POST", f"{V}/jobs", 201, JSON, {**JOB, "warnings": []}),
+    ("POST", f"{V}/jobs?dryRun=true", 200, JSON, {**JOB, "id": None, "warnings": [WARNING]}),
+    ("PUT", f"{V}/jobs", 201, JSON, {**URL_JOB, "warnings": []}),
+    ("PUT", f"{V}/jobs/42", 200, JSON, {**JOB, "warnings": [WARNING, WARNING]}),
     ("GET", f"{V}/jobs?status=active&page=2", 200, JSON, {"data": [HEADER], "paging": PAGING}),
     ("GET", f"{V}/jobs?page=9", 200, JSON, {"data": [], "paging": {**PAGING, "next": None}}),
     ("POST", f"{V}/jobs", 422, PROBLEM, INVALID),
@@ -581,6 +614,9 @@ def entry(code: str) -> dict[str, Any]:
 
 BAD = [
     ("GET", f"{V}/jobs/42", 200, JSON, dumps({**JOB, "extra": 1}), "extra"),
+    ("GET", f"{V}/jobs/42", 200, JSON, dumps({**JOB, "warnings": []}), "warnings"),
+    ("PUT", f"{V}/jobs/42", 200, JSON, dumps(JOB), "'warnings' is a required property"),
+    ("PUT", f"{V}/jobs", 200, JSON, dumps({**JOB, "warnings": [{**WARNING, "code": "x"}]}), "'x'"),
     ("GET", f"{V}/jobs/42", 200, JSON, dumps(bad(referenceId="")), "referenceId"),
     ("GET", f"{V}/jobs/42", 200, JSON, dumps(bad(publishDate="2025-5-1")), "publishDate"),
     ("GET", f"{V}/jobs/42", 200, JSON, dumps(bad(salary={"amount": 1})), "salary"),
