@@ -49,7 +49,8 @@ class Collaborators:
     limiter: ratelimit.Limiter | None = None
     ready_checks: dict[str, health.Check] = field(default_factory=dict)
     queue_depths: observability.QueueDepths | None = None  # for /metrics (C9)
-    now: Callable[[], datetime] = utcnow  # the instant: Idempotency-Key leases and ages (C10)
+    # The instant: Idempotency-Key leases and ages, and the change feeds' present (C10).
+    now: Callable[[], datetime] = utcnow
     enqueue_webhooks: webhooks.EnqueueWebhooks = webhooks.nothing  # deliveries, after commit
     url_policy: UrlPolicy | None = None  # tests: a resolver of their own (C12)
 
@@ -86,6 +87,7 @@ def create_app(
         public_base_url=base,
     )
     kept = cache.Representations[int](int(settings.job_cache_mb * 2**20))
+    changes = applications.Changes(parts.now, settings.change_feed_lag_seconds)  # C10
     hooks = webhooks.Context(
         keys=settings,
         policy=parts.url_policy
@@ -97,10 +99,12 @@ def create_app(
     # Half as much for the public pages (C13): each worker's memory stays within its bound.
     pages_kept = cache.Representations[PageKey](int(settings.job_cache_mb * 2**19))
     routes: dict[str, object] = {
-        f"{API}/jobs": jobs.JobCollection(clock, base),
+        f"{API}/jobs": jobs.JobCollection(
+            clock, base, now=parts.now, lag=settings.change_feed_lag_seconds
+        ),
         f"{API}/jobs/{{job_id}}": jobs.JobItem(clock, base, kept),
-        f"{API}/jobs/{{job_id}}/applications": applications.Submissions(intake, base),
-        f"{API}/applications": applications.Collection(base),
+        f"{API}/jobs/{{job_id}}/applications": applications.Submissions(intake, base, changes),
+        f"{API}/applications": applications.Collection(base, changes),
         f"{API}/applications/{{application_id}}": applications.Item(),
         f"{API}/applications/{{application_id}}/resume": applications.ResumeFile(),
         f"{API}/webhooks": webhooks.Collection(hooks),
@@ -164,4 +168,4 @@ def get_app() -> WsgiApp:
         },
         queue_depths=lambda: broker.depths(settings.broker_url, timeout),
     )
-    return create_app(settings, make_sessionmaker(engine), parts)
+    return create_app(settings, make_sessionmaker(engine, settings.change_feed_lag_seconds), parts)

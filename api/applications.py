@@ -5,23 +5,25 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import falcon
 from sqlalchemy.orm import Session
 
-from api import forms, query
-from api.auth import employer_of, require_employer
+from api import feed, forms, query
+from api.auth import access_of, employer_of, require_employer
 from api.clients import client_address, rate_key
 from api.errors import Problem
 from api.idempotency import Endpoint, idempotent
 from api.ratelimit import Limiter
+from api.representations import timestamp
 from api.responses import INT32_MAX, int32, path_id, send_json
 from models import applications, jobs, resumes, webhooks
 from models.dates import utcnow
 from models.entities import Application
 from models.errors import FieldError
+from models.feed import DEFAULT_LAG_SECONDS
 from models.idempotency import Scope
 from models.settings import Network
 from models.unit_of_work import after_commit
@@ -48,10 +50,6 @@ def private(resp: falcon.Response) -> None:
     """Applications are personal data (C8) behind a key that is no Authorization header, so
     no cache, shared or the browser's, may keep them or hand them to another client."""
     resp.set_header("Cache-Control", "no-store")
-
-
-def timestamp(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def represent(a: Application) -> dict[str, Any]:
@@ -145,8 +143,11 @@ class Intake:
 class Submissions:
     """/api/v1.1/jobs/{id}/applications: POST is public; GET is the employer's."""
 
-    def __init__(self, intake: Intake, public_base_url: str | None) -> None:
+    def __init__(
+        self, intake: Intake, public_base_url: str | None, changes: Changes | None = None
+    ) -> None:
         self.intake, self.public_base_url = intake, public_base_url
+        self.feed = changes or Changes()
 
     @idempotent(KEYED)
     def on_post(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
@@ -159,17 +160,26 @@ class Submissions:
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         wanted = _list_query(req, by_job=False)  # C1: a 400 outranks the 404
         job = jobs.get(req.context.db.session, employer_of(req), path_id(job_id))
-        _send_page(req, resp, self.public_base_url, replace(wanted, job_id=job.id))
+        _send(req, resp, self.public_base_url, replace(wanted, job_id=job.id), self.feed)
 
 
 class Collection:
-    def __init__(self, public_base_url: str | None) -> None:
+    def __init__(self, public_base_url: str | None, changes: Changes | None = None) -> None:
         self.public_base_url = public_base_url
+        self.feed = changes or Changes()
 
     @falcon.before(require_employer)
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         wanted = _list_query(req, by_job=True)
-        _send_page(req, resp, self.public_base_url, wanted, carry_job=True)
+        _send(req, resp, self.public_base_url, wanted, self.feed, carry_job=True)
+
+
+@dataclass(frozen=True)
+class Changes:
+    """The applications feed's clock and CHANGE_FEED_LAG_SECONDS (C10)."""
+
+    now: Callable[[], datetime] = utcnow
+    lag: float = DEFAULT_LAG_SECONDS
 
 
 @dataclass(frozen=True)
@@ -177,6 +187,9 @@ class _ListQuery:
     job_id: int | None
     status: str | None
     paging: query.Paging
+    received_since: str | None  # as sent, carried in the links
+    since: datetime | None
+    feed: feed.Feed | None  # with sort=receivedAt (C10)
 
 
 def _list_query(req: falcon.Request, *, by_job: bool) -> _ListQuery:
@@ -184,10 +197,48 @@ def _list_query(req: falcon.Request, *, by_job: bool) -> _ListQuery:
     errors: list[FieldError] = []
     job_id = _job_filter(req, errors) if by_job else None
     status = query.choice(req, "status", applications.DELIVERY_STATES, errors)
-    paging = query.paging(req, errors)
+    walk = feed.sort(req, "receivedAt", errors)
+    since = feed.instant(req, "receivedSince", errors)
+    wanted = None
+    if walk:
+        wanted = feed.request(req, "applications", access_of(req).employer_id, since, errors)
+        paging = query.Paging(1, wanted.page_size)
+    else:
+        paging = query.paging(req, errors)
     if errors:
         raise query.invalid(errors)
-    return _ListQuery(job_id, status, paging)
+    raw_since = query.param(req, "receivedSince", [])
+    return _ListQuery(job_id, status, paging, raw_since, since, wanted)
+
+
+def _send(
+    req: falcon.Request,
+    resp: falcon.Response,
+    base: str | None,
+    wanted: _ListQuery,
+    changes: Changes,
+    carry_job: bool = False,
+) -> None:
+    if wanted.feed is None:
+        _send_page(req, resp, base, wanted, carry_job)
+        return
+    employer = employer_of(req)
+    found = applications.changes(
+        req.context.db.session,
+        employer,
+        job_id=wanted.job_id,
+        status=wanted.status,
+        after=wanted.feed.start,
+        until=changes.now() - timedelta(seconds=changes.lag),
+        limit=wanted.feed.page_size,
+    )
+    job = str(wanted.job_id) if carry_job and wanted.job_id is not None else None
+    filters = {"status": wanted.status, "jobId": job}
+    private(resp)
+    paging = feed.paging(
+        req, base, "applications", employer.id, wanted.feed.page_size, found.resume, filters
+    )
+    send_json(resp, {"data": [represent(a) for a in found.applications], "paging": paging})
 
 
 def _job_filter(req: falcon.Request, errors: list[FieldError]) -> int | None:
@@ -218,9 +269,11 @@ def _send_page(
         status=wanted.status,
         limit=wanted.paging.page_size,
         offset=wanted.paging.offset,
+        received_since=wanted.since,
     )
     job = str(wanted.job_id) if carry_job and wanted.job_id is not None else None
-    filters = {"jobId": job, "status": wanted.status}
+    # C10's order of the carried filters: q, status, jobId, updatedSince, receivedSince.
+    filters = {"status": wanted.status, "jobId": job, "receivedSince": wanted.received_since}
     private(resp)
     send_json(
         resp,

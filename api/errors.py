@@ -22,6 +22,7 @@ from models.errors import (
     ValidationFailed,
     WebhookDisabled,
 )
+from models.feed import ChangeTooSlow
 
 log = logging.getLogger("jobpost.api")
 PROBLEM = "application/problem+json"
@@ -119,8 +120,9 @@ RETRY_AFTER_SECONDS = 5
 
 
 def database_unavailable(ex: Exception) -> bool:
-    """The database could not be reached, lost the connection, or has no connection free."""
-    return isinstance(ex, PoolTimeout) or connection_lost(ex)
+    """The database could not be reached, lost the connection, or has no connection free;
+    or a write was too slow to commit within the change feeds' lag (C10, `models.feed`)."""
+    return isinstance(ex, PoolTimeout | ChangeTooSlow) or connection_lost(ex)
 
 
 def handle_unexpected(

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import date
+from datetime import date, datetime, timedelta
 
 import falcon
 import orjson
 
-from api import cache, preconditions, query, representations
+from api import cache, feed, preconditions, query, representations
 from api.auth import access_of, employer_of, require_employer
 from api.body import JOB_BODY_LIMIT, read_json
 from api.idempotency import Endpoint, dry_run, idempotent
 from api.responses import path_id, send_json, send_validated
 from models import jobs, tallies
+from models.dates import utcnow
 from models.errors import FieldError, NotFound
 from models.idempotency import Scope
 from models.job_rules import STATUSES
@@ -80,19 +81,32 @@ class JobCollection(_JobResource):
         today: Callable[[], date],
         public_base_url: str | None,
         searches: tallies.SearchTotals | None = None,
+        *,
+        now: Callable[[], datetime] = utcnow,
+        lag: float = 5.0,
     ) -> None:
         super().__init__(today, public_base_url)
+        self.now, self.lag = now, lag  # the change feed's clock and CHANGE_FEED_LAG_SECONDS
         # The totals of searches, kept per process (C6: exact, and recounted after a change).
         self.searches = searches if searches is not None else tallies.SearchTotals()
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        """The list by page (C6), or with sort=updatedAt the change feed (C10)."""
         errors: list[FieldError] = []
         status = query.choice(req, "status", STATUSES, errors)
-        paging = query.paging(req, errors)
         q = query.term(req, "q", errors)
+        walk = feed.sort(req, "updatedAt", errors)
+        since = feed.instant(req, "updatedSince", errors)
+        access = access_of(req)
+        if walk:
+            wanted = feed.request(req, "jobs", access.employer_id, since, errors)
+            if errors:
+                raise query.invalid(errors)
+            self._send_changes(req, resp, wanted, q, status)
+            return
+        paging = query.paging(req, errors)
         if errors:
             raise query.invalid(errors)
-        access = access_of(req)
         page = jobs.listing(
             req.context.db.connection,
             access.employer_id,
@@ -101,16 +115,53 @@ class JobCollection(_JobResource):
             page=paging.page,
             page_size=paging.page_size,
             totals=self.searches,
+            updated_since=since,
         )
+        filters = {"q": q, "status": status, "updatedSince": query.param(req, "updatedSince", [])}
         resp.set_header("Cache-Control", PRIVATE)
         send_json(
             resp,
             {
                 "data": [representations.header(j, access) for j in page.jobs],
                 "paging": query.paging_object(
-                    req, self.public_base_url, paging, page.total, {"q": q, "status": status}
+                    req, self.public_base_url, paging, page.total, filters
                 ),
             },
+        )
+
+    def _send_changes(
+        self,
+        req: falcon.Request,
+        resp: falcon.Response,
+        wanted: feed.Feed,
+        q: str | None,
+        status: str | None,
+    ) -> None:
+        """A page of the change feed: only changes at least the lag old, which every
+        transaction that could still commit an older one has done by then (C10)."""
+        access = access_of(req)
+        found = jobs.changes(
+            req.context.db.connection,
+            access.employer_id,
+            after=wanted.start,
+            until=self.now() - timedelta(seconds=self.lag),
+            q=q,
+            status=status,
+            limit=wanted.page_size,
+        )
+        resp.set_header("Cache-Control", PRIVATE)
+        paging = feed.paging(
+            req,
+            self.public_base_url,
+            "jobs",
+            access.employer_id,
+            wanted.page_size,
+            found.resume,
+            {"q": q, "status": status},
+        )
+        send_json(
+            resp,
+            {"data": [representations.header(j, access) for j in found.jobs], "paging": paging},
         )
 
     @idempotent(KEYED)

@@ -95,9 +95,12 @@ def choice(
 
 def paging(req: falcon.Request, errors: list[FieldError]) -> Paging:
     return Paging(
-        page=_bounded(req, "page", 1, INT32_MAX, errors),
-        page_size=_bounded(req, "pageSize", 10, 100, errors),
+        page=_bounded(req, "page", 1, INT32_MAX, errors), page_size=page_size(req, errors)
     )
+
+
+def page_size(req: falcon.Request, errors: list[FieldError]) -> int:
+    return _bounded(req, "pageSize", 10, 100, errors)
 
 
 def base_url(req: falcon.Request, public_base_url: str | None) -> str:

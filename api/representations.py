@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -11,6 +12,16 @@ from models.job_rows import StoredJob
 from models.jobs import Header
 from models.places import Place
 from models.reference import CATEGORY_NAMES, POSITION_TYPE_NAMES, ROUTING_TYPES, SALARY_PERIOD_NAMES
+
+
+def timestamp(moment: datetime | None) -> str | None:
+    """An instant as the service answers every one (C10): RFC 3339 in UTC, with `Z` and
+    milliseconds (`2026-11-25T15:05:09.962Z`). Truncated, never rounded up: an `updatedSince`
+    or `receivedSince` copied from an answer still finds the thing it was copied from."""
+    if moment is None:
+        return None
+    utc = moment.astimezone(UTC)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
 
 
 def number(value: Decimal | None) -> int | float | None:
@@ -60,6 +71,7 @@ def header(job: Header, employer: Access) -> dict[str, Any]:
         "locations": [location(loc) for loc in job.locations],
         "confidential": job.confidential,
         "status": job.status,
+        "updatedAt": timestamp(job.updated_at),
     }
 
 
@@ -87,6 +99,7 @@ def job(j: StoredJob, employer_name: str) -> dict[str, Any]:
         "applicationUrl": j.application_url,
         "language": j.language,
         "translation": translation(j),
+        "updatedAt": timestamp(j.updated_at),
     }
 
 

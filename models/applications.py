@@ -9,15 +9,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import Select, bindparam, delete, func, select, tuple_
 from sqlalchemy.orm import Session, lazyload
 
 from models import checks, resumes
 from models.checks import Invalid
-from models.dates import utcnow
 from models.entities import Application, Employer, Job, OutboxEntry, Resume
 from models.errors import ApplyViaUrl, FieldError, NotFound, ValidationFailed
 from models.fast_reads import planned_for_values
+from models.feed import Position, stamp
 from models.reference import URL_ROUTE
 
 PHONE = re.compile(r"[0-9 +\-().]{1,30}")
@@ -163,7 +163,7 @@ def submit(session: Session, job: Job, sub: Submission) -> Application:
     The snapshot of the job (title, referenceId, address, employer) lets delivery go on
     after the job is deleted (C8).
     """
-    now = utcnow()
+    now = stamp(session)  # receivedAt, the applications feed's time (C10)
     application = Application(
         job_id=job.id,
         employer_id=job.employer_id,
@@ -223,13 +223,13 @@ def listing(
     status: str | None,
     limit: int,
     offset: int,
+    received_since: datetime | None = None,
 ) -> Page:
-    """The employer's applications, newest first (C8, paged as C6)."""
-    query = select(Application).where(Application.employer_id == employer.id)
-    if job_id is not None:
-        query = query.where(Application.job_id == job_id)
-    if status is not None:
-        query = query.join(OutboxEntry).where(OutboxEntry.status == status)
+    """The employer's applications, newest first (C8, paged as C6); with `received_since`,
+    those received at or after it (C10)."""
+    query = _of(employer, job_id, status)
+    if received_since is not None:
+        query = query.where(Application.received_at >= received_since)
     with planned_for_values(session.connection()):
         total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
         rows = session.scalars(
@@ -238,6 +238,51 @@ def listing(
             .offset(offset)
         )
         return Page(list(rows.unique()), total)
+
+
+def _of(employer: Employer, job_id: int | None, status: str | None) -> Select[Any]:
+    query = select(Application).where(Application.employer_id == employer.id)
+    if job_id is not None:
+        query = query.where(Application.job_id == job_id)
+    if status is not None:
+        query = query.join(OutboxEntry).where(OutboxEntry.status == status)
+    return query
+
+
+@dataclass(frozen=True)
+class Changes:
+    applications: list[Application]
+    resume: Position  # where the next page starts: after the last one, or where this started
+
+
+def changes(
+    session: Session,
+    employer: Employer,
+    *,
+    job_id: int | None,
+    status: str | None,
+    after: Position,
+    until: datetime,
+    limit: int,
+) -> Changes:
+    """The applications feed (C10): by (receivedAt, id) ascending after `after`, up to
+    `until` (the present less the lag), at most `limit`. An application's receivedAt never
+    moves, so each comes once; its delivery status is as of the read."""
+    # Bound as the column's type (UTC, no offset): compared as timestamptz, PostgreSQL would
+    # shift the column by the session's TimeZone.
+    instant = Application.received_at.type
+    query = _of(employer, job_id, status).where(
+        tuple_(Application.received_at, Application.id)
+        > tuple_(bindparam("at", after.at, type_=instant), bindparam("after_id", after.id)),
+        Application.received_at <= bindparam("until", until, type_=instant),
+    )
+    found = list(
+        session.scalars(
+            query.order_by(Application.received_at, Application.id).limit(limit)
+        ).unique()
+    )
+    resume = Position(found[-1].received_at, found[-1].id) if found else after
+    return Changes(found, resume)
 
 
 def purge(session: Session, *, now: datetime, retention_days: int) -> int:

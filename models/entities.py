@@ -174,6 +174,8 @@ class Job(Base):
             postgresql_include=["status", "search_text"],  # a list's walk reads no row (0008)
         ),
         Index("uq_jobs_employer_reference", "employer_id", "reference_id", unique=True),
+        # The change feed's walk by (updated_at, id) from a position (C10, migration 0009).
+        Index("ix_jobs_employer_updated", "employer_id", "updated_at", "id"),
         Index("ix_jobs_status_close", "status", "close_date"),
         # A deleted job's id must never name a new job (SQLite reuses rowids without this).
         {"sqlite_autoincrement": True},
@@ -250,7 +252,8 @@ class Application(Base):
     )
     __table_args__ = (
         Index("ix_applications_employer_received", "employer_id", received_at.desc(), id.desc()),
-        Index("ix_applications_job", "job_id"),
+        # A job's applications, and its feed by (received_at, id) (C10, migration 0009).
+        Index("ix_applications_job_received", "job_id", "received_at", "id"),
         {"sqlite_autoincrement": True},
     )
 

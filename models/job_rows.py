@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, cast
 
@@ -99,6 +99,7 @@ class StoredJob:
     translation_title: str | None
     translation_description: str | None
     version: int
+    updated_at: datetime | None  # the last stored change (C10); None before the first
     locations: tuple[Place, ...] | None = None
     category_ids: tuple[int, ...] | None = None
 
@@ -107,7 +108,13 @@ class StoredJob:
         return {name: getattr(self, name) for name in VALUES}
 
 
-_ROW = (_jobs.c.id, _jobs.c.employer_id, *(_jobs.c[name] for name in VALUES), _jobs.c.version)
+_ROW = (
+    _jobs.c.id,
+    _jobs.c.employer_id,
+    *(_jobs.c[name] for name in VALUES),
+    _jobs.c.version,
+    _jobs.c.updated_at,
+)
 _ID, _EMPLOYER = bindparam("job_id", type_=Integer), bindparam("employer_id", type_=Integer)
 _LOCATION, _CATEGORY = 0, 1  # the kinds of a job's items
 

@@ -8,7 +8,7 @@ import functools
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import date
+from datetime import date, datetime
 from typing import Any, Literal
 
 from sqlalchemy import (
@@ -24,16 +24,18 @@ from sqlalchemy import (
     null,
     select,
     true,
+    tuple_,
 )
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from models import checks, job_rows, job_rules, tallies, warnings
-from models.dates import default_close, utcnow
+from models.dates import default_close
 from models.entities import Employer, Job, JobLocation, Location
 from models.errors import DuplicateReferenceId, FieldError, NotFound, ValidationFailed
 from models.fast_reads import Precompiled, planned_for_values
+from models.feed import Position, stamp
 from models.job_rows import StoredJob
 from models.places import Place
 
@@ -173,11 +175,12 @@ def _insert(
     taken: by a concurrent request too, whose commit the insert waits for (PostgreSQL's ON
     CONFLICT)."""
     job = _merged(_new(employer.id, today), changes, today=today)
-    written = job_rows.insert_job(session.connection(), job, _derived(job))
+    derived = _derived(job, stamp(session))
+    written = job_rows.insert_job(session.connection(), job, derived)
     if written is None:
         return None
     job_id, listed = written
-    return replace(job, id=job_id), listed
+    return replace(job, id=job_id, updated_at=derived["updated_at"]), listed
 
 
 def _would_create(
@@ -240,6 +243,7 @@ def _new(employer_id: int, today: date) -> StoredJob:
         translation_title=None,
         translation_description=None,
         version=1,
+        updated_at=None,
         locations=(),
         category_ids=(),
     )
@@ -282,17 +286,19 @@ def put(
         ids = [p.id for p in merged.locations] if "locations" in changes else []
         listed = job_rows.unlisted(connection, ids) if ids else []
         return _applied(employer, merged, "updated", notes, listed, today=today, dry_run=True)
+    derived = _derived(merged, stamp(session))  # after the lock, as late as it can (C10)
     try:
         listed = job_rows.update_job(
             connection,
             merged,
-            _derived(merged),
+            derived,
             locations="locations" in changes,
             categories="category_ids" in changes,
         )
     except IntegrityError:
         raise _taken(merged.reference_id) from None
-    merged = replace(merged, version=job.version + 1)  # as the database counted it, locked
+    # The version as the database counted it (locked), and the change's time (C10).
+    merged = replace(merged, version=job.version + 1, updated_at=derived["updated_at"])
     return _applied(employer, merged, "updated", notes, listed, today=today)
 
 
@@ -395,9 +401,9 @@ def _merged(job: StoredJob, changes: dict[str, Any], *, today: date) -> StoredJo
     return StoredJob(**values)
 
 
-def _derived(job: StoredJob) -> dict[str, Any]:
-    """What a write stores beside the job's values: its search text (C6), and when."""
-    return {"search_text": search_text(job.title, job.reference_id), "updated_at": utcnow()}
+def _derived(job: StoredJob, at: datetime) -> dict[str, Any]:
+    """What a write stores beside the job's values: its search text (C6), and when (C10)."""
+    return {"search_text": search_text(job.title, job.reference_id), "updated_at": at}
 
 
 def fold(text: str) -> str:
@@ -470,6 +476,7 @@ class Header:
     publish_date: date
     confidential: bool
     status: str
+    updated_at: datetime
     locations: list[Place]
 
 
@@ -488,22 +495,28 @@ def listing(
     page: int,
     page_size: int,
     totals: tallies.SearchTotals | None = None,
+    updated_since: datetime | None = None,
 ) -> Page:
     """The employer's jobs, newest publishDate first, then id (stable across pages, C6).
 
     `q` is a case-insensitive substring of title or referenceId, its `%` and `_` literal.
     Without it, the page comes with its total, read from the employer's tallies (migration
     0007), in one statement. A search's total is counted; `totals`, when given, keeps it
-    for the next search of the same words until the employer's jobs change."""
+    for the next search of the same words until the employer's jobs change.
+    `updated_since` keeps the jobs changed at or after it (C10); their total is counted
+    every time, since neither the tallies nor a kept total know when jobs changed."""
     folded = fold(q) if q else ""
     params = {
         "employer_id": employer_id,
         "q": folded,
-        "pattern": folded.replace("/", "//").replace("%", "/%").replace("_", "/_"),
+        "pattern": _pattern(folded),
         "status": status,
         "limit": page_size,
         "offset": (page - 1) * page_size,
+        "since": updated_since,
     }
+    if updated_since is not None:
+        return _since(connection, params, folded, status)
     if not folded:
         statement = _list_statement(_Kind.PLAIN, False, bool(status), _first(page, page_size))
         rows = statement.all(connection, params)
@@ -512,6 +525,59 @@ def listing(
     kept = totals if totals is not None else tallies.SearchTotals(0)
     search = _Search(connection, params, grams, _first(page, page_size), kept)
     return search.page(employer_id, status, folded)
+
+
+def _pattern(folded: str) -> str:
+    """A folded `q` as a LIKE pattern whose `%` and `_` are literal (escaped with `/`)."""
+    return folded.replace("/", "//").replace("%", "/%").replace("_", "/_")
+
+
+def _since(connection: Connection, params: dict[str, Any], q: str, status: str | None) -> Page:
+    """A page of the jobs changed since an instant, with its total counted (C10)."""
+    grams = len(q) >= GRAM and connection.dialect.name == "postgresql"
+    kinds = {"grams": grams, "status": bool(status), "since": True, "search": bool(q)}
+    with planned_for_values(connection):
+        rows = _list_statement(_Kind.MATCHES, **kinds).all(connection, params)
+        found = _headers(rows)
+        if found:
+            return Page(found, int(rows[0][_MATCHES]))
+        (row,) = _list_statement(_Kind.COUNT, **kinds).all(connection, params)
+        return Page(found, int(row[_MATCHES]))
+
+
+@dataclass(frozen=True)
+class Changes:
+    jobs: list[Header]
+    resume: Position  # where the next page starts: after the last job, or where this started
+
+
+def changes(
+    connection: Connection,
+    employer_id: int,
+    *,
+    after: Position,
+    until: datetime,
+    q: str | None,
+    status: str | None,
+    limit: int,
+) -> Changes:
+    """The change feed (C10): the employer's jobs changed after `after`, by (updatedAt, id)
+    ascending, up to `until` (the present less the lag: no transaction still open can commit
+    a change stamped before it), at most `limit`. A job changed again later comes again."""
+    folded = fold(q) if q else ""
+    params = {
+        "employer_id": employer_id,
+        "pattern": _pattern(folded),
+        "status": status,
+        "at": after.at,
+        "after_id": after.id,
+        "until": until,
+        "limit": limit,
+    }
+    rows = _feed_statement(bool(status), bool(folded)).all(connection, params)
+    found = _headers(rows)
+    resume = Position(rows[-1][_FEED_AT], found[-1].id) if found else after
+    return Changes(found, resume)
 
 
 class _Kind(enum.Enum):
@@ -614,7 +680,13 @@ def _first(page: int, page_size: int) -> int | None:
 
 @functools.lru_cache(maxsize=256)
 def _list_statement(
-    kind: _Kind, grams: bool, status: bool, first: int | None = None
+    kind: _Kind,
+    grams: bool,
+    status: bool,
+    first: int | None = None,
+    *,
+    since: bool = False,
+    search: bool = True,
 ) -> Precompiled:
     """One kind of list statement, built and compiled once: a list is read far more often
     than written, and building statements for each cost more than the database's answer.
@@ -626,15 +698,22 @@ def _list_statement(
 
     The page's jobs are chosen first, by id from the employer's index (deep pages stay
     cheap), then joined to their header columns and locations; the tally is one row that
-    the page joins, so an empty page still answers it."""
+    the page joins, so an empty page still answers it.
+
+    `since`: only jobs changed at or after the parameter `since` (C10); `search`: whether
+    `q` filters (a list filtered by `since` alone counts its matches too)."""
     employer = bindparam("employer_id", type_=Integer)
     status_value = bindparam("status", type_=String) if status else None
     tally = tallies.of_employer(employer, status_value)
     where = [Job.employer_id == employer]
     if status_value is not None:
         where.append(Job.status == status_value)
-    matches = Job.search_text.contains(bindparam("pattern", type_=Text), escape="/")
-    if grams:
+    if since:
+        where.append(Job.updated_at >= bindparam("since", type_=Job.updated_at.type))
+    matches: Any = Job.search_text.contains(bindparam("pattern", type_=Text), escape="/")
+    if not search:
+        matches = true()
+    elif grams:
         wanted = search_grams(employer, bindparam("q", type_=Text))
         matches = and_(matches, search_grams(Job.employer_id, Job.search_text).contains(wanted))
     if kind is _Kind.COUNT:
@@ -678,7 +757,43 @@ def _list_statement(
     return Precompiled(statement)
 
 
-_HEADER = (Job.reference_id, Job.title, Job.publish_date, Job.confidential, Job.status)
+@functools.lru_cache(maxsize=8)
+def _feed_statement(status: bool, search: bool) -> Precompiled:
+    """The change feed's page (C10): the ids from the employer's (updated_at, id) index
+    (migration 0009), after the position and not after `until`, then their headers and
+    locations. Its rows are laid out as the list's, the tally's columns empty."""
+    at = bindparam("at", type_=Job.updated_at.type)
+    where = [
+        Job.employer_id == bindparam("employer_id", type_=Integer),
+        tuple_(Job.updated_at, Job.id) > tuple_(at, bindparam("after_id", type_=Integer)),
+        Job.updated_at <= bindparam("until", type_=Job.updated_at.type),
+    ]
+    if status:
+        where.append(Job.status == bindparam("status", type_=String))
+    if search:
+        where.append(Job.search_text.contains(bindparam("pattern", type_=Text), escape="/"))
+    ids = select(Job.id).where(*where).order_by(Job.updated_at, Job.id)
+    chosen = ids.limit(bindparam("limit", type_=Integer)).subquery("chosen")
+    empty = (null(), null(), null())  # the list's tally and matches
+    statement: Any = (
+        select(*empty, Job.id, *_HEADER, *_PLACE)
+        .select_from(chosen)
+        .join(Job, Job.id == chosen.c.id)
+        .outerjoin(JobLocation, JobLocation.job_id == Job.id)
+        .outerjoin(Location, Location.id == JobLocation.location_id)
+        .order_by(Job.updated_at, Job.id, JobLocation.position)
+    )
+    return Precompiled(statement)
+
+
+_HEADER = (
+    Job.reference_id,
+    Job.title,
+    Job.publish_date,
+    Job.confidential,
+    Job.status,
+    Job.updated_at,
+)
 _PLACE = (
     Location.id.label("place_id"),
     Location.name,
@@ -691,6 +806,7 @@ _PLACE = (
 # job's id and header, then one of its places.
 _JOBS, _CHANGES, _MATCHES, _ID = 0, 1, 2, 3
 _PLACE_AT = _ID + 1 + len(_HEADER)
+_FEED_AT = _PLACE_AT - 1  # a row's updated_at: the last of the header
 
 
 def _headers(rows: list[tuple[Any, ...]]) -> list[Header]:
@@ -700,8 +816,12 @@ def _headers(rows: list[tuple[Any, ...]]) -> list[Header]:
         if row[_ID] is None:  # the row of an empty page, for its tally
             continue
         if not headers or headers[-1].id != row[_ID]:
-            job_id, reference_id, title, published, confidential, status = row[_ID:_PLACE_AT]
-            headers.append(Header(job_id, reference_id, title, published, confidential, status, []))
+            job_id, reference_id, title, published, confidential, status, updated = row[
+                _ID:_PLACE_AT
+            ]
+            headers.append(
+                Header(job_id, reference_id, title, published, confidential, status, updated, [])
+            )
         if row[_PLACE_AT] is not None:  # a job without locations has one row, of NULLs
             headers[-1].locations.append(Place(*row[_PLACE_AT : _PLACE_AT + len(_PLACE)]))
     return headers

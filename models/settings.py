@@ -32,7 +32,7 @@ VARIABLES = (
     "DELIVERY_RETRY_HOURS", "READY_TIMEOUT_SECONDS", "PROMETHEUS_MULTIPROC_DIR",
     "WORKER_METRICS_PORT", "JOBPOST_VAR_DIR", "JOBPOST_BEAT_EVERY_SECONDS", "JOB_CACHE_MB",
     "TRUSTED_PROXIES", "GUNICORN_CMD_ARGS", "WEBHOOK_ALLOW_HTTP", "WEBHOOK_ALLOW_PRIVATE",
-    "WEBHOOK_RETRY_SCHEDULE", "JOBPOST_SECRET_KEY",
+    "WEBHOOK_RETRY_SCHEDULE", "JOBPOST_SECRET_KEY", "CHANGE_FEED_LAG_SECONDS",
 )  # fmt: skip
 
 
@@ -338,6 +338,9 @@ class Settings:
     var_dir: Path = Path("var")  # local state of the defaults (JOBPOST_VAR_DIR)
     beat_every_seconds: float | None = None  # tests and demos: every beat entry this often
     gunicorn_cmd_args: tuple[str, ...] = ()  # gunicorn options for `jobpost serve`
+    # C10: how far behind the present the change feeds stay, and so how long a transaction
+    # that changes jobs or applications may last (models.feed).
+    change_feed_lag_seconds: float = 5.0
     webhook_allow_http: bool = False  # C12: development and tests only
     webhook_allow_private: bool = False  # C12: development and tests only
     webhook_retry_schedule: tuple[float, ...] = (5, 300, 1800, 7200, 18000, 36000, 36000)
@@ -394,6 +397,9 @@ class Settings:
             var_dir=var,
             beat_every_seconds=_read(e, "JOBPOST_BEAT_EVERY_SECONDS", "", _every),
             gunicorn_cmd_args=_read(e, "GUNICORN_CMD_ARGS", "", _words),
+            change_feed_lag_seconds=_read(
+                e, "CHANGE_FEED_LAG_SECONDS", "5", _number(0, above=True, most=3600)
+            ),
             webhook_allow_http=_read(e, "WEBHOOK_ALLOW_HTTP", "false", _boolean),
             webhook_allow_private=_read(e, "WEBHOOK_ALLOW_PRIVATE", "false", _boolean),
             webhook_retry_schedule=_read(

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from models import feed
 from models.engines import autocommit, make_engine
 
 log = logging.getLogger(__name__)
@@ -23,13 +24,19 @@ log = logging.getLogger(__name__)
 AFTER_COMMIT = "jobpost.after_commit"
 
 
-def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
-    return sessionmaker(engine, expire_on_commit=False)
+def make_sessionmaker(
+    engine: Engine, change_feed_lag: float = feed.DEFAULT_LAG_SECONDS
+) -> sessionmaker[Session]:
+    """Sessions on `engine`, each checking at commit that its changes kept to the change
+    feeds' lag (`models.feed`, CHANGE_FEED_LAG_SECONDS)."""
+    return sessionmaker(engine, expire_on_commit=False, info={feed.LAG: change_feed_lag})
 
 
-def sessionmaker_for(url: str, **engine_options: Any) -> sessionmaker[Session]:
+def sessionmaker_for(
+    url: str, change_feed_lag: float = feed.DEFAULT_LAG_SECONDS, **engine_options: Any
+) -> sessionmaker[Session]:
     """Sessions on a new engine for `url` (tasks and commands, outside the web process)."""
-    return make_sessionmaker(make_engine(url, **engine_options))
+    return make_sessionmaker(make_engine(url, **engine_options), change_feed_lag)
 
 
 @lru_cache(maxsize=8)
@@ -39,7 +46,8 @@ def autocommit_sessions(factory: sessionmaker[Session]) -> sessionmaker[Session]
     transactions, and so do sessions bound to a connection (the tests' rolled-back one)."""
     bind = factory.kw.get("bind")
     if isinstance(bind, Engine) and bind.dialect.name == "postgresql":
-        return make_sessionmaker(autocommit(bind))
+        lag = (factory.kw.get("info") or {}).get(feed.LAG, feed.DEFAULT_LAG_SECONDS)
+        return make_sessionmaker(autocommit(bind), lag)
     return factory
 
 

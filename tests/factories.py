@@ -54,3 +54,9 @@ def entries(
     """The (field, code) pairs of a 422 (or a 400 invalid_query, with its status and code)."""
     body = problem(result, status, code)
     return [(e["field"], e["code"]) for e in body["errors"]]
+
+
+def unstamped(job: dict[str, Any]) -> dict[str, Any]:
+    """A job without `updatedAt` (C10), which every stored change moves: for comparing the
+    job's values across writes (or between two jobs) rather than when each was written."""
+    return {k: v for k, v in job.items() if k != "updatedAt"}

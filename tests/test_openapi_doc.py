@@ -176,6 +176,7 @@ JOB: dict[str, Any] = {
         "title": "Comptable principal ou principale",
         "description": "<p>Joignez-vous à nous.</p>",
     },
+    "updatedAt": "2025-05-01T13:45:02.118Z",
 }
 
 URL_JOB = {
@@ -188,7 +189,11 @@ URL_JOB = {
 }
 
 HEADER_KEYS = ["id", "referenceId", "employer", "title", "publishDate", "locations", "confidential"]
-HEADER = {k: JOB[k] for k in [*HEADER_KEYS, "status"]}
+HEADER = {k: JOB[k] for k in [*HEADER_KEYS, "status", "updatedAt"]}
+FEED_PAGING = {
+    "pageSize": 10,
+    "next": "http://localhost/api/v1.1/jobs?sort=updatedAt&pageSize=10&cursor=x",
+}
 
 PAGING = {
     "total": 21,
@@ -555,6 +560,14 @@ GOOD = [
     ("POST", f"{V}/jobs/42/applications", 202, JSON, {"id": 3, "status": "received"}),
     ("POST", f"{V}/jobs/42/applications", 409, PROBLEM, problem(409, "apply_via_url")),
     ("GET", f"{V}/applications?jobId=42", 200, JSON, {"data": [APPLICATION], "paging": PAGING}),
+    ("GET", f"{V}/jobs?sort=updatedAt", 200, JSON, {"data": [HEADER], "paging": FEED_PAGING}),
+    (
+        "GET",
+        f"{V}/applications?sort=receivedAt",
+        200,
+        JSON,
+        {"data": [APPLICATION], "paging": FEED_PAGING},
+    ),
     ("GET", f"{V}/applications/7", 200, JSON, {**APPLICATION, "jobId": None, "resume": None}),
     ("GET", f"{V}/positiontypes", 200, JSON, {"data": [{"id": 1, "name": "Full Time"}]}),
     ("GET", f"{V}/locations/9", 200, JSON, JOB["locations"][1]),
@@ -648,6 +661,16 @@ BAD = [
         JSON,
         dumps({**APPLICATION, "receivedAt": "2025-05-02T14:03:11+00:00"}),
         "receivedAt",
+    ),
+    # C10: timestamps carry milliseconds; a feed's next is never null.
+    ("GET", f"{V}/jobs/42", 200, JSON, dumps(bad(updatedAt="2025-05-01T13:45:02Z")), "updatedAt"),
+    (
+        "GET",
+        f"{V}/jobs?sort=updatedAt",
+        200,
+        JSON,
+        dumps({"data": [], "paging": {**FEED_PAGING, "next": None}}),
+        "paging",
     ),
 ]
 

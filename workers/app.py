@@ -136,7 +136,8 @@ class TaskContext:
                     engine = self._made.kw["bind"]
                     engine.dispose(close=False)
                 url = self.settings.database_url
-                self._made = sessionmaker_for(url, pool_size=self.pool_size)
+                lag = self.settings.change_feed_lag_seconds
+                self._made = sessionmaker_for(url, lag, pool_size=self.pool_size)
                 self._made_in = os.getpid()
             return self._made
 

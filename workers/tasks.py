@@ -69,8 +69,7 @@ def changed(task: str, count: int, what: str) -> int:
 
 def run_expire(factory: sessionmaker[Session], s: Settings, today: Any = None) -> int:
     day = today or today_in(s.timezone)
-    with session_scope(factory) as session:
-        count = upkeep.expire(session, today=day)
+    count = upkeep.in_batches(factory, upkeep.expire, today=day)
     return changed("expire", count, f"active jobs closed before {day} archived")
 
 

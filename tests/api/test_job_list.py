@@ -151,7 +151,8 @@ def test_republishing_moves_a_job_to_the_top(api: Any, employer: Any, clock: Any
 
 
 def test_the_list_element_is_the_job_header(api: Any, employer: Any) -> None:
-    """Interface: id, referenceId, employer, title, publishDate, locations, confidential, status."""
+    """Interface: id, referenceId, employer, title, publishDate, locations, confidential, status;
+    and C10's updatedAt, as the job shows it."""
     job = create_job(api, employer, referenceId="H-1", confidential=True)
     (header,) = listing(api, employer)["data"]
     assert header == {
@@ -165,6 +166,7 @@ def test_the_list_element_is_the_job_header(api: Any, employer: Any) -> None:
             "locations",
             "confidential",
             "status",
+            "updatedAt",
         )
     }
 
@@ -295,7 +297,7 @@ def test_the_largest_values_are_accepted(api: Any, employer: Any) -> None:
 
 def test_unknown_parameters_are_ignored(api: Any, employer: Any) -> None:
     create_job(api, employer)
-    body = listing(api, employer, sort="title", foo="bar", PAGESIZE="0")
+    body = listing(api, employer, order="title", foo="bar", PAGESIZE="0", SORT="title")
     assert body["paging"]["total"] == 1 and body["paging"]["pageSize"] == 10
     result = api.get(JOBS, key=employer.key, query_string="foo=%FF&%FF=1")
     assert result.status_code == 200 and result.json["paging"]["total"] == 1

@@ -105,7 +105,7 @@ def test_symmetry_a_get_result_without_id_and_reference_id_posts_an_equal_job(
     assert result.status_code == 201, result.text
     copy_ = read_shape(result.json)
     assert copy_["id"] != original["id"] and copy_["referenceId"] is None
-    strip = {"id", "referenceId"}
+    strip = {"id", "referenceId", "updatedAt"}  # and when each was written (C10)
     assert {k: v for k, v in copy_.items() if k not in strip} == {
         k: v for k, v in original.items() if k not in strip
     }
@@ -348,7 +348,9 @@ def test_put_with_only_a_title_keeps_everything_else(api: Any, employer: Any) ->
     result = api.put(f"{JOBS}/{job['id']}", json={"title": "Night Baker"}, key=employer.key)
     expected = copy.deepcopy(job)
     expected["title"] = "Night Baker"
+    expected["updatedAt"] = result.json["updatedAt"]  # a change moves it (C10)
     assert result.status_code == 200 and read_shape(result.json) == expected
+    assert expected["updatedAt"] > job["updatedAt"]
     assert api.get(f"{JOBS}/{job['id']}", key=employer.key).json == expected
 
 

@@ -45,6 +45,11 @@ from workers.cli import main
         ("MAIL_FROM", "jobs"),
         ("JOBPOST_BEAT_EVERY_SECONDS", "0"),
         ("GUNICORN_CMD_ARGS", '--timeout "60'),
+        ("CHANGE_FEED_LAG_SECONDS", "0"),  # C14: positive
+        ("CHANGE_FEED_LAG_SECONDS", "-5"),
+        ("CHANGE_FEED_LAG_SECONDS", "soon"),
+        ("CHANGE_FEED_LAG_SECONDS", "nan"),
+        ("CHANGE_FEED_LAG_SECONDS", "86400"),  # at most an hour
         ("WEBHOOK_ALLOW_HTTP", "ture"),
         ("WEBHOOK_ALLOW_PRIVATE", "2"),
         ("WEBHOOK_RETRY_SCHEDULE", "5,,300"),
@@ -278,3 +283,9 @@ def test_a_mistyped_boolean_stops_a_command_in_one_line(
     assert printed.err == (
         "jobpost: SMTP_STARTTLS='ture': not true or false (true/false, 1/0, yes/no, on/off)\n"
     )
+
+
+def test_the_change_feed_lag_is_5_seconds_unless_set() -> None:
+    """C14: CHANGE_FEED_LAG_SECONDS, default 5; fractions allowed."""
+    assert Settings.from_env({}).change_feed_lag_seconds == 5
+    assert Settings.from_env({"CHANGE_FEED_LAG_SECONDS": "2.5"}).change_feed_lag_seconds == 2.5

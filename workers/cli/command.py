@@ -31,7 +31,7 @@ class Command:
 
     @cached_property
     def sessions(self) -> sessionmaker[Session]:
-        return make_sessionmaker(self.engine)
+        return make_sessionmaker(self.engine, self.settings.change_feed_lag_seconds)
 
     @cached_property
     def celery(self) -> Celery:
