@@ -20,6 +20,7 @@ from api import (
     observability,
     ratelimit,
     reference,
+    syncs,
 )
 from api.middleware import Cors, MethodOverride, RequestId, SessionManager
 from api.openapi_resource import OpenApi
@@ -38,6 +39,10 @@ def _nothing(application_id: int, request_id: str | None) -> None:
     """No broker wired: the sweeper enqueues the outbox entry later."""
 
 
+def _no_sync_broker(run_id: int, request_id: str | None) -> None:
+    """No broker wired: the sweeper enqueues the queued run later (C11)."""
+
+
 @dataclass
 class Collaborators:
     """What the app needs from outside HTTP; `get_app` wires the real ones."""
@@ -48,6 +53,7 @@ class Collaborators:
     ready_checks: dict[str, health.Check] = field(default_factory=dict)
     queue_depths: observability.QueueDepths | None = None  # for /metrics (C9)
     now: Callable[[], datetime] = utcnow  # the instant: Idempotency-Key leases and ages (C10)
+    enqueue_sync: syncs.EnqueueSync = _no_sync_broker  # a queued sync run, after commit (C11)
 
 
 def create_app(
@@ -76,6 +82,7 @@ def create_app(
     base = settings.public_base_url
     intake = applications.Intake(limiter, parts.enqueue, settings.trusted_proxies)
     kept = cache.Representations(int(settings.job_cache_mb * 2**20))
+    sync_parts = (parts.now, parts.enqueue_sync, base)
     routes: dict[str, object] = {
         f"{API}/jobs": jobs.JobCollection(clock, base),
         f"{API}/jobs/{{job_id}}": jobs.JobItem(clock, base, kept),
@@ -83,6 +90,12 @@ def create_app(
         f"{API}/applications": applications.Collection(base),
         f"{API}/applications/{{application_id}}": applications.Item(),
         f"{API}/applications/{{application_id}}/resume": applications.ResumeFile(),
+        f"{API}/syncs": syncs.SyncCollection(*sync_parts),
+        f"{API}/syncs/{{sync_id}}": syncs.SyncItem(*sync_parts),
+        f"{API}/syncs/{{sync_id}}/jobs": syncs.SyncJobs(*sync_parts),
+        f"{API}/syncs/{{sync_id}}/start": syncs.SyncStart(*sync_parts),
+        f"{API}/syncs/{{sync_id}}/cancel": syncs.SyncCancel(*sync_parts),
+        f"{API}/syncs/{{sync_id}}/items": syncs.SyncItems(*sync_parts),
         f"{API}/positiontypes": reference.PositionTypes(),
         f"{API}/categories": reference.Categories(),
         f"{API}/locations": reference.Locations(base),
@@ -131,6 +144,7 @@ def get_app() -> WsgiApp:
     timeout = settings.ready_timeout_seconds
     parts = Collaborators(
         enqueue=lambda app_id, rid: enqueue.deliver(publisher, app_id, rid),
+        enqueue_sync=lambda run_id, rid: enqueue.sync(publisher, run_id, rid),
         ready_checks={
             "database": health.database_check(engine),
             "broker": lambda: broker.ping(settings.broker_url, timeout),

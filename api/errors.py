@@ -20,6 +20,7 @@ from models.errors import (
     PreconditionFailed,
     ValidationFailed,
 )
+from models.syncs import SyncInProgress, SyncNotOpen
 
 log = logging.getLogger("jobpost.api")
 PROBLEM = "application/problem+json"
@@ -29,6 +30,8 @@ DOMAIN_STATUS: dict[type[DomainError], int] = {
     DuplicateReferenceId: 409,
     ApplyViaUrl: 409,
     PreconditionFailed: 412,
+    SyncInProgress: 409,
+    SyncNotOpen: 409,
     ValidationFailed: 422,
 }
 # Codes for the errors falcon itself raises (routing, method), by status.

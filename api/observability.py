@@ -32,7 +32,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import logs, outbox
+from models import logs, outbox, syncs
 from models.dates import utcnow
 
 QueueDepths = Callable[[], dict[str, int]]
@@ -130,7 +130,9 @@ class StateCollector(Collector):
 
     def _outbox(self, up: GaugeMetricFamily) -> Iterator[Metric]:
         try:
-            counts, age = _database_reads.submit(self._read_outbox).result(timeout=self.timeout)
+            counts, age, runs = _database_reads.submit(self._read_outbox).result(
+                timeout=self.timeout
+            )
         except Exception as e:  # a timeout included: the scrape still answers
             log.warning("metrics: database did not answer: %s", str(e) or type(e).__name__)
             up.add_metric(["database"], 0)
@@ -149,10 +151,20 @@ class StateCollector(Collector):
             "Age of the oldest application whose copy is not delivered yet (0 when none).",
             value=age,
         )
+        syncs_by_status = GaugeMetricFamily(
+            "jobpost_syncs", "Sync runs (C11), by status.", labels=["status"]
+        )
+        for status, n in runs.items():
+            syncs_by_status.add_metric([status], n)
+        yield syncs_by_status
 
-    def _read_outbox(self) -> tuple[dict[str, int], float]:
+    def _read_outbox(self) -> tuple[dict[str, int], float, dict[str, int]]:
         with self.sessions() as session:
-            return outbox.counts(session), outbox.oldest_pending_age(session, now=utcnow())
+            return (
+                outbox.counts(session),
+                outbox.oldest_pending_age(session, now=utcnow()),
+                syncs.counts_by_status(session.connection()),
+            )
 
     def _queues(self, up: GaugeMetricFamily) -> Iterator[Metric]:
         assert self.queue_depths is not None

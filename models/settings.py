@@ -31,7 +31,7 @@ VARIABLES = (
     "OUTBOX_SWEEP_GRACE_SECONDS", "OUTBOX_LEASE_SECONDS", "DELIVERY_RETRY_BASE_SECONDS",
     "DELIVERY_RETRY_HOURS", "READY_TIMEOUT_SECONDS", "PROMETHEUS_MULTIPROC_DIR",
     "WORKER_METRICS_PORT", "JOBPOST_VAR_DIR", "JOBPOST_BEAT_EVERY_SECONDS", "JOB_CACHE_MB",
-    "TRUSTED_PROXIES", "GUNICORN_CMD_ARGS",
+    "TRUSTED_PROXIES", "GUNICORN_CMD_ARGS", "SYNC_RETENTION_DAYS", "SYNC_LEASE_SECONDS",
 )  # fmt: skip
 
 
@@ -311,6 +311,8 @@ class Settings:
     var_dir: Path = Path("var")  # local state of the defaults (JOBPOST_VAR_DIR)
     beat_every_seconds: float | None = None  # tests and demos: every beat entry this often
     gunicorn_cmd_args: tuple[str, ...] = ()  # gunicorn options for `jobpost serve`
+    sync_retention_days: int = 30  # C11, C14: finished runs are purged after this
+    sync_lease_seconds: float = 300  # C11, C14: a running sync's lease
 
     def __repr__(self) -> str:
         """Every field, but no password: URLs show theirs as HIDDEN, SMTP_PASSWORD is HIDDEN."""
@@ -363,4 +365,8 @@ class Settings:
             var_dir=var,
             beat_every_seconds=_read(e, "JOBPOST_BEAT_EVERY_SECONDS", "", _every),
             gunicorn_cmd_args=_read(e, "GUNICORN_CMD_ARGS", "", _words),
+            sync_retention_days=int(
+                _read(e, "SYNC_RETENTION_DAYS", "30", _span(86400, whole=True))
+            ),
+            sync_lease_seconds=_read(e, "SYNC_LEASE_SECONDS", "300", _span(1, above=True)),
         )

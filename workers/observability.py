@@ -31,6 +31,11 @@ TASKS = Counter(
     "Task runs by task name and outcome (succeeded, retried, failed, error).",
     ["task", "outcome"],
 )
+SYNC_ITEMS = Counter(
+    "jobpost_sync_items",
+    "Sync run items applied by this worker, by outcome (C11).",
+    ["outcome"],
+)
 # What jobpost.deliver returns (workers.delivery) as an outcome; "sent" and "skipped" succeed.
 DELIVERY_OUTCOMES = {"retry": RETRIED, "failed": FAILED}
 _running: dict[str, tuple[float, Any]] = {}  # task id → (start, log context token)

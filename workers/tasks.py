@@ -14,11 +14,11 @@ from celery import Celery, Task, shared_task
 from celery.signals import celeryd_after_setup, worker_process_shutdown, worker_shutdown
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import applications, idempotency, outbox, upkeep
+from models import applications, idempotency, outbox, syncs, upkeep
 from models.dates import on_day, today_in, utcnow
 from models.settings import Settings
 from models.unit_of_work import session_scope
-from workers import broker, delivery, enqueue
+from workers import broker, delivery, enqueue, syncing
 from workers.app import make_celery, task_context
 from workers.mail import relay
 
@@ -52,6 +52,22 @@ def deliver(task: Task, application_id: int, request_id: str | None = None) -> s
     return delivery.deliver(context.sessions(), context.settings, application_id)
 
 
+@shared_task(name="jobpost.sync", bind=True)
+def sync(task: Task, run_id: int, request_id: str | None = None) -> str:
+    """Apply a sync run (C11), on the `syncs` queue; a run longer than one task's time is
+    handed to the next task."""
+    context = task_context(task.app)
+    s = context.settings
+    return syncing.process(
+        context.sessions(),
+        run_id,
+        lease_seconds=s.sync_lease_seconds,
+        timezone=s.timezone,
+        budget_seconds=min(syncing.BUDGET_SECONDS, s.sync_lease_seconds / 2),
+        hand_on=lambda held: enqueue.sync(task.app, held),
+    )
+
+
 def changed(task: str, count: int, what: str) -> int:
     """Each periodic task logs what it changed, once committed, and returns the count (C9)."""
     log.info("%s: %d %s", task, count, what, extra={"periodic_task": task, "changed": count})
@@ -82,11 +98,13 @@ def run_purge(factory: sessionmaker[Session], s: Settings, today: Any = None) ->
     with session_scope(factory) as session:
         count = applications.purge(session, now=now, retention_days=days)
         keys = idempotency.purge(session, now=now)  # C14: the daily purge takes them too
+        runs = syncs.purge(session, now=now, retention_days=s.sync_retention_days)  # C11
     what = (
         f"rows deleted ({count} finished applications older than {days} days, "
-        f"{keys} idempotency keys past their 24 hours)"
+        f"{keys} idempotency keys past their 24 hours, "
+        f"{runs} sync runs finished {s.sync_retention_days} days ago)"
     )
-    return changed("purge", count + keys, what)
+    return changed("purge", count + keys + runs, what)
 
 
 def run_sweep(
@@ -98,10 +116,13 @@ def run_sweep(
     (the transport keeps them: `workers.broker.forget_taken`)."""
     with session_scope(factory) as session:
         ids = outbox.sweep(session, now=utcnow(), timing=delivery.timing(s))
+        runs = syncs.sweep(session, now=utcnow(), grace_seconds=s.outbox_sweep_grace_seconds)
     sender = celery or make_celery(s)
     try:
         for application_id in ids:
             enqueue.deliver(sender, application_id)
+        for run_id in runs:  # C11: lost messages, leases run out
+            enqueue.sync(sender, run_id)
     finally:
         if celery is None:
             sender.close()
@@ -109,7 +130,9 @@ def run_sweep(
         broker.forget_taken(s.broker_url)
     except Exception as e:  # the next sweep tries again; what is due was enqueued all the same
         log.warning("sweep: cannot delete the broker's taken messages: %s", e)
-    return changed("sweep", len(ids), "outbox entries enqueued")
+    return changed(
+        "sweep", len(ids) + len(runs), f"outbox entries and {len(runs)} sync runs enqueued"
+    )
 
 
 RUNNERS = {"expire": run_expire, "refresh": run_refresh, "sweep": run_sweep, "purge": run_purge}

@@ -21,7 +21,8 @@ from models.employers import PLANS
 from models.engines import database_said
 from models.errors import DomainError
 from models.settings import Settings
-from workers.cli import database, employers, operations, services
+from models.syncs import STATUSES
+from workers.cli import database, employers, operations, services, syncs
 from workers.cli.command import Command, Handler, json_flag
 
 
@@ -65,7 +66,10 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--workers", type=int, default=None)
 
     c = cmd(
-        sub, "worker", services.worker, "run a Celery worker on the email and maintenance queues"
+        sub,
+        "worker",
+        services.worker,
+        "run a Celery worker on the email, maintenance and syncs queues",
     )
     c.add_argument(
         "--concurrency",
@@ -112,6 +116,19 @@ def parser() -> argparse.ArgumentParser:
     json_flag(retry)
 
     cmd(sub, "queues", operations.queues, "depth of each Celery queue and the workers seen")
+
+    c = cmd(sub, "syncs", syncs.syncs_list, "sync runs, newest first (C11)")
+    c.add_argument("--status", choices=STATUSES)
+    c.add_argument("--employer", type=int)
+    runs = c.add_subparsers(dest="sub")
+    show = runs.add_parser("show", help="one sync run")
+    show.set_defaults(handler=syncs.syncs_show)
+    show.add_argument("id", type=int)
+    json_flag(show)
+    cancel = runs.add_parser("cancel", help="cancel an open, queued or running run")
+    cancel.set_defaults(handler=syncs.syncs_cancel)
+    cancel.add_argument("id", type=int)
+    json_flag(cancel)
     return p
 
 

@@ -40,7 +40,7 @@ def serve(args: argparse.Namespace, command: Command) -> int:
 
 def worker(args: argparse.Namespace, command: Command) -> int:
     from api.server import prepare_metrics_dir
-    from workers.app import EMAIL_QUEUE, MAINTENANCE_QUEUE, worker_pool
+    from workers.app import EMAIL_QUEUE, MAINTENANCE_QUEUE, SYNCS_QUEUE, worker_pool
 
     settings = command.settings
     # The processes that run tasks count them into files of this worker's own (C9), so this
@@ -56,7 +56,7 @@ def worker(args: argparse.Namespace, command: Command) -> int:
     for name in CELERY_TASK_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
     name = args.name or DEFAULT_NODE_NAME.format(pid=os.getpid())
-    queues = f"{EMAIL_QUEUE},{MAINTENANCE_QUEUE}"
+    queues = f"{EMAIL_QUEUE},{MAINTENANCE_QUEUE},{SYNCS_QUEUE}"
     options = ["-Q", queues, "--loglevel", "INFO", "--concurrency", str(concurrency), "-n", name]
     worker_app(settings, pool=worker_pool(concurrency, args.pool)).worker_main(["worker", *options])
     return 0
