@@ -605,6 +605,15 @@ _COUNTS = {
 }
 
 
+# On PostgreSQL the item's outcome and the run's counts go in one statement (one round trip
+# per item fewer); the counts move only if the item was still pending.
+_RECORDED = _RECORD.returning(ITEMS.c.position).cte("recorded")
+_RECORD_AND_COUNT = {
+    outcome: statement.where(exists(select(_RECORDED.c.position))).add_cte(_RECORDED)
+    for outcome, statement in _COUNTS.items()
+}
+
+
 def _count(connection: Connection, run: Claimed, outcome: str, lease_until: datetime) -> None:
     """Move the counts, renewing the lease, only while this worker holds the running run:
     otherwise the item's transaction is rolled back (`Lost`)."""
@@ -670,17 +679,22 @@ def apply_item(
 def record(
     connection: Connection, run: Claimed, item: Pending, done: Outcome, lease_until: datetime
 ) -> None:
-    connection.execute(
-        _RECORD,
-        {
-            "run": run.id,
-            "pos": item.position,
-            "new_outcome": done.outcome,
-            "job": done.job_id,
-            "new_errors": _errors_text(done.errors),
-            "new_warnings": orjson.dumps(done.warnings).decode() if done.warnings else None,
-        },
-    )
+    """The item's outcome and the run's counts, only while this worker holds the run (else
+    `Lost`: the caller rolls the item's transaction back)."""
+    params = {
+        "run": run.id,
+        "pos": item.position,
+        "new_outcome": done.outcome,
+        "job": done.job_id,
+        "new_errors": _errors_text(done.errors),
+        "new_warnings": orjson.dumps(done.warnings).decode() if done.warnings else None,
+    }
+    if connection.dialect.name == "postgresql":
+        params.update(holder=run.claim, lease=lease_until)
+        if connection.execute(_RECORD_AND_COUNT[done.outcome], params).rowcount != 1:
+            raise Lost(run.id)
+        return
+    connection.execute(_RECORD, params)
     _count(connection, run, done.outcome, lease_until)
 
 

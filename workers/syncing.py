@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import syncs
@@ -50,18 +52,41 @@ def process(
     """Apply what is pending of run `run_id`, if this worker can claim it. Returns what
     became of it: completed, handed_on (time up; `hand_on` enqueues the next task), lost
     (cancelled, or taken by another worker), or not_claimed."""
-    session = factory()
-    try:
-        held = syncs.claim(session, run_id, now=now(), lease_seconds=lease_seconds)
-        session.commit()
-        if held is None:
-            return "not_claimed"
-        return _apply_all(session, held, lease_seconds, timezone, budget_seconds, now, hand_on)
-    except syncs.Lost:
-        session.rollback()
-        return "lost"
-    finally:
-        session.close()
+    with _run_session(factory) as session:
+        try:
+            held = syncs.claim(session, run_id, now=now(), lease_seconds=lease_seconds)
+            session.commit()
+            if held is None:
+                return "not_claimed"
+            return _apply_all(session, held, lease_seconds, timezone, budget_seconds, now, hand_on)
+        except syncs.Lost:
+            session.rollback()
+            return "lost"
+
+
+@contextmanager
+def _run_session(factory: sessionmaker[Session]) -> Iterator[Session]:
+    """One session on one connection for the whole task. On PostgreSQL its commits do not
+    wait for the WAL flush (synchronous_commit off, this connection only): an item's commit
+    would otherwise cost a disk flush, most of its time. A database crash can then lose the
+    last moments of commits, each whole, job change and outcome together: those items are
+    pending again and are applied once when the run resumes (C11: never half-applied)."""
+    bind = factory.kw.get("bind")
+    if not (isinstance(bind, Engine) and bind.dialect.name == "postgresql"):
+        with factory() as session:  # SQLite's WAL commits are cheap; tests' sessions as given
+            yield session
+        return
+    with bind.connect() as connection:
+        connection.exec_driver_sql("SET synchronous_commit TO off")
+        connection.commit()
+        try:
+            with factory(bind=connection) as session:
+                yield session
+        finally:
+            if connection.in_transaction():
+                connection.rollback()
+            connection.exec_driver_sql("RESET synchronous_commit")  # before the pool has it
+            connection.commit()
 
 
 def _apply_all(
