@@ -9,7 +9,7 @@ import falcon
 
 from api import query
 from api.auth import access_of, employer_of, require_employer
-from api.body import JOB_BODY_LIMIT, MiB, media_type, read_bytes, read_json
+from api.body import JOB_BODY_LIMIT, MiB, media_type, parse_json, read_bytes, read_json
 from api.errors import Problem
 from api.idempotency import Endpoint, idempotent
 from api.responses import path_id, send_json
@@ -35,8 +35,12 @@ def _dry_run(req: falcon.Request) -> bool:
 
 
 def _keys_scope(req: falcon.Request, params: dict[str, object]) -> Scope | None:
-    """The employer's keys (C10); a dry run records nothing, so it takes none."""
+    """The employer's keys (C10); a dry run (by the query or the body) records nothing, so it
+    takes none. The body, already read and checked, is parsed again only if it names dryRun."""
     if req.get_param("dryRun") == "true":
+        return None
+    raw: bytes = req.context.raw_body
+    if b"dryRun" in raw and parse_json(raw).get("dryRun") is True:
         return None
     return Scope("employer", access_of(req).employer_id)
 

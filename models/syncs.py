@@ -72,7 +72,7 @@ class Shape:
     open: bool
     allow_empty: bool
     dry_run: bool
-    items: list[tuple[str, str]]  # (referenceId, the item as JSON text)
+    items: list[tuple[str, Any]]  # (referenceId, the item: a dict, or its JSON text)
 
 
 def _flag(body: dict[str, Any], name: str, errors: list[FieldError]) -> bool:
@@ -115,10 +115,10 @@ def read_item(text: str) -> dict[str, Any]:
     return value
 
 
-def _items(jobs_value: Any, prefix: str, errors: list[FieldError]) -> list[tuple[str, str]]:
+def _items(jobs_value: Any, prefix: str, errors: list[FieldError]) -> list[tuple[str, Any]]:
     """The items with their referenceIds, or errors on them (C11); `jobs` is a list."""
     seen: set[str] = set()
-    items: list[tuple[str, str]] = []
+    items: list[tuple[str, Any]] = []
     for i, item in enumerate(jobs_value):
         where = f"{prefix}[{i}]"
         if not isinstance(item, dict):
@@ -143,7 +143,7 @@ def _items(jobs_value: Any, prefix: str, errors: list[FieldError]) -> list[tuple
             )
         else:
             seen.add(ref)
-            items.append((ref, item_text(item)))
+            items.append((ref, item))
     return items
 
 
@@ -199,7 +199,7 @@ def shape(body: dict[str, Any], *, dry_run: bool) -> Shape:
     return Shape(cast(str, mode), is_open, allow_empty, dry, items)
 
 
-def added(body: dict[str, Any]) -> list[tuple[str, str]]:
+def added(body: dict[str, Any]) -> list[tuple[str, Any]]:
     """The items of POST /syncs/{id}/jobs, checked within the request (C11)."""
     errors: list[FieldError] = []
     items = _items(_jobs_list(body, errors, optional=False), "jobs", errors)
@@ -315,22 +315,25 @@ def _lock_employer(session: Session, employer_id: int) -> None:
         session.execute(select(Employer.id).where(Employer.id == employer_id).with_for_update())
 
 
+INSERT_CHUNK = 1000  # rows an INSERT takes at once: the JSON texts of one chunk at a time
+
+
 def _insert_items(connection: Connection, run_id: int, first: int, items: Sequence[Any]) -> None:
-    """The items in one executemany (a multi-row INSERT on both backends): few statements."""
-    if not items:
-        return
-    rows = [
-        {
-            "run_id": run_id,
-            "position": first + i,
-            "reference_id": ref,
-            "body": text,
-            "outcome": "pending",
-            "attempts": 0,
-        }
-        for i, (ref, text) in enumerate(items)
-    ]
-    connection.execute(insert(ITEMS), rows)
+    """The items, a chunk of rows per executemany (a multi-row INSERT on both backends): few
+    statements, and only one chunk's JSON texts in memory at a time (a 50 MiB body)."""
+    for start_at in range(0, len(items), INSERT_CHUNK):
+        rows = [
+            {
+                "run_id": run_id,
+                "position": first + start_at + i,
+                "reference_id": ref,
+                "body": item if isinstance(item, str) else item_text(item),
+                "outcome": "pending",
+                "attempts": 0,
+            }
+            for i, (ref, item) in enumerate(items[start_at : start_at + INSERT_CHUNK])
+        ]
+        connection.execute(insert(ITEMS), rows)
 
 
 def hold(session: Session, employer: Employer) -> None:

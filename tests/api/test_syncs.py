@@ -570,3 +570,20 @@ def test_an_idempotent_retry_is_replayed_and_makes_one_run(
     assert len(session.scalars(select(SyncRun)).all()) == 1
     other = post(api, employer, {"mode": "upsert", "jobs": [item("B")]}, headers=headers)
     problem(other, 422, "idempotency_key_reused")
+
+
+@pytest.mark.parametrize("how", ["query", "body"])
+def test_a_dry_run_records_no_idempotency_key(
+    api: Any, employer: Any, session: Session, how: str
+) -> None:
+    body: dict[str, Any] = {"mode": "upsert", "jobs": [item("A")]}
+    path = SYNCS + ("?dryRun=true" if how == "query" else "")
+    if how == "body":
+        body["dryRun"] = True
+    headers = {"Idempotency-Key": "dry-key"}
+    first = api.post(path, json=body, key=employer.key, headers=headers)
+    assert first.status_code == 202 and "idempotent-replayed" not in first.headers
+    api.post(f"{SYNCS}/{first.json['id']}/cancel", key=employer.key)
+    again = api.post(path, json=body, key=employer.key, headers=headers)
+    assert again.status_code == 202 and "idempotent-replayed" not in again.headers
+    assert again.json["id"] != first.json["id"]  # done again: nothing was recorded
