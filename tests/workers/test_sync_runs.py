@@ -247,6 +247,25 @@ def test_the_purge_drops_runs_and_items_retention_days_after_they_finish(
     assert jobs_named(session, employer.id) == {"A": 1, "B": 1}  # the jobs stay
 
 
+def test_the_worker_counts_the_items_it_applies_by_outcome(
+    api: Any, employer: Any, sessions: Any, settings: Settings
+) -> None:
+    from workers.observability import SYNC_ITEMS
+
+    before = {o: SYNC_ITEMS.labels(o)._value.get() for o in ("created", "failed")}
+    run_id = new_run(api, employer, ["A", "B"])
+    api.post(SYNCS, json={}, key=employer.key)  # refused: changes nothing
+    with session_scope(sessions) as s:
+        s.execute(
+            update(SyncItem)
+            .where(SyncItem.run_id == run_id, SyncItem.position == 2)
+            .values(body='{"referenceId": "B"}')
+        )
+    process(sessions, settings, run_id, utcnow())
+    after = {o: SYNC_ITEMS.labels(o)._value.get() for o in ("created", "failed")}
+    assert (after["created"] - before["created"], after["failed"] - before["failed"]) == (1, 1)
+
+
 def test_metrics_count_runs_by_status(
     api: Any, employer: Any, make_employer: Any, sessions: Any, settings: Settings
 ) -> None:
