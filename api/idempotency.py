@@ -24,11 +24,12 @@ import falcon
 import orjson
 from sqlalchemy.orm import Session, sessionmaker
 
-from api import forms
+from api import forms, query
 from api.body import media_type, parse_json, read_bytes, too_large
 from api.errors import Problem
 from models import idempotency
 from models.applications import Upload
+from models.errors import FieldError
 from models.idempotency import Busy, Claim, Recorded, Scope
 from models.unit_of_work import after_commit, session_scope
 
@@ -44,10 +45,18 @@ ScopeOf = Callable[[falcon.Request, dict[str, Any]], Scope | None]
 
 
 def dry_run(req: falcon.Request) -> bool:
-    """Whether the request is a dry run, which records nothing (C10). Dry runs are not served
-    yet; when `?dryRun=true` is, this answers it, and the request is processed without its
-    key being marked or its response recorded."""
-    return False
+    """Whether the request asks for a dry run (`?dryRun=true`), which stores nothing and
+    records no key (C10): `false`, absent or empty is a real request; anything else is 400
+    invalid_query. Only the operations that take dry runs ask."""
+    values = req.get_param_as_list("dryRun") or []
+    values = [v for v in values if v != ""]  # an empty value means absent (C1)
+    if not values:
+        return False
+    if len(values) == 1 and values[0] in ("true", "false"):
+        return values[0] == "true"
+    raise query.invalid(
+        [FieldError("dryRun", "invalid_format", "dryRun is true or false, given once.")]
+    )
 
 
 def recordable(status: int) -> bool:
@@ -259,6 +268,7 @@ class Endpoint:
     limit: int
     media_types: tuple[str, ...]
     media_detail: str
+    dry_runs: bool = False  # takes ?dryRun=true (C10), which neither marks nor records a key
 
 
 def idempotent(endpoint: Endpoint) -> Callable[[Responder], Responder]:
@@ -274,7 +284,7 @@ def idempotent(endpoint: Endpoint) -> Callable[[Responder], Responder]:
                 return
             content = _read(req, endpoint, key)
             scope = endpoint.scope(req, params)
-            if scope is None or dry_run(req):
+            if scope is None or (endpoint.dry_runs and dry_run(req)):
                 responder(resource, req, resp, **params)
                 return
             keys: Keys = req.context.idempotency_keys

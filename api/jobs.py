@@ -11,12 +11,11 @@ import orjson
 from api import cache, preconditions, query, representations
 from api.auth import access_of, employer_of, require_employer
 from api.body import JOB_BODY_LIMIT, read_json
-from api.idempotency import Endpoint, idempotent
+from api.idempotency import Endpoint, dry_run, idempotent
 from api.responses import path_id, send_json, send_validated
 from models import jobs, tallies
 from models.errors import FieldError, NotFound
 from models.idempotency import Scope
-from models.job_rows import StoredJob
 from models.job_rules import STATUSES
 
 # An employer's own jobs, one or a page, behind a key no cache takes for Authorization: no
@@ -29,6 +28,7 @@ KEYED = Endpoint(
     limit=JOB_BODY_LIMIT,
     media_types=("application/json",),
     media_detail="Send the body as application/json.",
+    dry_runs=True,
 )
 
 
@@ -48,14 +48,29 @@ class _JobResource:
     def _location(self, req: falcon.Request, job_id: int) -> str:
         return f"{query.base_url(req, self.public_base_url)}/api/v1.1/jobs/{job_id}"
 
+    def _send_written(
+        self, req: falcon.Request, resp: falcon.Response, applied: jobs.Applied, trial: bool
+    ) -> None:
+        """A job created answers its absolute Location with its 201 (C4)."""
+        if applied.outcome == "created" and not trial:
+            resp.location = self._location(req, applied.job.id)
+        _send_job(req, resp, applied, trial=trial)
+
 
 def _send_job(
-    req: falcon.Request, resp: falcon.Response, job: StoredJob, status: int = 200
+    req: falcon.Request, resp: falcon.Response, applied: jobs.Applied, *, trial: bool
 ) -> None:
-    """A written job with the ETag a GET of it answers, so a client keeping the job can
-    revalidate it with If-None-Match without reading it again."""
-    body = representations.job(job, access_of(req).employer_name)
-    resp.set_header("ETag", cache.etag(send_json(resp, body, status)))
+    """A written job, and its warnings (C10), with the ETag a GET of it answers: that of the
+    read shape, without `warnings`, so a client keeping the job can revalidate it with
+    If-None-Match without reading it again. A dry run's job is not stored: no ETag; and its
+    answer is 200, a would-be create too."""
+    read = orjson.dumps(representations.job(applied.job, access_of(req).employer_name))
+    if not trial:
+        resp.set_header("ETag", cache.etag(read))
+    notes = orjson.dumps([w.as_dict() for w in applied.warnings])
+    created = applied.outcome == "created" and not trial
+    resp.status, resp.content_type = 201 if created else 200, "application/json"
+    resp.data = read[:-1] + b',"warnings":' + notes + b"}"  # one more member of the object
 
 
 @falcon.before(require_employer)
@@ -101,23 +116,25 @@ class JobCollection(_JobResource):
     @idempotent(KEYED)
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req)
-        job = jobs.create(req.context.db.session, employer_of(req), body, today=self.today())
-        resp.location = self._location(req, job.id)
-        _send_job(req, resp, job, 201)
+        trial = dry_run(req)
+        applied = jobs.post(
+            req.context.db.session, employer_of(req), body, today=self.today(), dry_run=trial
+        )
+        self._send_written(req, resp, applied, trial)
 
     def on_put(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req)
+        trial = dry_run(req)
         expected = preconditions.of_request(req, self.kept, create_only_allowed=True)
-        job, created = jobs.upsert(
+        applied = jobs.apply(
             req.context.db.session,
             employer_of(req),
             body,
             today=self.today(),
+            dry_run=trial,
             expect=expected.check,
         )
-        if created:
-            resp.location = self._location(req, job.id)
-        _send_job(req, resp, job, 201 if created else 200)
+        self._send_written(req, resp, applied, trial)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req, optional=True)
@@ -134,7 +151,11 @@ class JobCollection(_JobResource):
 @falcon.before(require_employer)
 class JobItem(_JobResource):
     def wants_whole_job(self, req: falcon.Request, job_id: int) -> bool:
-        """A GET of a job this process keeps no copy of reads it with the key (`auth`)."""
+        """A GET of a job this process keeps no copy of reads it with the key (`auth`); so
+        does a PUT, whose write then needs no read of the job's locations and categories
+        after its lock, while no one changed them (`models.jobs.locked`)."""
+        if req.method == "PUT":
+            return True
         return req.method in ("GET", "HEAD") and not self.kept.holds(job_id)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
@@ -152,11 +173,12 @@ class JobItem(_JobResource):
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         body = read_json(req)  # 400 outranks 404 (C1)
+        trial = dry_run(req)
         session, employer = req.context.db.session, employer_of(req)
-        job = jobs.locked(session, employer, path_id(job_id))
+        job = jobs.locked(session, employer, path_id(job_id), known=access_of(req).job)
         preconditions.of_request(req, self.kept).check(job)  # 412 after 404, before 409, 422
-        job = jobs.update(session, employer, job, body, today=self.today())
-        _send_job(req, resp, job)
+        applied = jobs.put(session, employer, job, body, today=self.today(), dry_run=trial)
+        _send_job(req, resp, applied, trial=trial)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         read_json(req, optional=True)  # a body is not needed, but must be JSON if sent (C1)

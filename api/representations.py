@@ -64,10 +64,11 @@ def header(job: Header, employer: Access) -> dict[str, Any]:
 
 
 def job(j: StoredJob, employer_name: str) -> dict[str, Any]:
-    """The complete job in read shape, including employer, names and units."""
+    """The complete job in read shape, including employer, names and units. A job that a
+    dry run would create has no id yet (0): null (C10)."""
     assert j.locations is not None and j.category_ids is not None
     return {
-        "id": j.id,
+        "id": j.id or None,
         "referenceId": j.reference_id,
         "employer": {"id": j.employer_id, "name": employer_name},
         "title": j.title,

@@ -11,7 +11,7 @@ from api import query
 from api.auth import access_of, employer_of, require_employer
 from api.body import JOB_BODY_LIMIT, MiB, media_type, parse_json, read_bytes, read_json
 from api.errors import Problem
-from api.idempotency import Endpoint, idempotent
+from api.idempotency import Endpoint, dry_run, idempotent
 from api.responses import path_id, send_json
 from models import syncs
 from models.errors import FieldError
@@ -25,20 +25,10 @@ NO_STORE = "no-store"  # the counts move while the run goes on
 EnqueueSync = Callable[[int, str | None], object]
 
 
-def _dry_run(req: falcon.Request) -> bool:
-    """?dryRun=true or false; absent is false, anything else 400 invalid_query (C10)."""
-    errors: list[FieldError] = []
-    raw = query.choice(req, "dryRun", ("true", "false"), errors)
-    if errors:
-        raise query.invalid(errors)
-    return raw == "true"
-
-
 def _keys_scope(req: falcon.Request, params: dict[str, object]) -> Scope | None:
-    """The employer's keys (C10); a dry run (by the query or the body) records nothing, so it
-    takes none. The body, already read and checked, is parsed again only if it names dryRun."""
-    if req.get_param("dryRun") == "true":
-        return None
+    """The employer's keys (C10). A dry run records nothing, so it takes none: the query's is
+    seen by the layer (`dry_runs`), the body's here; the body, already read and checked, is
+    parsed again only if it names dryRun."""
     raw: bytes = req.context.raw_body
     if b"dryRun" in raw and parse_json(raw).get("dryRun") is True:
         return None
@@ -50,6 +40,7 @@ KEYED = Endpoint(
     limit=SYNC_BODY_LIMIT,
     media_types=("application/json",),
     media_detail="Send the body as application/json.",
+    dry_runs=True,
 )
 
 
@@ -85,7 +76,7 @@ class SyncCollection(_Syncs):
     @idempotent(KEYED)
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req, limit=SYNC_BODY_LIMIT)
-        dry = _dry_run(req)
+        dry = dry_run(req)
         session, employer = req.context.db.session, employer_of(req)
         syncs.hold(session, employer)  # 409 before 422 (C1)
         run = syncs.start(session, employer, syncs.shape(body, dry_run=dry), now=self.now())

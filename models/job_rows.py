@@ -270,18 +270,21 @@ def _params(job: StoredJob, derived: dict[str, Any], **key: Any) -> dict[str, An
     }
 
 
-def insert_job(connection: Connection, job: StoredJob, derived: dict[str, Any]) -> int | None:
+def insert_job(
+    connection: Connection, job: StoredJob, derived: dict[str, Any]
+) -> tuple[int, list[int]] | None:
     """Insert `job` (its id and version are the database's) with its locations and
-    categories, and list its places (C3); None, and nothing written, when the employer
-    already has a job with its referenceId (a concurrent request's, committed meanwhile)."""
+    categories, and list its places (C3): its id, and the ids of the places it listed (C10
+    `location_added`). None, and nothing written, when the employer already has a job with
+    its referenceId (a concurrent request's, committed meanwhile)."""
     params = _params(job, derived, employer_id=job.employer_id)
     if connection.dialect.name == "postgresql":
         row = _pg_insert().first(connection, params)
-        return None if row is None else int(row[0])
+        return None if row is None else (int(row[0]), list(row[1] or ()))
     job_id = connection.execute(_sqlite_insert(), params).scalar()
-    if job_id is not None:
-        _sqlite_items(connection, job_id, params, locations=True, categories=True)
-    return job_id
+    if job_id is None:
+        return None
+    return job_id, _sqlite_items(connection, job_id, params, locations=True, categories=True)
 
 
 def update_job(
@@ -291,16 +294,28 @@ def update_job(
     *,
     locations: bool,
     categories: bool,
-) -> None:
+) -> list[int]:
     """Write `job`'s columns and raise its version; with `locations` or `categories`, replace
-    those too (a position whose item is unchanged is left as it is). An IntegrityError is
-    another job holding its referenceId."""
+    those too (a position whose item is unchanged is left as it is). The ids of the places
+    it listed (C10 `location_added`). An IntegrityError is another job holding its
+    referenceId."""
     params = _params(job, derived, job_id=job.id)
     if connection.dialect.name == "postgresql":
-        _pg_update(locations, categories).all(connection, params)
-        return
+        row = _pg_update(locations, categories).first(connection, params)
+        return list(row[1] or ()) if row is not None and locations else []
     connection.execute(_job_update(), params)
-    _sqlite_items(connection, job.id, params, locations=locations, categories=categories)
+    return _sqlite_items(connection, job.id, params, locations=locations, categories=categories)
+
+
+_UNLISTED = select(_locations.c.id).where(
+    _locations.c.id.in_(bindparam("ids", expanding=True)), _locations.c.listed.is_(False)
+)
+
+
+def unlisted(connection: Connection, ids: list[int]) -> list[int]:
+    """Which of these places are not in the locations list yet: those a write of them would
+    list (a dry run's `location_added`, C10)."""
+    return [int(row[0]) for row in connection.execute(_UNLISTED, {"ids": ids})]
 
 
 def delete_job(
@@ -350,7 +365,7 @@ def _pg_insert() -> Precompiled:
         for table, column, ids in _ITEM_TABLES
     ]
     listed = _pg_listing(exists(select(created.c.id)))
-    return Precompiled(select(created.c.id).add_cte(*parts, listed))
+    return Precompiled(select(created.c.id, _listed_ids(listed)).add_cte(*parts, listed))
 
 
 @functools.cache
@@ -367,9 +382,10 @@ def _pg_update(locations: bool, categories: bool) -> Precompiled:
             .cte(f"dropped_{ids}")
         )
         parts.append(_pg_items_insert(table, column, ids, _ID, upsert=True))
-    if locations:
-        parts.append(_pg_listing(true()))
-    return Precompiled(select(changed.c.id).add_cte(*parts))
+    if not locations:
+        return Precompiled(select(changed.c.id).add_cte(*parts))
+    listed = _pg_listing(true())
+    return Precompiled(select(changed.c.id, _listed_ids(listed)).add_cte(*parts, listed))
 
 
 def _pg_items_insert(
@@ -397,8 +413,15 @@ def _pg_listing(condition: Any) -> Any:
         .where(_locations.c.id == any_(_ids("location_ids")), _locations.c.listed.is_(False))
         .where(condition)
         .values(listed=True)
+        .returning(_locations.c.id)
         .cte("listed")
     )
+
+
+def _listed_ids(listed: Any) -> Any:
+    """The ids the listing CTE listed, as one array (NULL when none): a concurrent write
+    listing the same place first is waited for, and then this one lists nothing."""
+    return select(func.array_agg(listed.c.id)).scalar_subquery().label("listed")
 
 
 _ITEM_TABLES = (
@@ -433,17 +456,21 @@ def _sqlite_items(
     *,
     locations: bool,
     categories: bool,
-) -> None:
-    """Replace the items (SQLite): delete them all, insert the new ones, list the places."""
+) -> list[int]:
+    """Replace the items (SQLite): delete them all, insert the new ones, list the places;
+    the ids of the places listed."""
     for (table, column, ids), replaced in zip(_ITEM_TABLES, (locations, categories), strict=True):
         if not replaced:
             continue
         connection.execute(delete(table).where(table.c.job_id == job_id))
         rows = [{"job_id": job_id, "position": i, column: v} for i, v in enumerate(params[ids])]
         connection.execute(insert(table), rows)
-    if locations:
-        connection.execute(
-            update(_locations)
-            .where(_locations.c.id.in_(params["location_ids"]), _locations.c.listed.is_(False))
-            .values(listed=True)
-        )
+    if not locations:
+        return []
+    listed = connection.execute(
+        update(_locations)
+        .where(_locations.c.id.in_(params["location_ids"]), _locations.c.listed.is_(False))
+        .values(listed=True)
+        .returning(_locations.c.id)
+    )
+    return [int(row[0]) for row in listed]

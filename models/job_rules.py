@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from models import checks, html, places
+from models import checks, html, places, warnings
 from models.checks import Invalid
 from models.entities import Employer
 from models.errors import FieldError, ValidationFailed
@@ -38,6 +38,7 @@ class _Context:
         self.session, self.employer, self.job, self.today = session, employer, job, today
         self.errors: list[FieldError] = []
         self.out: dict[str, Any] = {}
+        self.warnings: list[warnings.Warning] = []
 
     def fail(self, field: str, code: str, message: str) -> None:
         self.errors.append(FieldError(field, code, message))
@@ -105,6 +106,10 @@ def _locations(ctx: _Context, value: Any) -> None:
             ctx.fail(f"locations[{i}]", "duplicate", f"{result.description} is listed twice.")
         else:
             found.append(result)
+            others = places.alternatives(ctx.session.connection(), entry, result)
+            if others:
+                written = str(entry.get("description"))  # resolved by it: a string
+                ctx.warnings.append(warnings.ambiguous(f"locations[{i}]", written, result, others))
     ctx.out["locations"] = tuple(found)
 
 
@@ -251,11 +256,13 @@ def validate(
     employer: Employer,
     job: StoredJob | None,
     today: date,
+    notes: list[warnings.Warning] | None = None,
 ) -> dict[str, Any]:
     """Check a POST or PUT body against the write shape and return the changes to apply.
 
     With `job` None the body creates a job and every required property must be present;
     otherwise it is a partial update and the merged job must satisfy every rule (C4).
+    What a valid body's resolution is worth a warning about goes into `notes` (C10).
     """
     ctx = _Context(session, employer, job, today)
     for name, rule in RULES.items():
@@ -274,6 +281,8 @@ def validate(
     _check_republish(ctx, body)
     if ctx.errors:
         raise ValidationFailed(ctx.errors, subject="job")
+    if notes is not None:
+        notes.extend(ctx.warnings)
     return ctx.out
 
 

@@ -9,7 +9,7 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import date
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import (
     BigInteger,
@@ -29,7 +29,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from models import checks, job_rows, job_rules, tallies
+from models import checks, job_rows, job_rules, tallies, warnings
 from models.dates import default_close, utcnow
 from models.entities import Employer, Job, JobLocation, Location
 from models.errors import DuplicateReferenceId, FieldError, NotFound, ValidationFailed
@@ -63,15 +63,23 @@ def get(
     return read(session.connection(), employer.id, job_id)
 
 
-def locked(session: Session, employer: Employer, job_id: int) -> StoredJob:
+def locked(
+    session: Session, employer: Employer, job_id: int, *, known: StoredJob | None = None
+) -> StoredJob:
     """The employer's job, locked until commit, for a write (`update`): a concurrent PUT
     waits for this one to commit and then reads its result. Merging a partial PUT into a
     copy read before another's commit could store a job that breaks a rule between fields
     that neither request broke (C4: an application email kept beside the other's switch
-    to a URL route)."""
+    to a URL route).
+
+    `known`: the job whole as read unlocked earlier in the request (with the API key). Its
+    locations and categories are the locked job's when its version is: every write of them
+    raises it. A write that changes nothing then needs no more statements (C10)."""
     job = job_rows.lock(session.connection(), employer.id, job_id=job_id)
     if job is None:
         raise NotFound(f"No job has id {job_id}.")
+    if known is not None and known.version == job.version and known.id == job.id:
+        return _filled(job, known)
     return job
 
 
@@ -86,7 +94,13 @@ def _check_reference_free(
     if job and job.reference_id == ref:
         return
     if job_rows.holder(session.connection(), employer.id, ref) is not None:
-        raise DuplicateReferenceId(f"This employer already has a job with referenceId {ref!r}.")
+        raise _taken(ref)
+
+
+def _taken(ref: str | None) -> DuplicateReferenceId:
+    """The 409 of a used referenceId, the same whichever way it was found (a dry run's
+    look-up, the write's conflict)."""
+    return DuplicateReferenceId(f"This employer already has a job with referenceId {ref!r}.")
 
 
 def _validated(
@@ -96,34 +110,109 @@ def _validated(
     *,
     job: StoredJob | None,
     today: date,
+    notes: list[warnings.Warning],
 ) -> dict[str, Any]:
     """The changes `body` makes, or the 422 of the rules it breaks; a used referenceId is
     looked for only then, to answer 409 instead (C1). A valid body's write finds it used
     by itself (`models.job_rows`), and is refused with the same 409."""
     try:
-        return job_rules.validate(session, body, employer=employer, job=job, today=today)
+        return job_rules.validate(
+            session, body, employer=employer, job=job, today=today, notes=notes
+        )
     except ValidationFailed:
         _check_reference_free(session, employer, body, job)
         raise
 
 
+Outcome = Literal["created", "updated", "unchanged"]
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What a job write did, or a dry run would do (C10): the job as stored, or as it would
+    be stored (id 0 for a job a dry run would create: it has none); `created`, `updated`, or
+    `unchanged` when the merged job equals the stored one and nothing was written; and the
+    write's warnings, in their order."""
+
+    job: StoredJob
+    outcome: Outcome
+    warnings: list[warnings.Warning]
+
+
 def create(session: Session, employer: Employer, body: dict[str, Any], *, today: date) -> StoredJob:
-    """POST: a new job; publishDate is today, status defaults to draft (C4, C5)."""
-    changes = _validated(session, employer, body, job=None, today=today)
-    job = _insert(session, employer, changes, today=today)
-    if job is None:
-        raise DuplicateReferenceId("This employer already has a job with that referenceId.")
-    return job
+    """POST: a new job (`post`)."""
+    return post(session, employer, body, today=today).job
+
+
+def post(
+    session: Session,
+    employer: Employer,
+    body: dict[str, Any],
+    *,
+    today: date,
+    dry_run: bool = False,
+) -> Applied:
+    """POST: a new job; publishDate is today, status defaults to draft (C4, C5). A dry run
+    answers the same errors, the used referenceId's 409 too, and writes nothing."""
+    notes: list[warnings.Warning] = []
+    changes = _validated(session, employer, body, job=None, today=today, notes=notes)
+    if dry_run:
+        _check_reference_free(session, employer, body, None)
+        return _would_create(session, employer, changes, notes, today=today)
+    written = _insert(session, employer, changes, today=today)
+    if written is None:
+        raise _taken(changes.get("reference_id"))
+    job, listed = written
+    return _applied(employer, job, "created", notes, listed, today=today)
 
 
 def _insert(
     session: Session, employer: Employer, changes: dict[str, Any], *, today: date
-) -> StoredJob | None:
-    """None, and nothing written, when the referenceId is taken: by a concurrent request
-    too, whose commit the insert waits for (PostgreSQL's ON CONFLICT)."""
+) -> tuple[StoredJob, list[int]] | None:
+    """The job and the places it listed; None, and nothing written, when the referenceId is
+    taken: by a concurrent request too, whose commit the insert waits for (PostgreSQL's ON
+    CONFLICT)."""
     job = _merged(_new(employer.id, today), changes, today=today)
-    job_id = job_rows.insert_job(session.connection(), job, _derived(job))
-    return None if job_id is None else replace(job, id=job_id)
+    written = job_rows.insert_job(session.connection(), job, _derived(job))
+    if written is None:
+        return None
+    job_id, listed = written
+    return replace(job, id=job_id), listed
+
+
+def _would_create(
+    session: Session,
+    employer: Employer,
+    changes: dict[str, Any],
+    notes: list[warnings.Warning],
+    *,
+    today: date,
+) -> Applied:
+    """A dry run's create: the job as the insert would store it, read nothing but which of
+    its places are not listed yet."""
+    job = _merged(_new(employer.id, today), changes, today=today)
+    assert job.locations is not None  # a create writes them
+    listed = job_rows.unlisted(session.connection(), [p.id for p in job.locations])
+    return _applied(employer, job, "created", notes, listed, today=today, dry_run=True)
+
+
+def _applied(
+    employer: Employer,
+    job: StoredJob,
+    outcome: Outcome,
+    notes: list[warnings.Warning],
+    listed: list[int],
+    *,
+    today: date,
+    dry_run: bool = False,
+) -> Applied:
+    """The write's result with every warning it earns, in order (C10)."""
+    found = list(notes)
+    for i, place in enumerate(job.locations or ()):
+        if place.id in listed:
+            found.append(warnings.added(f"locations[{i}]", place, dry_run=dry_run))
+    found.extend(warnings.of_job(job, plan=employer.plan, today=today))
+    return Applied(job, outcome, warnings.ordered(found))
 
 
 def _new(employer_id: int, today: date) -> StoredJob:
@@ -156,13 +245,42 @@ def _new(employer_id: int, today: date) -> StoredJob:
 def update(
     session: Session, employer: Employer, job: StoredJob, body: dict[str, Any], *, today: date
 ) -> StoredJob:
+    """PUT: a partial update of `job` (`put`)."""
+    return put(session, employer, job, body, today=today).job
+
+
+def put(
+    session: Session,
+    employer: Employer,
+    job: StoredJob,
+    body: dict[str, Any],
+    *,
+    today: date,
+    dry_run: bool = False,
+) -> Applied:
     """PUT: a partial update of `job`, read locked (`locked`); the merged job must satisfy
-    every rule (C4)."""
-    changes = _validated(session, employer, body, job=job, today=today)
+    every rule (C4). A merged job equal to the stored one, in the stored form of every
+    field, is not written: its version, updatedAt and publishDate stay (C10). A dry run
+    answers the same errors, the 409 of a used referenceId too, and writes nothing."""
+    notes: list[warnings.Warning] = []
+    changes = _validated(session, employer, body, job=job, today=today, notes=notes)
     connection = session.connection()
-    merged = job_rows.complete(connection, _merged(job, changes, today=today))
+    merged = _merged(job, changes, today=today)
+    if merged.values() == job.values():  # the row as stored: the arrays decide
+        stored = job_rows.complete(connection, job)
+        merged = _filled(merged, stored)
+        if _items(merged) == _items(stored):
+            return _applied(employer, stored, "unchanged", notes, [], today=today, dry_run=dry_run)
+    else:  # changed: only the arrays it keeps are read
+        merged = job_rows.complete(connection, merged)
+    if dry_run:
+        _check_reference_free(session, employer, body, job)
+        assert merged.locations is not None
+        ids = [p.id for p in merged.locations] if "locations" in changes else []
+        listed = job_rows.unlisted(connection, ids) if ids else []
+        return _applied(employer, merged, "updated", notes, listed, today=today, dry_run=True)
     try:
-        job_rows.update_job(
+        listed = job_rows.update_job(
             connection,
             merged,
             _derived(merged),
@@ -170,10 +288,23 @@ def update(
             categories="category_ids" in changes,
         )
     except IntegrityError:
-        raise DuplicateReferenceId(
-            "This employer already has a job with that referenceId."
-        ) from None
-    return replace(merged, version=job.version + 1)  # as the database counted it, locked
+        raise _taken(merged.reference_id) from None
+    merged = replace(merged, version=job.version + 1)  # as the database counted it, locked
+    return _applied(employer, merged, "updated", notes, listed, today=today)
+
+
+def _filled(job: StoredJob, stored: StoredJob) -> StoredJob:
+    """`job` with the stored arrays where it has none (the write left them as they were)."""
+    return replace(
+        job,
+        locations=stored.locations if job.locations is None else job.locations,
+        category_ids=stored.category_ids if job.category_ids is None else job.category_ids,
+    )
+
+
+def _items(job: StoredJob) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A job's arrays as stored: the ids of its places and categories, in order."""
+    return tuple(p.id for p in job.locations or ()), tuple(job.category_ids or ())
 
 
 def upsert(
@@ -184,27 +315,49 @@ def upsert(
     today: date,
     expect: Expect = _anything,
 ) -> tuple[StoredJob, bool]:
-    """PUT without id: update the job with this referenceId, or create it (C4).
+    """PUT without id (`apply`): the job, and whether it was created."""
+    applied = apply(session, employer, body, today=today, expect=expect)
+    return applied.job, applied.outcome == "created"
 
-    Returns the job and whether it was created. Idempotent, and safe when several requests
-    create one new referenceId at once: the losers update the winner's job. `expect` is
-    asked of the job as locked, or of None before a create, ahead of 409 and 422 (C10).
+
+def apply(
+    session: Session,
+    employer: Employer,
+    body: dict[str, Any],
+    *,
+    today: date,
+    dry_run: bool = False,
+    expect: Expect = _anything,
+) -> Applied:
+    """PUT without id: update the job with this referenceId, or create it (C4). The one
+    entry point of such a write, for the API and for sync runs' items (C11).
+
+    Idempotent, and safe when several requests create one new referenceId at once: the
+    losers update the winner's job. `expect` is asked of the job as locked, or of None
+    before a create, ahead of 409 and 422 (C10). A dry run answers the same errors and
+    writes nothing, in the caller's transaction as in any other (C10).
     """
     ref = _required_reference(session, employer, body, today=today)
     connection = session.connection()
     job = job_rows.lock(connection, employer.id, reference_id=ref)
     expect(job)
     if job is not None:
-        return update(session, employer, job, body, today=today), False
-    changes = job_rules.validate(session, body, employer=employer, job=None, today=today)
-    created = _insert(session, employer, changes, today=today)
-    if created is not None:
-        return created, True
+        return put(session, employer, job, body, today=today, dry_run=dry_run)
+    notes: list[warnings.Warning] = []
+    changes = job_rules.validate(
+        session, body, employer=employer, job=None, today=today, notes=notes
+    )
+    if dry_run:
+        return _would_create(session, employer, changes, notes, today=today)
+    written = _insert(session, employer, changes, today=today)
+    if written is not None:
+        created, listed = written
+        return _applied(employer, created, "created", notes, listed, today=today)
     job = job_rows.lock(connection, employer.id, reference_id=ref)
     if job is None:  # the winner was deleted meanwhile: nothing sensible but to retry
         raise DuplicateReferenceId("The referenceId is being changed; retry the request.")
     expect(job)  # If-None-Match: * loses to the concurrent create
-    return update(session, employer, job, body, today=today), False
+    return put(session, employer, job, body, today=today)
 
 
 def _required_reference(

@@ -208,6 +208,21 @@ def names(connection: Connection, description: str, location_id: int) -> bool:
     )
 
 
+def alternatives(connection: Connection, entry: object, chosen: Place) -> list[Place]:
+    """The other places a written entry's description names, best first, when the entry
+    gives no id to choose among them (C10 `location_ambiguous`). The names were just
+    resolved, so this process holds them (`NAMED`)."""
+    if not isinstance(entry, dict) or entry.get("id") is not None:
+        return []
+    description = entry.get("description")
+    parsed = _parse(description) if isinstance(description, str) else None
+    if parsed is None:
+        return []
+    found = NAMED.places(connection, *parsed)
+    others = {p.id: p for p in found if p.id != chosen.id}
+    return list(others.values())
+
+
 def _parse(description: str) -> tuple[str, str | None] | None:
     """The folded name and the province code (None for a lone name), or None if the
     description cannot name anything."""

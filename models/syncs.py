@@ -633,22 +633,14 @@ class Outcome:
     warnings: list[dict[str, Any]]
 
 
-class _DryRun(Exception):
-    """Rolls a dry run's savepoint back, carrying what the write did."""
-
-    def __init__(self, outcome: Outcome) -> None:
-        self.outcome = outcome
-
-
 def apply_job(
-    session: Session, employer: Employer, body: dict[str, Any], *, today: date
+    session: Session, employer: Employer, body: dict[str, Any], *, today: date, dry_run: bool
 ) -> Outcome:
-    """One item, applied exactly as PUT /jobs with that body (C11).
-
-    TODO(writes): models.jobs.apply gives `unchanged` and the write's warnings; until it
-    lands this uses upsert, whose outcomes are created and updated only."""
-    job, created = jobs.upsert(session, employer, body, today=today)
-    return Outcome("created" if created else "updated", job.id, [], [])
+    """One item, applied exactly as PUT /jobs with that body would be (C11), by the same
+    domain function; a dry run writes nothing and names no job it would create."""
+    applied = jobs.apply(session, employer, body, today=today, dry_run=dry_run)
+    job_id = applied.job.id or None  # 0: a job a dry run would create
+    return Outcome(applied.outcome, job_id, [], [w.as_dict() for w in applied.warnings])
 
 
 def apply_item(
@@ -663,18 +655,7 @@ def apply_item(
     """Apply one item and record its outcome and the run's counts in one transaction, which
     the caller commits. A failing item writes nothing but its outcome (the caller rolls back
     a domain error's work first: `failed`)."""
-    body = read_item(item.body)
-    if run.dry_run:
-        try:
-            with session.begin_nested():
-                done = apply_job(session, employer, body, today=today)
-                raise _DryRun(done)
-        except _DryRun as rolled_back:
-            done = rolled_back.outcome
-        if done.outcome == "created":
-            done = Outcome(done.outcome, None, done.errors, done.warnings)
-    else:
-        done = apply_job(session, employer, body, today=today)
+    done = apply_job(session, employer, read_item(item.body), today=today, dry_run=run.dry_run)
     record(session.connection(), run, item, done, lease_until)
     return done.outcome
 

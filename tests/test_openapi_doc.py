@@ -68,7 +68,7 @@ EVERYWHERE = {400, 403, 405, 414, 417, 431, 500, 501}
 # the database does not answer (api.errors.database_unavailable).
 STATUSES = {
     ("get", f"{V}/jobs"): {200, 400, 401, 500, 503},
-    ("post", f"{V}/jobs"): {201, 400, 401, 409, 413, 415, 422, 500, 503},
+    ("post", f"{V}/jobs"): {200, 201, 400, 401, 409, 413, 415, 422, 500, 503},
     ("put", f"{V}/jobs"): {200, 201, 400, 401, 409, 412, 413, 415, 422, 500, 503},
     ("delete", f"{V}/jobs"): {204, 400, 401, 404, 412, 413, 415, 422, 500, 503},
     ("get", f"{V}/jobs/{{id}}"): {200, 304, 401, 404, 500, 503},
@@ -510,12 +510,15 @@ def test_the_document_names_no_code_the_service_never_answers() -> None:
 # ---------------------------------------------------------------------------- the checker
 
 
+WARNING = {"field": "closeDate", "code": "closes_soon", "message": "closeDate is in 2 days."}
+
 GOOD = [
     ("GET", f"{V}/jobs/42", 200, JSON, JOB),
     ("GET", f"{V}/jobs/42", 200, "application/json; charset=utf-8", URL_JOB),
-    ("POST", f"{V}/jobs", 201, JSON, JOB),
-    ("PUT", f"{V}/jobs", 201, JSON, URL_JOB),
-    ("PUT", f"{V}/jobs/42", 200, JSON, JOB),
+    ("POST", f"{V}/jobs", 201, JSON, {**JOB, "warnings": []}),
+    ("POST", f"{V}/jobs?dryRun=true", 200, JSON, {**JOB, "id": None, "warnings": [WARNING]}),
+    ("PUT", f"{V}/jobs", 201, JSON, {**URL_JOB, "warnings": []}),
+    ("PUT", f"{V}/jobs/42", 200, JSON, {**JOB, "warnings": [WARNING, WARNING]}),
     ("GET", f"{V}/jobs?status=active&page=2", 200, JSON, {"data": [HEADER], "paging": PAGING}),
     ("GET", f"{V}/jobs?page=9", 200, JSON, {"data": [], "paging": {**PAGING, "next": None}}),
     ("POST", f"{V}/jobs", 422, PROBLEM, INVALID),
@@ -583,6 +586,9 @@ def entry(code: str) -> dict[str, Any]:
 
 BAD = [
     ("GET", f"{V}/jobs/42", 200, JSON, dumps({**JOB, "extra": 1}), "extra"),
+    ("GET", f"{V}/jobs/42", 200, JSON, dumps({**JOB, "warnings": []}), "warnings"),
+    ("PUT", f"{V}/jobs/42", 200, JSON, dumps(JOB), "'warnings' is a required property"),
+    ("PUT", f"{V}/jobs", 200, JSON, dumps({**JOB, "warnings": [{**WARNING, "code": "x"}]}), "'x'"),
     ("GET", f"{V}/jobs/42", 200, JSON, dumps(bad(referenceId="")), "referenceId"),
     ("GET", f"{V}/jobs/42", 200, JSON, dumps(bad(publishDate="2025-5-1")), "publishDate"),
     ("GET", f"{V}/jobs/42", 200, JSON, dumps(bad(salary={"amount": 1})), "salary"),

@@ -34,7 +34,7 @@ from models.idempotency import Scope
 from models.settings import Settings
 from models.unit_of_work import make_sessionmaker, session_scope
 from tests.conftest import Account, Api, SmtpSink, migrated
-from tests.factories import JOBS, job_body, problem
+from tests.factories import JOBS, entries, job_body, problem
 from workers import delivery
 from workers.cli import main
 from workers.tasks import RUNNERS
@@ -522,13 +522,24 @@ def test_a_refused_application_releases_the_key(service: Service) -> None:
     assert len(service.applications(job_id)) == 1
 
 
-def test_a_dry_run_records_nothing(service: Service, monkeypatch: pytest.MonkeyPatch) -> None:
-    """C10's dry runs are not served yet; the layer's seam for them (`dry_run`) holds."""
-    monkeypatch.setattr(api.idempotency, "dry_run", lambda req: True)
-    fresh(service.post_job("dry"), 201)
-    fresh(service.post_job("dry"), 201)
+def test_a_dry_run_records_nothing(service: Service) -> None:
+    """C10: `?dryRun=true` with a key marks nothing and records nothing, so its retry is
+    processed afresh (never replayed) and the real request after it is not a reuse."""
+    dry = f"{JOBS}?dryRun=true"
+    for _ in range(2):
+        result = service.post_job("dry", path=dry)
+        fresh(result, 200)
+        assert result.json["id"] is None and "etag" not in result.headers
     assert service.key_row(service.employer_scope(), "dry") is None
-    problem(service.post_job(""), 400, "invalid_idempotency_key")  # the key is still checked
+    assert service.jobs() == 0
+    problem(service.post_job("", path=dry), 400, "invalid_idempotency_key")  # still checked
+    bad = service.post_job("dry", path=f"{JOBS}?dryRun=yes")
+    assert entries(bad, 400, "invalid_query") == [("dryRun", "invalid_format")]
+    real = service.post_job("dry")
+    fresh(real, 201)
+    replayed = service.post_job("dry")
+    assert replayed.headers[api.idempotency.REPLAYED] == "true"
+    assert replayed.content == real.content and service.jobs() == 1
 
 
 class Answers:

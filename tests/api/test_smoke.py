@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.factories import read_shape
+
 
 def test_post_then_get_returns_the_complete_job(api: Any, employer: Any, job_body: Any) -> None:
     created = api.post("/api/v1.1/jobs", json=job_body(), key=employer.key)
     assert created.status_code == 201
-    job = created.json
+    job = read_shape(created.json)
     assert created.headers["location"].endswith(f"/api/v1.1/jobs/{job['id']}")
     fetched = api.get(f"/api/v1.1/jobs/{job['id']}", key=employer.key)
     assert fetched.json == job

@@ -5,6 +5,7 @@ cancel, dry runs, snapshot archiving; the items applied in-process by the worker
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import syncs
+from models.dates import today_in
 from models.entities import Job, SyncItem, SyncRun
 from models.settings import Settings
 from tests.factories import create_job, entries, job_body, problem
@@ -235,7 +237,7 @@ def test_a_dry_run_query_value_other_than_true_or_false_is_400(api: Any, employe
     result = api.post(
         f"{SYNCS}?dryRun=yes", json={"mode": "upsert", "jobs": [item("A")]}, key=employer.key
     )
-    assert entries(result, 400, "invalid_query") == [("dryRun", "out_of_range")]
+    assert entries(result, 400, "invalid_query") == [("dryRun", "invalid_format")]
 
 
 # --- the resource, the list, another employer's run ------------------------------------------
@@ -587,3 +589,30 @@ def test_a_dry_run_records_no_idempotency_key(
     again = api.post(path, json=body, key=employer.key, headers=headers)
     assert again.status_code == 202 and "idempotent-replayed" not in again.headers
     assert again.json["id"] != first.json["id"]  # done again: nothing was recorded
+
+
+def test_a_resend_is_unchanged_and_writes_nothing_and_items_carry_warnings(
+    api: Any, employer: Any, sessions: Any, settings: Settings, session: Session
+) -> None:
+    soon = (today_in(settings.timezone) + timedelta(days=1)).isoformat()
+    jobs = [item("A", status="active"), item("B", status="active", closeDate=soon)]
+    first = started(api, employer, {"mode": "snapshot", "jobs": jobs})
+    run_it(sessions, settings, first["id"])
+    a = job_by_ref(session, employer.id, "A")
+    assert a is not None
+    version, updated_at = a.version, a.updated_at
+    again = started(api, employer, {"mode": "snapshot", "jobs": jobs})
+    assert run_it(sessions, settings, again["id"]) == "completed"
+    done = api.get(f"{SYNCS}/{again['id']}", key=employer.key).json
+    assert (done["unchanged"], done["created"], done["updated"], done["archived"]) == (2, 0, 0, 0)
+    listed = items_of(api, employer, again["id"])
+    assert [(i["referenceId"], i["outcome"]) for i in listed] == [
+        ("A", "unchanged"),
+        ("B", "unchanged"),
+    ]
+    assert [(w["field"], w["code"]) for w in listed[1]["warnings"]] == [
+        ("closeDate", "closes_soon")
+    ]
+    session.expire_all()
+    a = job_by_ref(session, employer.id, "A")
+    assert a is not None and (a.version, a.updated_at) == (version, updated_at)

@@ -11,11 +11,11 @@ from datetime import date
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, delete, func, select
+from sqlalchemy import Engine, delete, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import applications, employers, jobs
-from models.entities import Application, Employer
+from models import applications, employers, jobs, places
+from models.entities import Application, Employer, Location
 from models.errors import DomainError
 from models.unit_of_work import make_sessionmaker
 from tests.factories import job_body
@@ -59,7 +59,10 @@ def test_a_put_waits_for_a_concurrent_put_of_the_same_job(
         stored = jobs.get(s, employer, job_id)
         route = (stored.routing_type, stored.application_url, stored.application_email)
         assert route == (2, "https://maple.test/apply", None)
-        assert stored.version == 3  # created, then each PUT once
+        # Created, then written by the first PUT only: merged into its result, the second's
+        # email is dropped with the email route, and a write that changes nothing stores
+        # nothing (C10).
+        assert stored.version == 2
 
 
 def _while_held(
@@ -179,3 +182,54 @@ def test_a_delete_by_a_reference_id_being_changed_is_a_404(
     assert outcome == {"waited": True, "refused": "not_found"}
     with factory() as s:
         assert jobs.get(s, employer, job_id).reference_id == "B"
+
+
+def test_a_put_compares_with_the_job_as_the_lock_finds_it(
+    committed: tuple[sessionmaker[Session], Employer, int],
+) -> None:
+    """C10: a PUT by id reads the job whole with its key, before its lock, and uses the
+    locations and categories read then only while the locked version is the one it read.
+    Here a concurrent write moves the job to Calgary meanwhile: this PUT, sending the
+    Toronto the job had when it read it, is a change, not an unchanged write answered with
+    the Toronto it read while Calgary stays stored."""
+    factory, employer, job_id = committed
+    toronto = [{"description": "Toronto, ON"}]
+    outcomes: list[str] = []
+
+    def stale_put(s: Session) -> None:
+        known = jobs.get(s, employer, job_id)  # as the key's statement reads it, unlocked
+        locked = jobs.locked(s, employer, job_id, known=known)
+        applied = jobs.put(s, employer, locked, {"locations": toronto}, today=TODAY)
+        outcomes.append(applied.outcome)
+
+    calgary = _put(employer, job_id, {"locations": [{"description": "Calgary, AB"}]})
+    assert _while_held(factory, calgary, stale_put) == {"waited": True, "done": True}
+    assert outcomes == ["updated"]
+    with factory() as s:
+        stored = jobs.get(s, employer, job_id)
+        assert [p.description for p in stored.locations or ()] == ["Toronto, ON"]
+        assert stored.version == 3
+
+
+def test_of_two_writes_adding_one_place_only_the_first_says_so(
+    committed: tuple[sessionmaker[Session], Employer, int],
+) -> None:
+    """C10 `location_added`: the second write waits for the first's listing of the place,
+    then finds it listed, and adds nothing."""
+    factory, employer, _job_id = committed
+    body = job_body(locations=[{"description": "Fort Nelson, BC"}])
+    said: list[list[str]] = []
+
+    def post(s: Session) -> None:
+        said.append([w.code for w in jobs.post(s, employer, body, today=TODAY).warnings])
+
+    with factory() as s:
+        place = places.find(s.connection(), "Fort Nelson, BC")
+    assert place is not None
+    try:
+        assert _while_held(factory, post, post) == {"waited": True, "done": True}
+        assert said == [["location_added"], []]
+    finally:
+        with factory() as s:  # the place leaves the list again, as the other tests expect
+            s.execute(update(Location).where(Location.id == place.id).values(listed=False))
+            s.commit()

@@ -140,7 +140,7 @@ def test_every_way_of_changing_jobs_is_counted(session: Session, employer: Emplo
         (lambda s, e, j: jobs.create(s, e, job_body(), today=TODAY), True),
         (lambda s, e, j: put(s, e, j.id, {"description": "<p>Other</p>"}), False),
         (lambda s, e, j: put(s, e, j.id, {"confidential": True}), False),
-        (lambda s, e, j: put(s, e, j.id, {"title": "Senior Baker"}), False),
+        (lambda s, e, j: put(s, e, j.id, {"title": "Senior Baker", "confidential": True}), False),
         (lambda s, e, j: upkeep.refresh(s, today=TODAY + timedelta(days=30)), False),
     ],
     ids=[
