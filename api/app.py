@@ -21,6 +21,7 @@ from api import (
     ratelimit,
     reference,
     syncs,
+    webhooks,
 )
 from api.middleware import Cors, MethodOverride, RequestId, SessionManager
 from api.openapi_resource import OpenApi
@@ -30,6 +31,7 @@ from models.dates import today_in, utcnow
 from models.engines import make_engine
 from models.settings import Settings
 from models.unit_of_work import make_sessionmaker
+from models.webhooks import UrlPolicy
 
 WsgiApp = falcon.App[falcon.Request, falcon.Response]
 API = "/api/v1.1"
@@ -54,6 +56,8 @@ class Collaborators:
     queue_depths: observability.QueueDepths | None = None  # for /metrics (C9)
     now: Callable[[], datetime] = utcnow  # the instant: Idempotency-Key leases and ages (C10)
     enqueue_sync: syncs.EnqueueSync = _no_sync_broker  # a queued sync run, after commit (C11)
+    enqueue_webhooks: webhooks.EnqueueWebhooks = webhooks.nothing  # deliveries, after commit
+    url_policy: UrlPolicy | None = None  # tests: a resolver of their own (C12)
 
 
 def create_app(
@@ -83,6 +87,14 @@ def create_app(
     intake = applications.Intake(limiter, parts.enqueue, settings.trusted_proxies)
     kept = cache.Representations(int(settings.job_cache_mb * 2**20))
     sync_parts = (parts.now, parts.enqueue_sync, base)
+    hooks = webhooks.Context(
+        keys=settings,
+        policy=parts.url_policy
+        or UrlPolicy(settings.webhook_allow_http, settings.webhook_allow_private),
+        now=parts.now,
+        public_base_url=base,
+        enqueue=parts.enqueue_webhooks,
+    )
     routes: dict[str, object] = {
         f"{API}/jobs": jobs.JobCollection(clock, base),
         f"{API}/jobs/{{job_id}}": jobs.JobItem(clock, base, kept),
@@ -96,6 +108,12 @@ def create_app(
         f"{API}/syncs/{{sync_id}}/start": syncs.SyncStart(*sync_parts),
         f"{API}/syncs/{{sync_id}}/cancel": syncs.SyncCancel(*sync_parts),
         f"{API}/syncs/{{sync_id}}/items": syncs.SyncItems(*sync_parts),
+        f"{API}/webhooks": webhooks.Collection(hooks),
+        f"{API}/webhooks/{{webhook_id}}": webhooks.Item(hooks),
+        f"{API}/webhooks/{{webhook_id}}/secret": webhooks.Secret(hooks),
+        f"{API}/webhooks/{{webhook_id}}/test": webhooks.Test(hooks),
+        f"{API}/webhooks/{{webhook_id}}/deliveries": webhooks.Deliveries(hooks),
+        f"{API}/webhooks/{{webhook_id}}/deliveries/{{message_id}}/retry": webhooks.Retry(hooks),
         f"{API}/positiontypes": reference.PositionTypes(),
         f"{API}/categories": reference.Categories(),
         f"{API}/locations": reference.Locations(base),
@@ -145,6 +163,7 @@ def get_app() -> WsgiApp:
     parts = Collaborators(
         enqueue=lambda app_id, rid: enqueue.deliver(publisher, app_id, rid),
         enqueue_sync=lambda run_id, rid: enqueue.sync(publisher, run_id, rid),
+        enqueue_webhooks=lambda ids: enqueue.deliver_webhooks(publisher, ids),
         ready_checks={
             "database": health.database_check(engine),
             "broker": lambda: broker.ping(settings.broker_url, timeout),

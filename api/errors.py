@@ -13,12 +13,14 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from models.engines import connection_lost, database_said
 from models.errors import (
     ApplyViaUrl,
+    DeliveryNotFailed,
     DomainError,
     DuplicateReferenceId,
     FieldError,
     NotFound,
     PreconditionFailed,
     ValidationFailed,
+    WebhookDisabled,
 )
 from models.syncs import SyncInProgress, SyncNotOpen
 
@@ -29,6 +31,8 @@ DOMAIN_STATUS: dict[type[DomainError], int] = {
     NotFound: 404,
     DuplicateReferenceId: 409,
     ApplyViaUrl: 409,
+    WebhookDisabled: 409,
+    DeliveryNotFailed: 409,
     PreconditionFailed: 412,
     SyncInProgress: 409,
     SyncNotOpen: 409,

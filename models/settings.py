@@ -32,6 +32,8 @@ VARIABLES = (
     "DELIVERY_RETRY_HOURS", "READY_TIMEOUT_SECONDS", "PROMETHEUS_MULTIPROC_DIR",
     "WORKER_METRICS_PORT", "JOBPOST_VAR_DIR", "JOBPOST_BEAT_EVERY_SECONDS", "JOB_CACHE_MB",
     "TRUSTED_PROXIES", "GUNICORN_CMD_ARGS", "SYNC_RETENTION_DAYS", "SYNC_LEASE_SECONDS",
+    "WEBHOOK_ALLOW_HTTP", "WEBHOOK_ALLOW_PRIVATE",
+    "WEBHOOK_RETRY_SCHEDULE", "JOBPOST_SECRET_KEY",
 )  # fmt: skip
 
 
@@ -190,6 +192,32 @@ def _rule(raw: str) -> str:
     return raw
 
 
+def _schedule(raw: str) -> tuple[float, ...]:
+    """WEBHOOK_RETRY_SCHEDULE: seconds between attempts, comma-separated (C12)."""
+    delays = []
+    for part in raw.split(","):
+        try:
+            delays.append(_span(1)(part.strip()))
+        except ValueError as e:
+            raise ValueError(f"delay {part.strip()!r}: {e} (seconds, comma-separated)") from None
+    return tuple(delays)
+
+
+def _fernet_key(raw: str) -> str | None:
+    """JOBPOST_SECRET_KEY: a Fernet key (url-safe base64 of 32 bytes), checked at start so a
+    typo stops the process rather than every webhook write (C12)."""
+    if not raw:
+        return None
+    from models.secrets import valid_key
+
+    if not valid_key(raw):
+        raise ValueError(
+            "not a Fernet key (url-safe base64 of 32 bytes; make one with "
+            "`python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key())'`)"
+        )
+    return raw
+
+
 def _redis(raw: str) -> str | None:
     if raw and not raw.startswith((*REDIS_SCHEMES, "unix://")):
         raise ValueError("not a redis://, rediss:// or unix:// URL")
@@ -280,7 +308,7 @@ def hide_password(url: str | None) -> str | None:
 
 # Shown through hide_password in a repr; SMTP_PASSWORD is not shown at all.
 URL_FIELDS = ("database_url", "broker_url", "redis_url")
-SECRET_FIELDS = ("smtp_password",)
+SECRET_FIELDS = ("smtp_password", "secret_key")
 
 
 @dataclass(frozen=True, repr=False)
@@ -313,6 +341,10 @@ class Settings:
     gunicorn_cmd_args: tuple[str, ...] = ()  # gunicorn options for `jobpost serve`
     sync_retention_days: int = 30  # C11, C14: finished runs are purged after this
     sync_lease_seconds: float = 300  # C11, C14: a running sync's lease
+    webhook_allow_http: bool = False  # C12: development and tests only
+    webhook_allow_private: bool = False  # C12: development and tests only
+    webhook_retry_schedule: tuple[float, ...] = (5, 300, 1800, 7200, 18000, 36000, 36000)
+    secret_key: str | None = None  # JOBPOST_SECRET_KEY; else the key file (models.secrets)
 
     def __repr__(self) -> str:
         """Every field, but no password: URLs show theirs as HIDDEN, SMTP_PASSWORD is HIDDEN."""
@@ -369,4 +401,10 @@ class Settings:
                 _read(e, "SYNC_RETENTION_DAYS", "30", _span(86400, whole=True))
             ),
             sync_lease_seconds=_read(e, "SYNC_LEASE_SECONDS", "300", _span(1, above=True)),
+            webhook_allow_http=_read(e, "WEBHOOK_ALLOW_HTTP", "false", _boolean),
+            webhook_allow_private=_read(e, "WEBHOOK_ALLOW_PRIVATE", "false", _boolean),
+            webhook_retry_schedule=_read(
+                e, "WEBHOOK_RETRY_SCHEDULE", "5,300,1800,7200,18000,36000,36000", _schedule
+            ),
+            secret_key=_read(e, "JOBPOST_SECRET_KEY", "", _fernet_key, secret=True),
         )

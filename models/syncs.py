@@ -33,7 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from models import jobs
+from models import jobs, webhooks
 from models.entities import Employer, Job, SyncItem, SyncRun
 from models.errors import DomainError, FieldError, NotFound, ValidationFailed
 
@@ -759,14 +759,18 @@ def finish(session: Session, run: Claimed, *, now: datetime) -> int:
     ).rowcount
     if done != 1:
         raise Lost(run.id)
-    _completed(session, run)
+    _completed(session, run, now=now)
     return len(archived)
 
 
-def _completed(session: Session, run: Claimed) -> None:
-    """Where the run's `sync.completed` event (C12) is emitted, in the transaction that
-    completes the run, not for dry runs. C12's webhooks are not on this branch yet: the
-    coordinator adds the `models.webhooks.emit(...)` call here."""
+def _completed(session: Session, run: Claimed, *, now: datetime) -> None:
+    """The run's `sync.completed` event (C11, C12), its data the sync resource, written in
+    the transaction that completes the run: once, and only if the run completes. None for a
+    dry run. The webhook sweeper delivers it."""
+    if run.dry_run:
+        return
+    resource = represent(read_any(session.connection(), run.id))
+    webhooks.emit(session, run.employer_id, "sync.completed", resource, now=now)
 
 
 # --- the sweeper and the purge -----------------------------------------------------------------

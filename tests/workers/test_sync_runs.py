@@ -276,3 +276,37 @@ def test_metrics_count_runs_by_status(
     assert 'jobpost_syncs{status="completed"} 1.0' in text
     assert 'jobpost_syncs{status="queued"} 1.0' in text
     assert 'jobpost_syncs{status="running"} 0.0' in text
+
+
+def test_a_completed_run_emits_sync_completed_once_and_a_dry_run_none(
+    api: Any, employer: Any, sessions: Any, settings: Settings, session: Session
+) -> None:
+    import json
+
+    from models import webhooks
+    from models.entities import WebhookEndpoint, WebhookMessage
+
+    t = utcnow()
+    with session_scope(sessions) as s:
+        s.add(
+            WebhookEndpoint(
+                employer_id=employer.id,
+                url="https://hooks.example.com/in",
+                events=webhooks.events_json(["sync.completed"]),
+                status="enabled",
+                secret="token",
+                created_at=t,
+                updated_at=t,
+            )
+        )
+    dry = new_run(api, employer, ["A"], dryRun=True)
+    process(sessions, settings, dry, t)
+    real = new_run(api, employer, ["A", "B"])
+    process(sessions, settings, real, t)
+    process(sessions, settings, real, t)  # again: nothing more to do, nothing emitted
+    session.expire_all()
+    messages = session.scalars(select(WebhookMessage)).all()
+    assert [m.type for m in messages] == ["sync.completed"]
+    data = json.loads(messages[0].payload)["data"]
+    assert data == api.get(f"{SYNCS}/{real}", key=employer.key).json
+    assert (data["status"], data["created"]) == ("completed", 2)

@@ -20,9 +20,10 @@ from models import logs
 from models.employers import PLANS
 from models.engines import database_said
 from models.errors import DomainError
+from models.secrets import MissingKey
 from models.settings import Settings
 from models.syncs import STATUSES
-from workers.cli import database, employers, operations, services, syncs
+from workers.cli import database, employers, operations, services, syncs, webhooks
 from workers.cli.command import Command, Handler, json_flag
 
 
@@ -129,6 +130,10 @@ def parser() -> argparse.ArgumentParser:
     cancel.set_defaults(handler=syncs.syncs_cancel)
     cancel.add_argument("id", type=int)
     json_flag(cancel)
+    hooks = sub.add_parser("webhooks", help="webhook endpoints (C12)")
+    hook = hooks.add_subparsers(dest="sub", required=True)
+    c = cmd(hook, "list", webhooks.webhooks_list, "webhook endpoints, oldest first, no secrets")
+    c.add_argument("--employer", type=int, help="only this employer's")
     return p
 
 
@@ -153,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = Command(Settings.from_env())
         setup_logging(args.command)
         return int(args.handler(args, command))
-    except (DomainError, ValueError) as e:
+    except (DomainError, ValueError, MissingKey) as e:
         print(f"jobpost: {e}", file=sys.stderr)
         return 1
     except DBAPIError as e:  # the driver's own words, not a traceback of ours

@@ -1,7 +1,7 @@
 """sync_runs and sync_items: runs of the employer's whole set of jobs (C11)
 
 Revision ID: 0010
-Revises: 0008
+Revises: 0011 (relinked after main took 0011 for webhooks)
 Create Date: 2026-11-28 03:00:00
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0010"
-down_revision: str | None = "0008"
+down_revision: str | None = "0011"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
