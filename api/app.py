@@ -20,6 +20,7 @@ from api import (
     observability,
     ratelimit,
     reference,
+    syncs,
     webhooks,
 )
 from api.middleware import Cors, MethodOverride, RequestId, SessionManager
@@ -40,6 +41,10 @@ def _nothing(application_id: int, request_id: str | None) -> None:
     """No broker wired: the sweeper enqueues the outbox entry later."""
 
 
+def _no_sync_broker(run_id: int, request_id: str | None) -> None:
+    """No broker wired: the sweeper enqueues the queued run later (C11)."""
+
+
 @dataclass
 class Collaborators:
     """What the app needs from outside HTTP; `get_app` wires the real ones."""
@@ -51,6 +56,7 @@ class Collaborators:
     queue_depths: observability.QueueDepths | None = None  # for /metrics (C9)
     # The instant: Idempotency-Key leases and ages, and the change feeds' present (C10).
     now: Callable[[], datetime] = utcnow
+    enqueue_sync: syncs.EnqueueSync = _no_sync_broker  # a queued sync run, after commit (C11)
     enqueue_webhooks: webhooks.EnqueueWebhooks = webhooks.nothing  # deliveries, after commit
     url_policy: UrlPolicy | None = None  # tests: a resolver of their own (C12)
 
@@ -88,6 +94,7 @@ def create_app(
     )
     kept = cache.Representations[int](int(settings.job_cache_mb * 2**20))
     changes = applications.Changes(parts.now, settings.change_feed_lag_seconds)  # C10
+    sync_parts = (parts.now, parts.enqueue_sync, base)
     hooks = webhooks.Context(
         keys=settings,
         policy=parts.url_policy
@@ -107,6 +114,12 @@ def create_app(
         f"{API}/applications": applications.Collection(base, changes),
         f"{API}/applications/{{application_id}}": applications.Item(),
         f"{API}/applications/{{application_id}}/resume": applications.ResumeFile(),
+        f"{API}/syncs": syncs.SyncCollection(*sync_parts),
+        f"{API}/syncs/{{sync_id}}": syncs.SyncItem(*sync_parts),
+        f"{API}/syncs/{{sync_id}}/jobs": syncs.SyncJobs(*sync_parts),
+        f"{API}/syncs/{{sync_id}}/start": syncs.SyncStart(*sync_parts),
+        f"{API}/syncs/{{sync_id}}/cancel": syncs.SyncCancel(*sync_parts),
+        f"{API}/syncs/{{sync_id}}/items": syncs.SyncItems(*sync_parts),
         f"{API}/webhooks": webhooks.Collection(hooks),
         f"{API}/webhooks/{{webhook_id}}": webhooks.Item(hooks),
         f"{API}/webhooks/{{webhook_id}}/secret": webhooks.Secret(hooks),
@@ -161,6 +174,7 @@ def get_app() -> WsgiApp:
     timeout = settings.ready_timeout_seconds
     parts = Collaborators(
         enqueue=lambda app_id, rid: enqueue.deliver(publisher, app_id, rid),
+        enqueue_sync=lambda run_id, rid: enqueue.sync(publisher, run_id, rid),
         enqueue_webhooks=lambda ids: enqueue.deliver_webhooks(publisher, ids),
         ready_checks={
             "database": health.database_check(engine),

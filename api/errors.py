@@ -23,6 +23,7 @@ from models.errors import (
     WebhookDisabled,
 )
 from models.feed import ChangeTooSlow
+from models.syncs import SyncInProgress, SyncNotOpen
 
 log = logging.getLogger("jobpost.api")
 PROBLEM = "application/problem+json"
@@ -34,6 +35,8 @@ DOMAIN_STATUS: dict[type[DomainError], int] = {
     WebhookDisabled: 409,
     DeliveryNotFailed: 409,
     PreconditionFailed: 412,
+    SyncInProgress: 409,
+    SyncNotOpen: 409,
     ValidationFailed: 422,
 }
 # Codes for the errors falcon itself raises (routing, method), by status.

@@ -32,7 +32,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import logs, outbox, webhook_delivery
+from models import logs, outbox, syncs, webhook_delivery
 from models.dates import utcnow
 
 QueueDepths = Callable[[], dict[str, int]]
@@ -136,7 +136,7 @@ class StateCollector(Collector):
             up.add_metric(["database"], 0)
             return
         up.add_metric(["database"], 1)
-        (counts, age), (hooks, hooks_age) = read
+        (counts, age), (hooks, hooks_age), runs = read
         entries = GaugeMetricFamily(
             "jobpost_outbox_entries",
             "Outbox entries (copies to email), by status.",
@@ -163,9 +163,17 @@ class StateCollector(Collector):
             "Age of the oldest webhook delivery not finished yet (0 when none, C12).",
             value=hooks_age,
         )
+        syncs_by_status = GaugeMetricFamily(
+            "jobpost_syncs", "Sync runs (C11), by status.", labels=["status"]
+        )
+        for status, n in runs.items():
+            syncs_by_status.add_metric([status], n)
+        yield syncs_by_status
 
-    def _read_outbox(self) -> tuple[tuple[dict[str, int], float], tuple[dict[str, int], float]]:
-        """The outbox's figures, then the webhook deliveries' (C12)."""
+    def _read_outbox(
+        self,
+    ) -> tuple[tuple[dict[str, int], float], tuple[dict[str, int], float], dict[str, int]]:
+        """The outbox's figures, the webhook deliveries' (C12), the sync runs' (C11)."""
         now = utcnow()
         with self.sessions() as session:
             return (
@@ -174,6 +182,7 @@ class StateCollector(Collector):
                     webhook_delivery.counts(session),
                     webhook_delivery.oldest_pending_age(session, now=now),
                 ),
+                syncs.counts_by_status(session.connection()),
             )
 
     def _queues(self, up: GaugeMetricFamily) -> Iterator[Metric]:

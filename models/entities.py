@@ -375,3 +375,61 @@ class WebhookDelivery(Base):
         Index("ix_webhook_deliveries_endpoint_created", "endpoint_id", "created_at", "id"),
         {"sqlite_autoincrement": True},
     )
+
+
+class SyncRun(Base):
+    """A sync run (C11): the employer's jobs sent at once, applied in order by the workers.
+    The counts move as items are applied; `claim` names the worker holding the run (its lease
+    until `lease_until`), so a worker whose lease ran out can no longer commit an item."""
+
+    __tablename__ = "sync_runs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    employer_id: Mapped[int] = mapped_column(ForeignKey("employers.id", ondelete="CASCADE"))
+    mode: Mapped[str] = mapped_column(String(8))  # upsert, snapshot
+    dry_run: Mapped[bool] = mapped_column(Boolean)
+    allow_empty: Mapped[bool] = mapped_column(Boolean)
+    status: Mapped[str] = mapped_column(String(10))  # open, queued, running, completed, cancelled
+    # The newest job id when the run was made: a snapshot archives only jobs made before it.
+    jobs_before: Mapped[int] = mapped_column(Integer)
+    total: Mapped[int] = mapped_column(Integer, default=0)
+    processed: Mapped[int] = mapped_column(Integer, default=0)
+    created: Mapped[int] = mapped_column(Integer, default=0)
+    updated: Mapped[int] = mapped_column(Integer, default=0)
+    unchanged: Mapped[int] = mapped_column(Integer, default=0)
+    archived: Mapped[int] = mapped_column(Integer, default=0)
+    failed: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    enqueued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    claim: Mapped[int] = mapped_column(Integer, default=0)  # claims so far; the holder's number
+    released: Mapped[bool] = mapped_column(Boolean, default=True)  # the last holder let go
+    __table_args__ = (
+        Index("ix_sync_runs_employer_id", "employer_id", id.desc()),  # the list, newest first
+        Index("ix_sync_runs_status", "status"),  # the sweeper, the intake's one-at-a-time
+        Index("ix_sync_runs_finished_at", "finished_at"),  # the purge
+        {"sqlite_autoincrement": True},
+    )
+
+
+class SyncItem(Base):
+    """One item of a run (C11): the job body as sent (JSON text), then its outcome. The
+    archived jobs of a snapshot follow the items sent, with positions after theirs."""
+
+    __tablename__ = "sync_items"
+    run_id: Mapped[int] = mapped_column(
+        ForeignKey("sync_runs.id", ondelete="CASCADE"), primary_key=True
+    )
+    position: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    reference_id: Mapped[str] = mapped_column(String(50))
+    body: Mapped[str | None] = mapped_column(Text)  # None for an archived job
+    outcome: Mapped[str] = mapped_column(String(10))
+    job_id: Mapped[int | None] = mapped_column(Integer)
+    errors: Mapped[str | None] = mapped_column(Text)  # JSON list; None: empty
+    warnings: Mapped[str | None] = mapped_column(Text)  # JSON list; None: empty
+    attempts: Mapped[int] = mapped_column(Integer, default=0)  # workers it ended (C11)
+    __table_args__ = (
+        Index("uq_sync_items_run_reference", "run_id", "reference_id", unique=True),
+        Index("ix_sync_items_run_outcome", "run_id", "outcome", "position"),
+    )

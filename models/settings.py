@@ -31,7 +31,8 @@ VARIABLES = (
     "OUTBOX_SWEEP_GRACE_SECONDS", "OUTBOX_LEASE_SECONDS", "DELIVERY_RETRY_BASE_SECONDS",
     "DELIVERY_RETRY_HOURS", "READY_TIMEOUT_SECONDS", "PROMETHEUS_MULTIPROC_DIR",
     "WORKER_METRICS_PORT", "JOBPOST_VAR_DIR", "JOBPOST_BEAT_EVERY_SECONDS", "JOB_CACHE_MB",
-    "TRUSTED_PROXIES", "GUNICORN_CMD_ARGS", "WEBHOOK_ALLOW_HTTP", "WEBHOOK_ALLOW_PRIVATE",
+    "TRUSTED_PROXIES", "GUNICORN_CMD_ARGS", "SYNC_RETENTION_DAYS", "SYNC_LEASE_SECONDS",
+    "WEBHOOK_ALLOW_HTTP", "WEBHOOK_ALLOW_PRIVATE",
     "WEBHOOK_RETRY_SCHEDULE", "JOBPOST_SECRET_KEY", "CHANGE_FEED_LAG_SECONDS",
 )  # fmt: skip
 
@@ -341,6 +342,8 @@ class Settings:
     # C10: how far behind the present the change feeds stay, and so how long a transaction
     # that changes jobs or applications may last (models.feed).
     change_feed_lag_seconds: float = 5.0
+    sync_retention_days: int = 30  # C11, C14: finished runs are purged after this
+    sync_lease_seconds: float = 300  # C11, C14: a running sync's lease
     webhook_allow_http: bool = False  # C12: development and tests only
     webhook_allow_private: bool = False  # C12: development and tests only
     webhook_retry_schedule: tuple[float, ...] = (5, 300, 1800, 7200, 18000, 36000, 36000)
@@ -400,6 +403,10 @@ class Settings:
             change_feed_lag_seconds=_read(
                 e, "CHANGE_FEED_LAG_SECONDS", "5", _number(0, above=True, most=3600)
             ),
+            sync_retention_days=int(
+                _read(e, "SYNC_RETENTION_DAYS", "30", _span(86400, whole=True))
+            ),
+            sync_lease_seconds=_read(e, "SYNC_LEASE_SECONDS", "300", _span(1, above=True)),
             webhook_allow_http=_read(e, "WEBHOOK_ALLOW_HTTP", "false", _boolean),
             webhook_allow_private=_read(e, "WEBHOOK_ALLOW_PRIVATE", "false", _boolean),
             webhook_retry_schedule=_read(

@@ -60,6 +60,13 @@ ENDPOINTS = [
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),
+    ("post", f"{V}/syncs"),
+    ("get", f"{V}/syncs"),
+    ("get", f"{V}/syncs/{{id}}"),
+    ("post", f"{V}/syncs/{{id}}/jobs"),
+    ("post", f"{V}/syncs/{{id}}/start"),
+    ("post", f"{V}/syncs/{{id}}/cancel"),
+    ("get", f"{V}/syncs/{{id}}/items"),
 ]
 
 # What any request may meet, whatever its path and method: the HTTP server's refusals (400
@@ -113,6 +120,14 @@ STATUSES = {
     ("get", "/healthz"): {200, 500},
     ("get", "/readyz"): {200, 500, 503},
     ("get", "/metrics"): {200, 500},
+    # C11
+    ("post", f"{V}/syncs"): {202, 400, 401, 409, 413, 415, 422, 500, 503},
+    ("get", f"{V}/syncs"): {200, 400, 401, 500, 503},
+    ("get", f"{V}/syncs/{{id}}"): {200, 401, 404, 500, 503},
+    ("post", f"{V}/syncs/{{id}}/jobs"): {200, 400, 401, 404, 409, 413, 415, 422, 500, 503},
+    ("post", f"{V}/syncs/{{id}}/start"): {202, 400, 401, 404, 409, 413, 415, 422, 500, 503},
+    ("post", f"{V}/syncs/{{id}}/cancel"): {200, 400, 401, 404, 409, 413, 415, 500, 503},
+    ("get", f"{V}/syncs/{{id}}/items"): {200, 400, 401, 404, 500, 503},
 }
 
 PUBLIC = {
@@ -415,7 +430,7 @@ def test_path_ids_are_int32_integers_from_1() -> None:
     tests/api/test_errors_and_bodies.py asks each templated path."""
     found = document()["components"]["parameters"]
     params = [p for n, p in found.items() if p["in"] == "path" and n != "MessageId"]
-    assert len(params) == 4
+    assert len(params) == 5  # jobs, applications, locations, webhooks, sync runs
     for param in params:
         schema = {"type": "integer", "format": "int32", "minimum": 1, "maximum": INT32_MAX}
         assert param["schema"] == schema

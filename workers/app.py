@@ -25,6 +25,7 @@ from models.unit_of_work import sessionmaker_for
 TASKS_MODULE = "workers.tasks"  # imported by a worker at start: its tasks join the app
 EMAIL_QUEUE = "email"
 MAINTENANCE_QUEUE = "maintenance"
+SYNCS_QUEUE = "syncs"  # C11: a large run never delays the sweeper, expiry or email
 # A send is about six SMTP steps of up to SMTP_TIMEOUT (30 s) each; the limit must let one
 # finish, and stay below OUTBOX_LEASE_SECONDS (default 300) so no lease runs out mid-send.
 # workers.solo and prefork keep it; the threads pool cannot, so each send also has a deadline
@@ -185,6 +186,7 @@ def make_celery(
             "jobpost.deliver": {"queue": EMAIL_QUEUE},
             # Webhooks are network waits as copies are: the same workers overlap both (C12).
             "jobpost.deliver_webhook": {"queue": EMAIL_QUEUE},
+            "jobpost.sync": {"queue": SYNCS_QUEUE},
             "jobpost.*": {"queue": MAINTENANCE_QUEUE},
         },
         task_create_missing_queues=True,

@@ -9,9 +9,15 @@ from kombu.connection import Connection
 from kombu.exceptions import ChannelError
 
 from models.settings import is_redis
-from workers.app import EMAIL_QUEUE, EMBEDDED_SCHEMES, MAINTENANCE_QUEUE, prepare_embedded
+from workers.app import (
+    EMAIL_QUEUE,
+    EMBEDDED_SCHEMES,
+    MAINTENANCE_QUEUE,
+    SYNCS_QUEUE,
+    prepare_embedded,
+)
 
-QUEUES = (EMAIL_QUEUE, MAINTENANCE_QUEUE)
+QUEUES = (EMAIL_QUEUE, MAINTENANCE_QUEUE, SYNCS_QUEUE)
 
 
 def _options(url: str, timeout: float) -> dict[str, Any]:

@@ -30,6 +30,26 @@ def deliver(app: Celery, application_id: int, request_id: str | None = None) -> 
     return True
 
 
+SYNC = "jobpost.sync"
+
+
+def sync(app: Celery, run_id: int, request_id: str | None = None) -> bool:
+    """Enqueue a sync run on its own queue (C11); False (logged) when the broker is down:
+    the run is committed, and the sweeper enqueues it."""
+    try:
+        app.send_task(
+            SYNC,
+            args=[run_id],
+            kwargs={"request_id": request_id},
+            retry=False,
+            retry_policy=NO_RETRY,
+        )
+    except Exception as e:  # any broker error: the sweeper will pick the run up
+        log.warning("enqueue failed for sync run %s: %s", run_id, e)
+        return False
+    return True
+
+
 def deliver_webhooks(app: Celery, delivery_ids: list[int]) -> int:
     """Enqueue webhook deliveries (C12); returns how many went. A broker that refuses one
     is not asked for the rest: the sweeper enqueues what is left."""

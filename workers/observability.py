@@ -31,6 +31,11 @@ TASKS = Counter(
     "Task runs by task name and outcome (succeeded, retried, failed, error).",
     ["task", "outcome"],
 )
+SYNC_ITEMS = Counter(
+    "jobpost_sync_items",
+    "Sync run items applied by this worker, by outcome (C11).",
+    ["outcome"],
+)
 # What jobpost.deliver (workers.delivery) and jobpost.deliver_webhook (workers.webhooks)
 # return, as an outcome; "sent", "succeeded", "skipped" and "lost" succeed. A webhook's 410
 # ("disabled") gave the delivery up.

@@ -14,12 +14,12 @@ from celery import Celery, Task, shared_task
 from celery.signals import celeryd_after_setup, worker_process_shutdown, worker_shutdown
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import applications, idempotency, outbox, upkeep
+from models import applications, idempotency, outbox, syncs, upkeep
 from models import webhook_delivery as webhook_deliveries
 from models.dates import on_day, today_in, utcnow
 from models.settings import Settings
 from models.unit_of_work import session_scope
-from workers import broker, delivery, enqueue
+from workers import broker, delivery, enqueue, syncing
 from workers.app import make_celery, task_context
 from workers.mail import relay
 from workers.webhooks import delivery as webhook_delivery
@@ -61,6 +61,22 @@ def deliver_webhook(task: Task, delivery_id: int) -> str:
     return webhook_delivery.deliver(context.sessions(), context.settings, delivery_id)
 
 
+@shared_task(name="jobpost.sync", bind=True)
+def sync(task: Task, run_id: int, request_id: str | None = None) -> str:
+    """Apply a sync run (C11), on the `syncs` queue; a run longer than one task's time is
+    handed to the next task."""
+    context = task_context(task.app)
+    s = context.settings
+    return syncing.process(
+        context.sessions(),
+        run_id,
+        lease_seconds=s.sync_lease_seconds,
+        timezone=s.timezone,
+        budget_seconds=min(syncing.BUDGET_SECONDS, s.sync_lease_seconds / 2),
+        hand_on=lambda held: enqueue.sync(task.app, held),
+    )
+
+
 def changed(task: str, count: int, what: str) -> int:
     """Each periodic task logs what it changed, once committed, and returns the count (C9)."""
     log.info("%s: %d %s", task, count, what, extra={"periodic_task": task, "changed": count})
@@ -97,12 +113,14 @@ def run_purge(factory: sessionmaker[Session], s: Settings, today: Any = None) ->
         hooks = webhook_deliveries.purge(session, now=now, retention_days=days)  # C12
         # Endpoints failing for days with no new event would never be judged otherwise.
         webhook_deliveries.disable_failing(session, now=now, timing=webhook_delivery.timing(s))
+        runs = syncs.purge(session, now=now, retention_days=s.sync_retention_days)  # C11
     what = (
         f"rows deleted ({count} finished applications older than {days} days, "
         f"{keys} idempotency keys past their 24 hours, "
-        f"{hooks} finished webhook deliveries older than {days} days)"
+        f"{hooks} finished webhook deliveries older than {days} days, "
+        f"{runs} sync runs finished {s.sync_retention_days} days ago)"
     )
-    return changed("purge", count + keys + hooks, what)
+    return changed("purge", count + keys + hooks + runs, what)
 
 
 def run_sweep(
@@ -115,11 +133,14 @@ def run_sweep(
     with session_scope(factory) as session:
         ids = outbox.sweep(session, now=utcnow(), timing=delivery.timing(s))
         hooks = webhook_deliveries.sweep(session, now=utcnow(), timing=webhook_delivery.timing(s))
+        runs = syncs.sweep(session, now=utcnow(), grace_seconds=s.outbox_sweep_grace_seconds)
     sender = celery or make_celery(s)
     try:
         for application_id in ids:
             enqueue.deliver(sender, application_id)
         enqueue.deliver_webhooks(sender, hooks)
+        for run_id in runs:  # C11: lost messages, leases run out
+            enqueue.sync(sender, run_id)
     finally:
         if celery is None:
             sender.close()
@@ -129,8 +150,8 @@ def run_sweep(
         log.warning("sweep: cannot delete the broker's taken messages: %s", e)
     return changed(
         "sweep",
-        len(ids) + len(hooks),
-        f"outbox entries ({len(ids)}) and webhook deliveries enqueued",
+        len(ids) + len(hooks) + len(runs),
+        f"outbox entries ({len(ids)}), webhook deliveries and {len(runs)} sync runs enqueued",
     )
 
 

@@ -17,7 +17,7 @@ from api.app import WsgiApp
 from tests.factories import create_job
 from tests.openapi_check import check_response, loaded
 
-# The job and reference operations (the other paths of the document belong to C8 and C9).
+# The job, reference and sync run operations (the other paths belong to C8 and C9).
 FUZZED = (
     "/api/v1.1/jobs",
     "/api/v1.1/jobs/{id}",
@@ -25,6 +25,12 @@ FUZZED = (
     "/api/v1.1/categories",
     "/api/v1.1/locations",
     "/api/v1.1/locations/{id}",
+    "/api/v1.1/syncs",
+    "/api/v1.1/syncs/{id}",
+    "/api/v1.1/syncs/{id}/jobs",
+    "/api/v1.1/syncs/{id}/start",
+    "/api/v1.1/syncs/{id}/cancel",
+    "/api/v1.1/syncs/{id}/items",
 )
 EXAMPLES = 6  # per operation and generation mode: the whole module stays well under a minute
 
@@ -33,7 +39,7 @@ def _operations(app: WsgiApp) -> list[Any]:
     schema = schemathesis.openapi.from_wsgi("/api/v1.1/openapi.json", app)
     operations = [loaded(result) for result in schema.get_all_operations()]
     chosen = [op for op in operations if op.path in FUZZED]
-    assert len(chosen) == 11  # 4 on /jobs, 3 on /jobs/{id}, 4 reference lists
+    assert len(chosen) == 18  # 4 on /jobs, 3 on /jobs/{id}, 4 reference lists, 7 sync runs
     return chosen
 
 

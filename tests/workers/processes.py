@@ -69,7 +69,7 @@ class Worker(Program):
         command = [
             *celery,
             "-Q",
-            "email,maintenance",
+            "email,maintenance,syncs",
             "--concurrency",
             str(concurrency),
             "--pool",
@@ -119,6 +119,7 @@ def worker_env(
         OUTBOX_SWEEP_GRACE_SECONDS="1",
         OUTBOX_LEASE_SECONDS="3",  # above a send's real duration (a few ms to the sink)
         DELIVERY_RETRY_BASE_SECONDS="1",
+        SYNC_LEASE_SECONDS="3",  # a killed worker's sync run is handed on within seconds
         PROMETHEUS_MULTIPROC_DIR=str(workdir / "prometheus"),
         JOBPOST_VAR_DIR=str(workdir),
         WORKER_METRICS_PORT=str(free_port()),

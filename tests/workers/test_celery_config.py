@@ -76,6 +76,7 @@ def test_the_tasks_keep_the_app_settings(tmp_path: Path) -> None:
         assert not getattr(task, "autoretry_for", ()), name
     assert celery_app.amqp.router.route({}, "jobpost.deliver")["queue"].name == "email"
     assert celery_app.amqp.router.route({}, "jobpost.sweep")["queue"].name == "maintenance"
+    assert celery_app.amqp.router.route({}, "jobpost.sync")["queue"].name == "syncs"  # C11
 
 
 def test_the_embedded_broker_is_the_default(tmp_path: Path) -> None:

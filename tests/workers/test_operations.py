@@ -502,7 +502,10 @@ def test_outbox_and_queue_commands_on_pending_sent_and_failed_entries(
     celery.send_task("jobpost.expire")
     listed, human = jobpost_all(env, ["queues", "--json"], ["queues"])
     assert listed.returncode == 0, listed.stderr
-    assert json.loads(listed.stdout) == {"queues": {"email": 2, "maintenance": 1}, "workers": []}
+    assert json.loads(listed.stdout) == {
+        "queues": {"email": 2, "maintenance": 1, "syncs": 0},
+        "workers": [],
+    }
     assert re.search(r"email\s+2 waiting", human.stdout), human.stdout
     assert re.search(r"maintenance\s+1 waiting", human.stdout), human.stdout
     assert "workers: none seen" in human.stdout
@@ -566,7 +569,7 @@ def test_outbox_and_queue_commands_on_pending_sent_and_failed_entries(
         # The worker drained the queues, and answers.
         listed, human, after = jobpost_all(env, ["queues", "--json"], ["queues"], ["outbox"])
         report = json.loads(listed.stdout)
-        assert report["queues"] == {"email": 0, "maintenance": 0}
+        assert report["queues"] == {"email": 0, "maintenance": 0, "syncs": 0}
         assert report["workers"] == [f"jobpost-{worker.proc.pid}@{socket.gethostname()}"]
         assert f"workers: {report['workers'][0]}" in human.stdout
         assert sorted(table(after.stdout)) == [pending]

@@ -23,7 +23,8 @@ from models.errors import DomainError
 from models.i18n import DEFAULT, LANGUAGES
 from models.secrets import MissingKey
 from models.settings import Settings
-from workers.cli import database, employers, operations, services, webhooks
+from models.syncs import STATUSES
+from workers.cli import database, employers, operations, services, syncs, webhooks
 from workers.cli.command import Command, Handler, json_flag
 
 
@@ -71,7 +72,10 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--workers", type=int, default=None)
 
     c = cmd(
-        sub, "worker", services.worker, "run a Celery worker on the email and maintenance queues"
+        sub,
+        "worker",
+        services.worker,
+        "run a Celery worker on the email, maintenance and syncs queues",
     )
     c.add_argument(
         "--concurrency",
@@ -119,6 +123,18 @@ def parser() -> argparse.ArgumentParser:
 
     cmd(sub, "queues", operations.queues, "depth of each Celery queue and the workers seen")
 
+    c = cmd(sub, "syncs", syncs.syncs_list, "sync runs, newest first (C11)")
+    c.add_argument("--status", choices=STATUSES)
+    c.add_argument("--employer", type=int)
+    runs = c.add_subparsers(dest="sub")
+    show = runs.add_parser("show", help="one sync run")
+    show.set_defaults(handler=syncs.syncs_show)
+    show.add_argument("id", type=int)
+    json_flag(show)
+    cancel = runs.add_parser("cancel", help="cancel an open, queued or running run")
+    cancel.set_defaults(handler=syncs.syncs_cancel)
+    cancel.add_argument("id", type=int)
+    json_flag(cancel)
     hooks = sub.add_parser("webhooks", help="webhook endpoints (C12)")
     hook = hooks.add_subparsers(dest="sub", required=True)
     c = cmd(hook, "list", webhooks.webhooks_list, "webhook endpoints, oldest first, no secrets")

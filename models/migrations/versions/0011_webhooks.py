@@ -1,7 +1,7 @@
 """webhooks: endpoints, messages and their deliveries (C12)
 
 Revision ID: 0011
-Revises: 0009
+Revises: 0010
 Create Date: 2026-11-28 03:00:00
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0011"
-down_revision: str | None = "0009"
+down_revision: str | None = "0010"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -5,7 +5,7 @@ A job's `language` names the language of its title and description; `translation
 `language` is that of the emails it receives.
 
 Revision ID: 0012
-Revises: 0008
+Revises: 0011
 Create Date: 2026-11-28 03:00:00
 """
 

@@ -1,0 +1,165 @@
+"""Sync runs (C11): start one, add to an open one, start, cancel, read it, its items, the list."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+import falcon
+
+from api import query
+from api.auth import access_of, employer_of, require_employer
+from api.body import JOB_BODY_LIMIT, MiB, media_type, parse_json, read_bytes, read_json
+from api.errors import Problem
+from api.idempotency import Endpoint, dry_run, idempotent
+from api.responses import path_id, send_json
+from models import syncs
+from models.errors import FieldError
+from models.idempotency import Scope
+from models.unit_of_work import after_commit
+
+SYNC_BODY_LIMIT = 50 * MiB  # C1, C11
+NO_STORE = "no-store"  # the counts move while the run goes on
+# Hands a queued run to the broker after commit (workers.enqueue.sync); a broker that is
+# down loses nothing: the sweeper enqueues the run (C11).
+EnqueueSync = Callable[[int, str | None], object]
+
+
+def _keys_scope(req: falcon.Request, params: dict[str, object]) -> Scope | None:
+    """The employer's keys (C10). A dry run records nothing, so it takes none: the query's is
+    seen by the layer (`dry_runs`), the body's here; the body, already read and checked, is
+    parsed again only if it names dryRun."""
+    raw: bytes = req.context.raw_body
+    if b"dryRun" in raw and parse_json(raw).get("dryRun") is True:
+        return None
+    return Scope("employer", access_of(req).employer_id)
+
+
+KEYED = Endpoint(
+    scope=_keys_scope,
+    limit=SYNC_BODY_LIMIT,
+    media_types=("application/json",),
+    media_detail="Send the body as application/json.",
+    dry_runs=True,
+)
+
+
+def _no_body(req: falcon.Request) -> None:
+    """Action endpoints take no body; one sent must be JSON, and is ignored (C14)."""
+    if read_bytes(req, JOB_BODY_LIMIT) and media_type(req) != "application/json":
+        raise Problem(415, "unsupported_media_type", "Send no body, or an application/json one.")
+
+
+class _Syncs:
+    requires_employer = True  # read by MethodOverride: 401 outranks its 400 (C1)
+
+    def __init__(
+        self, now: Callable[[], datetime], enqueue: EnqueueSync, public_base_url: str | None
+    ) -> None:
+        self.now, self.enqueue, self.public_base_url = now, enqueue, public_base_url
+
+    def _location(self, req: falcon.Request, run_id: int) -> str:
+        return f"{query.base_url(req, self.public_base_url)}/api/v1.1/syncs/{run_id}"
+
+    def _enqueue_after_commit(self, req: falcon.Request, run_id: int) -> None:
+        request_id = getattr(req.context, "request_id", None)
+        after_commit(req.context.db.session, lambda: self.enqueue(run_id, request_id))
+
+
+def _send(resp: falcon.Response, run: object, status: int = 200) -> None:
+    resp.set_header("Cache-Control", NO_STORE)
+    send_json(resp, syncs.represent(run), status)
+
+
+@falcon.before(require_employer)
+class SyncCollection(_Syncs):
+    @idempotent(KEYED)
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = read_json(req, limit=SYNC_BODY_LIMIT)
+        dry = dry_run(req)
+        session, employer = req.context.db.session, employer_of(req)
+        syncs.hold(session, employer)  # 409 before 422 (C1)
+        run = syncs.start(session, employer, syncs.shape(body, dry_run=dry), now=self.now())
+        if run.status == "queued":
+            self._enqueue_after_commit(req, run.id)
+        resp.location = self._location(req, run.id)
+        _send(resp, run, 202)
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        errors: list[FieldError] = []
+        paging = query.paging(req, errors)
+        if errors:
+            raise query.invalid(errors)
+        runs, total = syncs.listing(
+            req.context.db.connection,
+            employer_id=access_of(req).employer_id,
+            offset=paging.offset,
+            limit=paging.page_size,
+        )
+        resp.set_header("Cache-Control", NO_STORE)
+        send_json(
+            resp,
+            {
+                "data": [syncs.represent(r) for r in runs],
+                "paging": query.paging_object(req, self.public_base_url, paging, total, {}),
+            },
+        )
+
+
+@falcon.before(require_employer)
+class SyncItem(_Syncs):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, sync_id: str) -> None:
+        run_id = path_id(sync_id, "sync run")
+        _send(resp, syncs.read(req.context.db.connection, access_of(req).employer_id, run_id))
+
+
+@falcon.before(require_employer)
+class SyncJobs(_Syncs):
+    def on_post(self, req: falcon.Request, resp: falcon.Response, sync_id: str) -> None:
+        body = read_json(req, limit=SYNC_BODY_LIMIT)  # 400 outranks 404 (C1)
+        run_id = path_id(sync_id, "sync run")
+        _send(resp, syncs.add(req.context.db.session, employer_of(req), run_id, body))
+
+
+@falcon.before(require_employer)
+class SyncStart(_Syncs):
+    def on_post(self, req: falcon.Request, resp: falcon.Response, sync_id: str) -> None:
+        _no_body(req)
+        run_id = path_id(sync_id, "sync run")
+        run = syncs.queue(req.context.db.session, employer_of(req), run_id, now=self.now())
+        self._enqueue_after_commit(req, run.id)
+        _send(resp, run, 202)
+
+
+@falcon.before(require_employer)
+class SyncCancel(_Syncs):
+    def on_post(self, req: falcon.Request, resp: falcon.Response, sync_id: str) -> None:
+        _no_body(req)
+        run_id = path_id(sync_id, "sync run")
+        employer_id = access_of(req).employer_id
+        _send(resp, syncs.cancel(req.context.db.session, employer_id, run_id, now=self.now()))
+
+
+@falcon.before(require_employer)
+class SyncItems(_Syncs):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, sync_id: str) -> None:
+        errors: list[FieldError] = []
+        outcome = query.choice(req, "outcome", syncs.OUTCOMES, errors)
+        paging = query.paging(req, errors)
+        if errors:
+            raise query.invalid(errors)
+        connection = req.context.db.connection
+        run = syncs.read(connection, access_of(req).employer_id, path_id(sync_id, "sync run"))
+        rows, total = syncs.item_page(
+            connection, run.id, outcome=outcome, offset=paging.offset, limit=paging.page_size
+        )
+        resp.set_header("Cache-Control", NO_STORE)
+        send_json(
+            resp,
+            {
+                "data": [syncs.represent_item(r) for r in rows],
+                "paging": query.paging_object(
+                    req, self.public_base_url, paging, total, {"outcome": outcome}
+                ),
+            },
+        )

@@ -1,0 +1,138 @@
+"""Sync runs applied by real `celery worker` processes (C11), on Redis and on the embedded
+broker, on SQLite and PostgreSQL: a run from its 202 to `completed`, a broker down at intake,
+and a worker SIGKILLed mid-run whose run another worker finishes with nothing applied twice.
+The stack (databases, brokers, workers) is test_worker_delivery's; SYNC_LEASE_SECONDS is 3."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+
+from api.app import Collaborators, create_app
+from models import employers
+from models.entities import Job, SyncItem, SyncRun
+from models.unit_of_work import session_scope
+from tests.conftest import Api
+from tests.factories import job_body
+from tests.harness import wait_for
+from tests.workers import test_worker_delivery as delivery_tests
+from workers import enqueue
+
+# The stack and its database templates, shared with the delivery tests.
+stack = delivery_tests.stack
+sqlite_template = delivery_tests.sqlite_template
+postgres_template = delivery_tests.postgres_template
+Stack = delivery_tests.Stack
+
+SYNCS = "/api/v1.1/syncs"
+
+
+def api_of(s: Stack, *, broker_up: bool = True) -> Api:
+    """The API on the stack's database, enqueueing runs on its broker (or on none)."""
+    parts = Collaborators()
+    if broker_up:
+        parts.enqueue_sync = lambda run_id, rid: enqueue.sync(s.celery, run_id, rid)
+    return Api(create_app(s.settings, s.sessions, parts))
+
+
+def employer_key(s: Stack) -> tuple[int, str]:
+    with session_scope(s.sessions) as session:
+        employer = employers.create_employer(session, "Maple Corp")
+        return employer.id, employers.issue_key(session, employer.id).key
+
+
+def item(ref: str) -> dict[str, Any]:
+    return {**job_body(title=f"Job {ref}", status="active"), "referenceId": ref}
+
+
+def start(api: Api, key: str, count: int, mode: str = "snapshot") -> int:
+    body = {"mode": mode, "jobs": [item(f"R{i:05}") for i in range(count)]}
+    result = api.post(SYNCS, json=body, key=key)
+    assert result.status_code == 202, result.text
+    run_id: int = result.json["id"]
+    return run_id
+
+
+def run_of(s: Stack, run_id: int) -> SyncRun:
+    with s.sessions() as session:
+        run = session.get(SyncRun, run_id)
+        assert run is not None
+        return run
+
+
+def completed(s: Stack, run_id: int) -> bool:
+    return run_of(s, run_id).status == "completed"
+
+
+@pytest.mark.parametrize("stack", delivery_tests.EVERY_STACK, indirect=True)
+def test_a_worker_applies_a_run_on_its_own_queue(stack: Stack) -> None:
+    api = api_of(stack)
+    _, key = employer_key(stack)
+    left_out = api.post("/api/v1.1/jobs", json=item("OLD"), key=key).json["id"]
+    run_id = start(api, key, 20)
+    stack.start_worker(1)
+    wait_for(lambda: completed(stack, run_id), timeout=60, what="the run completed")
+    run = api.get(f"{SYNCS}/{run_id}", key=key).json
+    assert (run["processed"], run["created"], run["archived"], run["failed"]) == (20, 20, 1, 0)
+    assert api.get(f"/api/v1.1/jobs/{left_out}", key=key).json["status"] == "archived"
+
+
+@pytest.mark.parametrize("stack", delivery_tests.MAIN_STACKS, indirect=True)
+def test_a_run_taken_while_the_broker_was_down_is_enqueued_by_the_sweeper(stack: Stack) -> None:
+    api = api_of(stack, broker_up=False)
+    _, key = employer_key(stack)
+    run_id = start(api, key, 5, mode="upsert")
+    stack.start_worker(1)
+    wait_for(
+        lambda: completed(stack, run_id),
+        timeout=60,
+        what="the run completed after a sweep",
+        every=stack.sweep,
+    )
+    assert run_of(stack, run_id).created == 5
+
+
+@pytest.mark.parametrize("stack", delivery_tests.MAIN_STACKS, indirect=True)
+def test_a_worker_killed_mid_run_loses_nothing_and_applies_nothing_twice(stack: Stack) -> None:
+    total = 1500
+    api = api_of(stack)
+    employer_id, key = employer_key(stack)
+    run_id = start(api, key, total)
+    first = stack.start_worker(1)
+    wait_for(
+        lambda: run_of(stack, run_id).processed >= 50,
+        timeout=60,
+        what="50 items applied",
+        interval=0.01,
+    )
+    first.kill()
+    at_kill = run_of(stack, run_id)
+    assert at_kill.status == "running" and at_kill.processed < total, "finished before the kill"
+
+    stack.start_worker(1)
+    # The killed worker's lease (SYNC_LEASE_SECONDS=3) runs out; the sweeper hands the run on.
+    wait_for(
+        lambda: completed(stack, run_id),
+        timeout=180,
+        what="the run completed by the second worker",
+        every=stack.sweep,
+        interval=0.5,
+    )
+    run = run_of(stack, run_id)
+    assert (run.processed, run.created, run.failed) == (total, total, 0)
+    assert run.claim >= 2
+    with stack.sessions() as session:
+        versions = session.execute(
+            select(Job.version, func.count())
+            .where(Job.employer_id == employer_id)
+            .group_by(Job.version)
+        ).all()
+        assert versions == [(1, total)]  # every job created once, none written twice
+        pending = session.scalar(
+            select(func.count())
+            .select_from(SyncItem)
+            .where(SyncItem.run_id == run_id, SyncItem.outcome != "created")
+        )
+        assert pending == 0

@@ -1,0 +1,163 @@
+"""The worker's side of a sync run (C11): claim it, apply its items in order, one
+transaction each, then finish it; hand it on when the task's time is up.
+
+One session (and its connection) serves the whole run, and the statements that run once per
+item are built once (models.syncs), so an item costs its job write and two small UPDATEs.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import date, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from models import syncs
+from models.dates import today_in, utcnow
+from models.entities import Employer
+from models.errors import DomainError, DuplicateReferenceId, FieldError, ValidationFailed
+from workers.observability import SYNC_ITEMS
+
+log = logging.getLogger("jobpost.syncs")
+
+BATCH = 200  # pending items read at once
+# A task applies items for at most this long, then hands the run to the next task: well
+# inside Celery's time limit (workers.app.TASK_TIME_LIMIT) and the run's lease.
+BUDGET_SECONDS = 150.0
+
+
+def _errors_of(error: DomainError) -> list[FieldError]:
+    if isinstance(error, ValidationFailed):
+        return list(error.errors)
+    if isinstance(error, DuplicateReferenceId):
+        return [FieldError("referenceId", "duplicate", error.detail)]
+    return [FieldError("", "internal_error", error.detail)]
+
+
+def process(
+    factory: sessionmaker[Session],
+    run_id: int,
+    *,
+    lease_seconds: float,
+    timezone: ZoneInfo,
+    budget_seconds: float = BUDGET_SECONDS,
+    now: Callable[[], datetime] = utcnow,
+    hand_on: Callable[[int], object] | None = None,
+) -> str:
+    """Apply what is pending of run `run_id`, if this worker can claim it. Returns what
+    became of it: completed, handed_on (time up; `hand_on` enqueues the next task), lost
+    (cancelled, or taken by another worker), or not_claimed."""
+    with _run_session(factory) as session:
+        try:
+            held = syncs.claim(session, run_id, now=now(), lease_seconds=lease_seconds)
+            session.commit()
+            if held is None:
+                return "not_claimed"
+            return _apply_all(session, held, lease_seconds, timezone, budget_seconds, now, hand_on)
+        except syncs.Lost:
+            session.rollback()
+            return "lost"
+
+
+@contextmanager
+def _run_session(factory: sessionmaker[Session]) -> Iterator[Session]:
+    """One session on one connection for the whole task. On PostgreSQL its commits do not
+    wait for the WAL flush (synchronous_commit off, this connection only): an item's commit
+    would otherwise cost a disk flush, most of its time. A database crash can then lose the
+    last moments of commits, each whole, job change and outcome together: those items are
+    pending again and are applied once when the run resumes (C11: never half-applied)."""
+    bind = factory.kw.get("bind")
+    if not (isinstance(bind, Engine) and bind.dialect.name == "postgresql"):
+        with factory() as session:  # SQLite's WAL commits are cheap; tests' sessions as given
+            yield session
+        return
+    with bind.connect() as connection:
+        connection.exec_driver_sql("SET synchronous_commit TO off")
+        connection.commit()
+        try:
+            with factory(bind=connection) as session:
+                yield session
+        finally:
+            if connection.in_transaction():
+                connection.rollback()
+            connection.exec_driver_sql("RESET synchronous_commit")  # before the pool has it
+            connection.commit()
+
+
+def _apply_all(
+    session: Session,
+    held: syncs.Claimed,
+    lease_seconds: float,
+    timezone: ZoneInfo,
+    budget_seconds: float,
+    now: Callable[[], datetime],
+    hand_on: Callable[[int], object] | None,
+) -> str:
+    employer = session.get(Employer, held.employer_id)
+    assert employer is not None  # the run is the employer's, deleted with it
+    lease = timedelta(seconds=lease_seconds)
+    deadline = time.monotonic() + budget_seconds
+    after = 0
+    while True:
+        batch = syncs.pending(session.connection(), held.id, after=after, limit=BATCH)
+        session.commit()
+        if not batch:
+            syncs.finish(session, held, now=now())
+            session.commit()
+            return "completed"
+        today = today_in(timezone)
+        for item in batch:
+            if time.monotonic() > deadline:
+                return _hand_on(session, held, now(), hand_on)
+            outcome = _apply_one(session, held, employer, item, today, now() + lease)
+            SYNC_ITEMS.labels(outcome).inc()
+            after = item.position
+
+
+def _apply_one(
+    session: Session,
+    held: syncs.Claimed,
+    employer: Employer,
+    item: syncs.Pending,
+    today: date,
+    lease_until: datetime,
+) -> str:
+    """One item in one transaction: its job change and its outcome, or only its failure."""
+    try:
+        outcome = syncs.apply_item(
+            session, held, employer, item, today=today, lease_until=lease_until
+        )
+    except syncs.Lost:
+        raise
+    except DomainError as e:
+        session.rollback()
+        syncs.record(session.connection(), held, item, syncs.failed(_errors_of(e)), lease_until)
+        outcome = "failed"
+    except Exception:
+        log.exception("sync run %s: item %s failed", held.id, item.reference_id)
+        session.rollback()
+        error = FieldError("", "internal_error", "The job could not be applied.")
+        syncs.record(session.connection(), held, item, syncs.failed([error]), lease_until)
+        outcome = "failed"
+    session.commit()
+    return outcome
+
+
+def _hand_on(
+    session: Session,
+    held: syncs.Claimed,
+    moment: datetime,
+    hand_on: Callable[[int], object] | None,
+) -> str:
+    if not syncs.let_go(session, held, now=moment):
+        session.rollback()
+        return "lost"
+    session.commit()
+    if hand_on is not None:
+        hand_on(held.id)  # if the broker is down, the sweeper finds the run let go
+    return "handed_on"
