@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from api import (
     applications,
     cache,
+    employer,
     errors,
     health,
     idempotency,
@@ -83,6 +84,7 @@ def create_app(
         f"{API}/applications": applications.Collection(base),
         f"{API}/applications/{{application_id}}": applications.Item(),
         f"{API}/applications/{{application_id}}/resume": applications.ResumeFile(),
+        f"{API}/employer": employer.EmployerSettings(),
         f"{API}/positiontypes": reference.PositionTypes(),
         f"{API}/categories": reference.Categories(),
         f"{API}/locations": reference.Locations(base),

@@ -85,4 +85,6 @@ def job(j: StoredJob, employer_name: str) -> dict[str, Any]:
         "applicantRoutingType": {"id": j.routing_type, "name": ROUTING_TYPES[j.routing_type]},
         "applicationEmail": j.application_email,
         "applicationUrl": j.application_url,
+        "aiScreening": j.ai_screening,
+        "existingVacancy": j.existing_vacancy,
     }

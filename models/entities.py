@@ -22,6 +22,7 @@ from sqlalchemy import (
     String,
     Text,
     TypeDecorator,
+    true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -62,6 +63,10 @@ class Employer(Base):
     name: Mapped[str] = mapped_column(String(128))
     plan: Mapped[str] = mapped_column(String(16), default="standard")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # Which writes the rules of C13 refuse (`enforce`), only warn of (`warn`), or neither
+    # (`off`); and whether it has 25+ employees in Ontario, whose rules apply only then.
+    compliance: Mapped[str] = mapped_column(String(8), default="warn", server_default="warn")
+    ontario25_plus: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
 
 
 class ApiKey(Base):
@@ -142,6 +147,10 @@ class Job(Base):
     routing_type: Mapped[int] = mapped_column(Integer)
     application_email: Mapped[str | None] = mapped_column(String(50))
     application_url: Mapped[str | None] = mapped_column(String(200))
+    # The posting statements of C13: AI used to screen applicants; an existing vacancy. Null:
+    # not stated.
+    ai_screening: Mapped[bool | None] = mapped_column(Boolean)
+    existing_vacancy: Mapped[bool | None] = mapped_column(Boolean)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
     # Raised by every write (`models.job_rows`, the upkeep UPDATEs): the API serves a cached
     # representation only while the row still has the version it was made from.

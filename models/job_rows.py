@@ -64,6 +64,8 @@ VALUES = (
     "routing_type",
     "application_email",
     "application_url",
+    "ai_screening",
+    "existing_vacancy",
 )
 # Set by every write beside them: computed, never read back into a StoredJob.
 DERIVED = ("search_text", "updated_at")
@@ -92,6 +94,8 @@ class StoredJob:
     routing_type: int
     application_email: str | None
     application_url: str | None
+    ai_screening: bool | None
+    existing_vacancy: bool | None
     version: int
     locations: tuple[Place, ...] | None = None
     category_ids: tuple[int, ...] | None = None

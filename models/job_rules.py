@@ -231,6 +231,15 @@ def _application_url(ctx: _Context, value: Any) -> None:
         ctx.out["application_url"] = checks.url(value, "applicationUrl", max_len=200)
 
 
+def _statement(column: str, field: str) -> Callable[[_Context, Any], None]:
+    """A posting statement of C13: true, false, or null for not stated."""
+
+    def rule(ctx: _Context, value: Any) -> None:
+        ctx.out[column] = None if value is None else checks.boolean(value, field)
+
+    return rule
+
+
 RULES: dict[str, Callable[[_Context, Any], None]] = {
     "referenceId": _reference_id,
     "title": _title,
@@ -246,6 +255,8 @@ RULES: dict[str, Callable[[_Context, Any], None]] = {
     "applicantRoutingType": _routing,
     "applicationEmail": _application_email,
     "applicationUrl": _application_url,
+    "aiScreening": _statement("ai_screening", "aiScreening"),
+    "existingVacancy": _statement("existing_vacancy", "existingVacancy"),
 }
 
 

@@ -43,6 +43,8 @@ ENDPOINTS = [
     ("get", f"{V}/applications"),
     ("get", f"{V}/applications/{{id}}"),
     ("get", f"{V}/applications/{{id}}/resume"),
+    ("get", f"{V}/employer"),
+    ("put", f"{V}/employer"),
     ("get", f"{V}/openapi.json"),
     ("get", "/jobs/{id}"),
     ("get", "/jobs/{id}/apply"),
@@ -72,6 +74,8 @@ STATUSES = {
     ("get", f"{V}/applications"): {200, 400, 401, 500, 503},
     ("get", f"{V}/applications/{{id}}"): {200, 401, 404, 500, 503},
     ("get", f"{V}/applications/{{id}}/resume"): {200, 401, 404, 500, 503},
+    ("get", f"{V}/employer"): {200, 401, 500, 503},
+    ("put", f"{V}/employer"): {200, 400, 401, 413, 415, 422, 500, 503},
     ("get", f"{V}/positiontypes"): {200, 304, 500, 503},
     ("get", f"{V}/categories"): {200, 304, 500, 503},
     ("get", f"{V}/locations"): {200, 304, 400, 500, 503},
@@ -142,6 +146,8 @@ JOB: dict[str, Any] = {
     "applicantRoutingType": {"id": 1, "name": "Email"},
     "applicationEmail": "jobs@erable.test",
     "applicationUrl": None,
+    "aiScreening": False,
+    "existingVacancy": None,
 }
 
 URL_JOB = {

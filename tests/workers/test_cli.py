@@ -123,3 +123,31 @@ def test_a_database_away_or_unmigrated_is_one_line_not_a_traceback(
     printed = capsys.readouterr()
     assert printed.out == ""
     assert printed.err.startswith(f"jobpost: {said}") and printed.err.count("\n") == 1
+
+
+def test_employers_set_changes_the_c13_settings_and_prints_them(
+    copy: sessionmaker[Session], capsys: Any
+) -> None:
+    with copy() as s:
+        employer = employers.create_employer(s, "Érable Inc")
+        s.commit()
+    argv = ["employers", "set", str(employer.id), "--compliance", "enforce"]
+    assert main([*argv, "--ontario-25-plus", "no", "--json"]) == 0
+    shown = orjson.loads(capsys.readouterr().out)
+    assert shown == {
+        "id": employer.id,
+        "name": "Érable Inc",
+        "plan": "standard",
+        "compliance": "enforce",
+        "ontario25Plus": False,
+    }
+    assert main(["employers", "set", str(employer.id), "--ontario-25-plus", "yes"]) == 0
+    said = capsys.readouterr().out
+    assert said == f"Employer {employer.id}: compliance enforce, 25+ employees in Ontario: yes.\n"
+    with copy() as s:
+        stored = employers.get_employer(s, employer.id)
+        assert (stored.compliance, stored.ontario25_plus) == ("enforce", True)
+    assert main(["employers", "set", "999", "--compliance", "off"]) == 1
+    assert "No employer has id 999" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["employers", "set", str(employer.id), "--compliance", "strict"])

@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy.exc import DBAPIError
 
-from models import logs
+from models import compliance, logs
 from models.employers import PLANS
 from models.engines import database_said
 from models.errors import DomainError
@@ -46,6 +46,10 @@ def parser() -> argparse.ArgumentParser:
     c = cmd(emp, "set-plan", employers.employers_set_plan, "change an employer's plan")
     c.add_argument("id", type=int)
     c.add_argument("plan", choices=PLANS)
+    c = cmd(emp, "set", employers.employers_set, "change an employer's C13 settings")
+    c.add_argument("id", type=int)
+    c.add_argument("--compliance", choices=compliance.MODES)
+    c.add_argument("--ontario-25-plus", choices=("yes", "no"), dest="ontario25_plus")
 
     keys = sub.add_parser("keys", help="API keys").add_subparsers(dest="sub", required=True)
     c = cmd(keys, "create", employers.keys_create, "issue a new key to an employer")

@@ -41,6 +41,24 @@ def employers_set_plan(args: argparse.Namespace, command: Command) -> int:
     return 0
 
 
+def employers_set(args: argparse.Namespace, command: Command) -> int:
+    """`jobpost employers set ID [--compliance M] [--ontario-25-plus yes|no]` (C13); prints
+    the employer as GET /employer shows it."""
+    ontario = None if args.ontario25_plus is None else args.ontario25_plus == "yes"
+    with session_scope(command.sessions) as s:
+        employer = employers.set_compliance(
+            s, args.id, mode=args.compliance, ontario25_plus=ontario
+        )
+        shown = employers.settings_shape(employer)
+    out(
+        args,
+        shown,
+        f"Employer {shown['id']}: compliance {shown['compliance']}, "
+        f"25+ employees in Ontario: {'yes' if shown['ontario25Plus'] else 'no'}.",
+    )
+    return 0
+
+
 def keys_create(args: argparse.Namespace, command: Command) -> int:
     with session_scope(command.sessions) as s:
         issued = employers.issue_key(s, args.employer_id)
