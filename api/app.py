@@ -21,6 +21,7 @@ from api import (
     observability,
     ratelimit,
     reference,
+    reports,
 )
 from api.middleware import Cors, MethodOverride, RequestId, SessionManager
 from api.openapi_resource import OpenApi
@@ -81,6 +82,7 @@ def create_app(
         f"{API}/jobs": jobs.JobCollection(clock, base),
         f"{API}/jobs/{{job_id}}": jobs.JobItem(clock, base, kept),
         f"{API}/jobs/{{job_id}}/applications": applications.Submissions(intake, base),
+        f"{API}/jobs/{{job_id}}/reports": reports.Reports(limiter, settings.trusted_proxies),
         f"{API}/applications": applications.Collection(base),
         f"{API}/applications/{{application_id}}": applications.Item(),
         f"{API}/applications/{{application_id}}/resume": applications.ResumeFile(),

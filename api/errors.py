@@ -16,6 +16,8 @@ from models.errors import (
     DomainError,
     DuplicateReferenceId,
     FieldError,
+    JobGone,
+    JobTakenDown,
     NotFound,
     PreconditionFailed,
     ValidationFailed,
@@ -28,6 +30,8 @@ DOMAIN_STATUS: dict[type[DomainError], int] = {
     NotFound: 404,
     DuplicateReferenceId: 409,
     ApplyViaUrl: 409,
+    JobTakenDown: 409,
+    JobGone: 410,
     PreconditionFailed: 412,
     ValidationFailed: 422,
 }

@@ -87,4 +87,5 @@ def job(j: StoredJob, employer_name: str) -> dict[str, Any]:
         "applicationUrl": j.application_url,
         "aiScreening": j.ai_screening,
         "existingVacancy": j.existing_vacancy,
+        "takenDown": j.taken_down,
     }

@@ -22,6 +22,7 @@ from sqlalchemy import (
     String,
     Text,
     TypeDecorator,
+    false,
     true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -151,6 +152,9 @@ class Job(Base):
     # not stated.
     ai_screening: Mapped[bool | None] = mapped_column(Boolean)
     existing_vacancy: Mapped[bool | None] = mapped_column(Boolean)
+    # Taken down by the operator after a fraud report (C13): archived, and no write makes
+    # it active again.
+    taken_down: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
     # Raised by every write (`models.job_rows`, the upkeep UPDATEs): the API serves a cached
     # representation only while the row still has the version it was made from.
@@ -285,6 +289,26 @@ class OutboxEntry(Base):
     retry_from: Mapped[datetime | None] = mapped_column(UTCDateTime)
     application: Mapped[Application] = relationship(back_populates="outbox")
     __table_args__ = (Index("ix_outbox_status_next", "status", "next_attempt_at"),)
+
+
+class JobReport(Base):
+    """A fraud report on a job (C13), as the operator reads and resolves it. It outlives
+    its job (job_id null then): the operator's record of what was reported."""
+
+    __tablename__ = "job_reports"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id", ondelete="SET NULL"))
+    reason: Mapped[str] = mapped_column(String(16))
+    details: Mapped[str] = mapped_column(Text)
+    email: Mapped[str | None] = mapped_column(String(254))
+    status: Mapped[str] = mapped_column(String(12), default="open")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    resolved_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    note: Mapped[str | None] = mapped_column(Text)
+    __table_args__ = (
+        Index("ix_job_reports_status", "status", "id"),
+        Index("ix_job_reports_email", "email"),
+    )
 
 
 class IdempotencyKey(Base):

@@ -66,6 +66,7 @@ VALUES = (
     "application_url",
     "ai_screening",
     "existing_vacancy",
+    "taken_down",
 )
 # Set by every write beside them: computed, never read back into a StoredJob.
 DERIVED = ("search_text", "updated_at")
@@ -96,6 +97,7 @@ class StoredJob:
     application_url: str | None
     ai_screening: bool | None
     existing_vacancy: bool | None
+    taken_down: bool
     version: int
     locations: tuple[Place, ...] | None = None
     category_ids: tuple[int, ...] | None = None

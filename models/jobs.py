@@ -32,7 +32,13 @@ from sqlalchemy.orm import Session
 from models import checks, compliance, job_rows, job_rules, tallies, warnings
 from models.dates import default_close, utcnow
 from models.entities import Employer, Job, JobLocation, Location
-from models.errors import DuplicateReferenceId, FieldError, NotFound, ValidationFailed
+from models.errors import (
+    DuplicateReferenceId,
+    FieldError,
+    JobTakenDown,
+    NotFound,
+    ValidationFailed,
+)
 from models.fast_reads import Precompiled, planned_for_values
 from models.job_rows import StoredJob
 from models.places import Place
@@ -260,6 +266,7 @@ def _new(employer_id: int, today: date) -> StoredJob:
         application_url=None,
         ai_screening=None,
         existing_vacancy=None,
+        taken_down=False,
         version=1,
         locations=(),
         category_ids=(),
@@ -286,6 +293,10 @@ def put(
     every rule (C4). A merged job equal to the stored one, in the stored form of every
     field, is not written: its version, updatedAt and publishDate stay (C10). A dry run
     answers the same errors, the 409 of a used referenceId too, and writes nothing."""
+    if job.taken_down and body.get("status") == "active":  # 409 before 422 (C1)
+        raise JobTakenDown(
+            f"Job {job.id} was taken down after a report; it cannot be made active again."
+        )
     notes: list[warnings.Warning] = []
     changes = _validated(session, employer, body, job=job, today=today, notes=notes)
     connection = session.connection()

@@ -45,6 +45,7 @@ ENDPOINTS = [
     ("get", f"{V}/applications/{{id}}/resume"),
     ("get", f"{V}/employer"),
     ("put", f"{V}/employer"),
+    ("post", f"{V}/jobs/{{id}}/reports"),
     ("get", f"{V}/openapi.json"),
     ("get", "/jobs/{id}"),
     ("get", "/jobs/{id}/apply"),
@@ -75,6 +76,7 @@ STATUSES = {
     ("get", f"{V}/applications/{{id}}"): {200, 401, 404, 500, 503},
     ("get", f"{V}/applications/{{id}}/resume"): {200, 401, 404, 500, 503},
     ("get", f"{V}/employer"): {200, 401, 500, 503},
+    ("post", f"{V}/jobs/{{id}}/reports"): {202, 400, 404, 410, 413, 415, 422, 429, 500, 503},
     ("put", f"{V}/employer"): {200, 400, 401, 413, 415, 422, 500, 503},
     ("get", f"{V}/positiontypes"): {200, 304, 500, 503},
     ("get", f"{V}/categories"): {200, 304, 500, 503},
@@ -91,6 +93,7 @@ STATUSES = {
 }
 
 PUBLIC = {
+    ("post", f"{V}/jobs/{{id}}/reports"),
     ("post", f"{V}/jobs/{{id}}/applications"),
     ("get", f"{V}/positiontypes"),
     ("get", f"{V}/categories"),
@@ -148,6 +151,7 @@ JOB: dict[str, Any] = {
     "applicationUrl": None,
     "aiScreening": False,
     "existingVacancy": None,
+    "takenDown": False,
 }
 
 URL_JOB = {

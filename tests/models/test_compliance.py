@@ -40,6 +40,7 @@ def job(**changes: object) -> StoredJob:
         application_url=None,
         ai_screening=False,
         existing_vacancy=True,
+        taken_down=False,
         version=1,
         locations=(),
         category_ids=(12,),

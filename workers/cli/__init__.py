@@ -21,7 +21,7 @@ from models.employers import PLANS
 from models.engines import database_said
 from models.errors import DomainError
 from models.settings import Settings
-from workers.cli import database, employers, operations, services
+from workers.cli import database, employers, operations, reports, services
 from workers.cli.command import Command, Handler, json_flag
 
 
@@ -114,6 +114,22 @@ def parser() -> argparse.ArgumentParser:
     which.add_argument("application_id", nargs="?", type=int)
     which.add_argument("--all-failed", action="store_true")
     json_flag(retry)
+
+    c = cmd(sub, "reports", reports.reports_list, "fraud reports (all, or of one status)")
+    c.add_argument("--status", choices=("open", "dismissed", "taken_down"))
+    more = c.add_subparsers(dest="sub")
+    show = more.add_parser("show", help="one report")
+    show.set_defaults(handler=reports.reports_show)
+    show.add_argument("id", type=int)
+    json_flag(show)
+    resolve = more.add_parser("resolve", help="dismiss a report, or take its job down")
+    resolve.set_defaults(handler=reports.reports_resolve)
+    resolve.add_argument("id", type=int)
+    how = resolve.add_mutually_exclusive_group(required=True)
+    how.add_argument("--dismiss", action="store_true")
+    how.add_argument("--take-down", action="store_true")
+    resolve.add_argument("--note")
+    json_flag(resolve)
 
     cmd(sub, "queues", operations.queues, "depth of each Celery queue and the workers seen")
     return p
