@@ -22,6 +22,7 @@ from api import (
     ratelimit,
     reference,
     reports,
+    webhooks,
 )
 from api.middleware import Cors, MethodOverride, RequestId, SessionManager
 from api.openapi_resource import OpenApi
@@ -31,6 +32,7 @@ from models.dates import today_in, utcnow
 from models.engines import make_engine
 from models.settings import Settings
 from models.unit_of_work import make_sessionmaker
+from models.webhooks import UrlPolicy
 
 WsgiApp = falcon.App[falcon.Request, falcon.Response]
 API = "/api/v1.1"
@@ -50,6 +52,8 @@ class Collaborators:
     ready_checks: dict[str, health.Check] = field(default_factory=dict)
     queue_depths: observability.QueueDepths | None = None  # for /metrics (C9)
     now: Callable[[], datetime] = utcnow  # the instant: Idempotency-Key leases and ages (C10)
+    enqueue_webhooks: webhooks.EnqueueWebhooks = webhooks.nothing  # deliveries, after commit
+    url_policy: UrlPolicy | None = None  # tests: a resolver of their own (C12)
 
 
 def create_app(
@@ -78,6 +82,14 @@ def create_app(
     base = settings.public_base_url
     intake = applications.Intake(limiter, parts.enqueue, settings.trusted_proxies)
     kept = cache.Representations(int(settings.job_cache_mb * 2**20))
+    hooks = webhooks.Context(
+        keys=settings,
+        policy=parts.url_policy
+        or UrlPolicy(settings.webhook_allow_http, settings.webhook_allow_private),
+        now=parts.now,
+        public_base_url=base,
+        enqueue=parts.enqueue_webhooks,
+    )
     routes: dict[str, object] = {
         f"{API}/jobs": jobs.JobCollection(clock, base),
         f"{API}/jobs/{{job_id}}": jobs.JobItem(clock, base, kept),
@@ -87,6 +99,12 @@ def create_app(
         f"{API}/applications/{{application_id}}": applications.Item(),
         f"{API}/applications/{{application_id}}/resume": applications.ResumeFile(),
         f"{API}/employer": employer.EmployerSettings(),
+        f"{API}/webhooks": webhooks.Collection(hooks),
+        f"{API}/webhooks/{{webhook_id}}": webhooks.Item(hooks),
+        f"{API}/webhooks/{{webhook_id}}/secret": webhooks.Secret(hooks),
+        f"{API}/webhooks/{{webhook_id}}/test": webhooks.Test(hooks),
+        f"{API}/webhooks/{{webhook_id}}/deliveries": webhooks.Deliveries(hooks),
+        f"{API}/webhooks/{{webhook_id}}/deliveries/{{message_id}}/retry": webhooks.Retry(hooks),
         f"{API}/positiontypes": reference.PositionTypes(),
         f"{API}/categories": reference.Categories(),
         f"{API}/locations": reference.Locations(base),
@@ -135,6 +153,7 @@ def get_app() -> WsgiApp:
     timeout = settings.ready_timeout_seconds
     parts = Collaborators(
         enqueue=lambda app_id, rid: enqueue.deliver(publisher, app_id, rid),
+        enqueue_webhooks=lambda ids: enqueue.deliver_webhooks(publisher, ids),
         ready_checks={
             "database": health.database_check(engine),
             "broker": lambda: broker.ping(settings.broker_url, timeout),

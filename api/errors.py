@@ -13,6 +13,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from models.engines import connection_lost, database_said
 from models.errors import (
     ApplyViaUrl,
+    DeliveryNotFailed,
     DomainError,
     DuplicateReferenceId,
     FieldError,
@@ -21,6 +22,7 @@ from models.errors import (
     NotFound,
     PreconditionFailed,
     ValidationFailed,
+    WebhookDisabled,
 )
 
 log = logging.getLogger("jobpost.api")
@@ -32,6 +34,8 @@ DOMAIN_STATUS: dict[type[DomainError], int] = {
     ApplyViaUrl: 409,
     JobTakenDown: 409,
     JobGone: 410,
+    WebhookDisabled: 409,
+    DeliveryNotFailed: 409,
     PreconditionFailed: 412,
     ValidationFailed: 422,
 }

@@ -331,3 +331,69 @@ class IdempotencyKey(Base):
     content_type: Mapped[str | None] = mapped_column(String(200))
     body: Mapped[bytes | None] = mapped_column(LargeBinary)
     __table_args__ = (Index("ix_idempotency_keys_first_used_at", "first_used_at"),)
+
+
+class WebhookEndpoint(Base):
+    """An employer's registered receiver of events (C12). `secret` and `previous_secret` are
+    Fernet tokens (models.secrets): a copy of the database does not give the signing keys."""
+
+    __tablename__ = "webhook_endpoints"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    employer_id: Mapped[int] = mapped_column(
+        ForeignKey("employers.id", ondelete="CASCADE"), index=True
+    )
+    url: Mapped[str] = mapped_column(Text)
+    events: Mapped[str] = mapped_column(Text)  # JSON list of types, or ["*"]
+    description: Mapped[str | None] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(10), default="enabled")  # enabled | disabled
+    secret: Mapped[str] = mapped_column(Text)
+    previous_secret: Mapped[str | None] = mapped_column(Text)
+    previous_secret_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    disabled_reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # A deleted endpoint's id must never name a new one (a delivery log would mix them).
+    __table_args__ = ({"sqlite_autoincrement": True},)
+
+
+class WebhookMessage(Base):
+    """One event (C12): the body exactly as sent, the same on every attempt and endpoint."""
+
+    __tablename__ = "webhook_messages"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    message_id: Mapped[str] = mapped_column(String(40), unique=True)  # msg_…, webhook-id
+    employer_id: Mapped[int] = mapped_column(ForeignKey("employers.id", ondelete="CASCADE"))
+    type: Mapped[str] = mapped_column(String(40))
+    payload: Mapped[str] = mapped_column(Text)  # {"type", "timestamp", "data"}
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    __table_args__ = (
+        Index("ix_webhook_messages_employer", "employer_id"),
+        {"sqlite_autoincrement": True},
+    )
+
+
+class WebhookDelivery(Base):
+    """One message to one endpoint, claimed under a lease like the email outbox (C8, C12)."""
+
+    __tablename__ = "webhook_deliveries"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    message_pk: Mapped[int] = mapped_column(
+        ForeignKey("webhook_messages.id", ondelete="CASCADE"), index=True
+    )
+    endpoint_id: Mapped[int] = mapped_column(ForeignKey("webhook_endpoints.id", ondelete="CASCADE"))
+    # pending | sending | succeeded | failed | cancelled
+    status: Mapped[str] = mapped_column(String(10), default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)  # every attempt ever
+    step: Mapped[int] = mapped_column(Integer, default=0)  # place in the retry schedule
+    due_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_status_code: Mapped[int | None] = mapped_column(Integer)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # for the purge
+    __table_args__ = (
+        Index("ix_webhook_deliveries_status_due", "status", "due_at"),
+        Index("ix_webhook_deliveries_endpoint_created", "endpoint_id", "created_at", "id"),
+        {"sqlite_autoincrement": True},
+    )

@@ -72,6 +72,18 @@ class ApplyViaUrl(DomainError):
         self.url = url
 
 
+class WebhookDisabled(DomainError):
+    """A test of an endpoint that is disabled (C12)."""
+
+    code = "webhook_disabled"
+
+
+class DeliveryNotFailed(DomainError):
+    """A retry of a webhook delivery that has not failed (C12)."""
+
+    code = "delivery_not_failed"
+
+
 @dataclass
 class ValidationFailed(DomainError):
     """The body is well-formed but breaks rules; lists every broken rule (C1, C4)."""

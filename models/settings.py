@@ -31,7 +31,8 @@ VARIABLES = (
     "OUTBOX_SWEEP_GRACE_SECONDS", "OUTBOX_LEASE_SECONDS", "DELIVERY_RETRY_BASE_SECONDS",
     "DELIVERY_RETRY_HOURS", "READY_TIMEOUT_SECONDS", "PROMETHEUS_MULTIPROC_DIR",
     "WORKER_METRICS_PORT", "JOBPOST_VAR_DIR", "JOBPOST_BEAT_EVERY_SECONDS", "JOB_CACHE_MB",
-    "TRUSTED_PROXIES", "GUNICORN_CMD_ARGS",
+    "TRUSTED_PROXIES", "GUNICORN_CMD_ARGS", "WEBHOOK_ALLOW_HTTP", "WEBHOOK_ALLOW_PRIVATE",
+    "WEBHOOK_RETRY_SCHEDULE", "JOBPOST_SECRET_KEY",
 )  # fmt: skip
 
 
@@ -190,6 +191,32 @@ def _rule(raw: str) -> str:
     return raw
 
 
+def _schedule(raw: str) -> tuple[float, ...]:
+    """WEBHOOK_RETRY_SCHEDULE: seconds between attempts, comma-separated (C12)."""
+    delays = []
+    for part in raw.split(","):
+        try:
+            delays.append(_span(1)(part.strip()))
+        except ValueError as e:
+            raise ValueError(f"delay {part.strip()!r}: {e} (seconds, comma-separated)") from None
+    return tuple(delays)
+
+
+def _fernet_key(raw: str) -> str | None:
+    """JOBPOST_SECRET_KEY: a Fernet key (url-safe base64 of 32 bytes), checked at start so a
+    typo stops the process rather than every webhook write (C12)."""
+    if not raw:
+        return None
+    from models.secrets import valid_key
+
+    if not valid_key(raw):
+        raise ValueError(
+            "not a Fernet key (url-safe base64 of 32 bytes; make one with "
+            "`python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key())'`)"
+        )
+    return raw
+
+
 def _redis(raw: str) -> str | None:
     if raw and not raw.startswith((*REDIS_SCHEMES, "unix://")):
         raise ValueError("not a redis://, rediss:// or unix:// URL")
@@ -280,7 +307,7 @@ def hide_password(url: str | None) -> str | None:
 
 # Shown through hide_password in a repr; SMTP_PASSWORD is not shown at all.
 URL_FIELDS = ("database_url", "broker_url", "redis_url")
-SECRET_FIELDS = ("smtp_password",)
+SECRET_FIELDS = ("smtp_password", "secret_key")
 
 
 @dataclass(frozen=True, repr=False)
@@ -311,6 +338,10 @@ class Settings:
     var_dir: Path = Path("var")  # local state of the defaults (JOBPOST_VAR_DIR)
     beat_every_seconds: float | None = None  # tests and demos: every beat entry this often
     gunicorn_cmd_args: tuple[str, ...] = ()  # gunicorn options for `jobpost serve`
+    webhook_allow_http: bool = False  # C12: development and tests only
+    webhook_allow_private: bool = False  # C12: development and tests only
+    webhook_retry_schedule: tuple[float, ...] = (5, 300, 1800, 7200, 18000, 36000, 36000)
+    secret_key: str | None = None  # JOBPOST_SECRET_KEY; else the key file (models.secrets)
 
     def __repr__(self) -> str:
         """Every field, but no password: URLs show theirs as HIDDEN, SMTP_PASSWORD is HIDDEN."""
@@ -363,4 +394,10 @@ class Settings:
             var_dir=var,
             beat_every_seconds=_read(e, "JOBPOST_BEAT_EVERY_SECONDS", "", _every),
             gunicorn_cmd_args=_read(e, "GUNICORN_CMD_ARGS", "", _words),
+            webhook_allow_http=_read(e, "WEBHOOK_ALLOW_HTTP", "false", _boolean),
+            webhook_allow_private=_read(e, "WEBHOOK_ALLOW_PRIVATE", "false", _boolean),
+            webhook_retry_schedule=_read(
+                e, "WEBHOOK_RETRY_SCHEDULE", "5,300,1800,7200,18000,36000,36000", _schedule
+            ),
+            secret_key=_read(e, "JOBPOST_SECRET_KEY", "", _fernet_key, secret=True),
         )

@@ -47,6 +47,15 @@ ENDPOINTS = [
     ("put", f"{V}/employer"),
     ("post", f"{V}/jobs/{{id}}/reports"),
     ("get", f"{V}/openapi.json"),
+    ("post", f"{V}/webhooks"),
+    ("get", f"{V}/webhooks"),
+    ("get", f"{V}/webhooks/{{id}}"),
+    ("put", f"{V}/webhooks/{{id}}"),
+    ("delete", f"{V}/webhooks/{{id}}"),
+    ("post", f"{V}/webhooks/{{id}}/secret"),
+    ("post", f"{V}/webhooks/{{id}}/test"),
+    ("get", f"{V}/webhooks/{{id}}/deliveries"),
+    ("post", f"{V}/webhooks/{{id}}/deliveries/{{messageId}}/retry"),
     ("get", "/jobs/{id}"),
     ("get", "/jobs/{id}/apply"),
     ("post", "/jobs/{id}/apply"),
@@ -83,6 +92,26 @@ STATUSES = {
     ("get", f"{V}/locations"): {200, 304, 400, 500, 503},
     ("get", f"{V}/locations/{{id}}"): {200, 304, 404, 500, 503},
     ("get", f"{V}/openapi.json"): {200, 304, 500},
+    # C12, C14: action endpoints take no body, but one sent must be JSON (413, 415)
+    ("post", f"{V}/webhooks"): {201, 400, 401, 413, 415, 422, 500, 503},
+    ("get", f"{V}/webhooks"): {200, 400, 401, 500, 503},
+    ("get", f"{V}/webhooks/{{id}}"): {200, 401, 404, 500, 503},
+    ("put", f"{V}/webhooks/{{id}}"): {200, 400, 401, 404, 413, 415, 422, 500, 503},
+    ("delete", f"{V}/webhooks/{{id}}"): {204, 400, 401, 404, 413, 415, 500, 503},
+    ("post", f"{V}/webhooks/{{id}}/secret"): {200, 400, 401, 404, 413, 415, 500, 503},
+    ("post", f"{V}/webhooks/{{id}}/test"): {202, 400, 401, 404, 409, 413, 415, 500, 503},
+    ("get", f"{V}/webhooks/{{id}}/deliveries"): {200, 400, 401, 404, 500, 503},
+    ("post", f"{V}/webhooks/{{id}}/deliveries/{{messageId}}/retry"): {
+        202,
+        400,
+        401,
+        404,
+        409,
+        413,
+        415,
+        500,
+        503,
+    },
     ("get", "/jobs/{id}"): {200, 404, 500, 503},
     ("get", "/jobs/{id}/apply"): {302, 404, 500, 503},
     ("post", "/jobs/{id}/apply"): {303, 400, 404, 409, 413, 415, 422, 429, 500, 503},
@@ -384,8 +413,9 @@ def test_path_ids_are_int32_integers_from_1() -> None:
     """A generated client takes `id: int` (openapi-python-client took `id: str` when the path
     ids were strings). A path segment that is not one is a 404 all the same (C4):
     tests/api/test_errors_and_bodies.py asks each templated path."""
-    params = [p for p in document()["components"]["parameters"].values() if p["in"] == "path"]
-    assert len(params) == 3
+    found = document()["components"]["parameters"]
+    params = [p for n, p in found.items() if p["in"] == "path" and n != "MessageId"]
+    assert len(params) == 4
     for param in params:
         schema = {"type": "integer", "format": "int32", "minimum": 1, "maximum": INT32_MAX}
         assert param["schema"] == schema

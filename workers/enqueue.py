@@ -10,6 +10,7 @@ from celery import Celery
 
 log = logging.getLogger("jobpost.enqueue")
 DELIVER = "jobpost.deliver"
+DELIVER_WEBHOOK = "jobpost.deliver_webhook"
 NO_RETRY = {"max_retries": 0}
 
 
@@ -27,3 +28,17 @@ def deliver(app: Celery, application_id: int, request_id: str | None = None) -> 
         log.warning("enqueue failed for application %s: %s", application_id, e)
         return False
     return True
+
+
+def deliver_webhooks(app: Celery, delivery_ids: list[int]) -> int:
+    """Enqueue webhook deliveries (C12); returns how many went. A broker that refuses one
+    is not asked for the rest: the sweeper enqueues what is left."""
+    sent = 0
+    for delivery_id in delivery_ids:
+        try:
+            app.send_task(DELIVER_WEBHOOK, args=[delivery_id], retry=False, retry_policy=NO_RETRY)
+        except Exception as e:  # any broker error: the sweeper will pick them up
+            log.warning("enqueue failed for webhook delivery %s: %s", delivery_id, e)
+            break
+        sent += 1
+    return sent

@@ -251,7 +251,8 @@ def test_each_path_that_takes_an_id_is_404_for_one_that_is_not_an_int32(
         form = "multipart/form-data; boundary=b"
         part = b'--b\r\nContent-Disposition: form-data; name="name"\r\n\r\nAnn\r\n--b--\r\n'
         body = {"body": part, "headers": {"Content-Type": form}}
-    result = api.request(method, template.format(id=raw_id), key=employer.key, **body)
+    path = template.format(id=raw_id, messageId="msg_x")
+    result = api.request(method, path, key=employer.key, **body)
     if template.startswith("/jobs/"):
         assert result.status_code == 404, result.text
         assert result.headers["content-type"] == "text/html; charset=utf-8"

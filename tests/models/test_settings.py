@@ -45,6 +45,11 @@ from workers.cli import main
         ("MAIL_FROM", "jobs"),
         ("JOBPOST_BEAT_EVERY_SECONDS", "0"),
         ("GUNICORN_CMD_ARGS", '--timeout "60'),
+        ("WEBHOOK_ALLOW_HTTP", "ture"),
+        ("WEBHOOK_ALLOW_PRIVATE", "2"),
+        ("WEBHOOK_RETRY_SCHEDULE", "5,,300"),
+        ("WEBHOOK_RETRY_SCHEDULE", "5,-1"),
+        ("WEBHOOK_RETRY_SCHEDULE", "5,1e12"),
     ],
 )
 def test_a_value_jobpost_cannot_use_is_refused_by_name(name: str, value: str) -> None:
@@ -74,6 +79,32 @@ def test_a_url_jobpost_cannot_use_is_refused_without_repeating_it(
     with pytest.raises(ValueError, match=rf"^{name}: .*{re.escape(why)}") as refused:
         Settings.from_env({name: value})
     assert "secret" not in str(refused.value)
+
+
+def test_a_secret_key_that_is_no_fernet_key_is_refused_without_repeating_it() -> None:
+    for value in ("secret-but-short", "c2VjcmV0" * 6, "é" * 44):
+        with pytest.raises(ValueError, match=r"^JOBPOST_SECRET_KEY: not a Fernet key") as refused:
+            Settings.from_env({"JOBPOST_SECRET_KEY": value})
+        assert value not in str(refused.value)
+
+
+def test_webhook_settings_are_read() -> None:
+    key = "x" * 43 + "="  # url-safe base64 of 32 bytes
+    settings = Settings.from_env(
+        {
+            "WEBHOOK_ALLOW_HTTP": "true",
+            "WEBHOOK_ALLOW_PRIVATE": "yes",
+            "WEBHOOK_RETRY_SCHEDULE": " 1, 2.5 ,60",
+            "JOBPOST_SECRET_KEY": key,
+        }
+    )
+    assert (settings.webhook_allow_http, settings.webhook_allow_private) == (True, True)
+    assert settings.webhook_retry_schedule == (1, 2.5, 60)
+    assert settings.secret_key == key and key not in repr(settings)
+    default = Settings.from_env({})
+    assert default.webhook_retry_schedule == (5, 300, 1800, 7200, 18000, 36000, 36000)
+    assert (default.webhook_allow_http, default.webhook_allow_private) == (False, False)
+    assert default.secret_key is None
 
 
 def test_postgres_urls_of_either_scheme_use_psycopg_3() -> None:

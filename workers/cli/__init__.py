@@ -20,8 +20,9 @@ from models import compliance, logs
 from models.employers import PLANS
 from models.engines import database_said
 from models.errors import DomainError
+from models.secrets import MissingKey
 from models.settings import Settings
-from workers.cli import database, employers, operations, reports, services
+from workers.cli import database, employers, operations, reports, services, webhooks
 from workers.cli.command import Command, Handler, json_flag
 
 
@@ -132,6 +133,11 @@ def parser() -> argparse.ArgumentParser:
     json_flag(resolve)
 
     cmd(sub, "queues", operations.queues, "depth of each Celery queue and the workers seen")
+
+    hooks = sub.add_parser("webhooks", help="webhook endpoints (C12)")
+    hook = hooks.add_subparsers(dest="sub", required=True)
+    c = cmd(hook, "list", webhooks.webhooks_list, "webhook endpoints, oldest first, no secrets")
+    c.add_argument("--employer", type=int, help="only this employer's")
     return p
 
 
@@ -156,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = Command(Settings.from_env())
         setup_logging(args.command)
         return int(args.handler(args, command))
-    except (DomainError, ValueError) as e:
+    except (DomainError, ValueError, MissingKey) as e:
         print(f"jobpost: {e}", file=sys.stderr)
         return 1
     except DBAPIError as e:  # the driver's own words, not a traceback of ours

@@ -14,8 +14,10 @@ from pathlib import Path
 
 from celery import Celery
 
+from models.secrets import ensure_key_file
 from models.settings import Settings
 from workers.cli.command import Command
+from workers.cli.webhooks import key_needed
 
 # A line per task each at INFO ("received", "succeeded"), saying what our own line says.
 CELERY_TASK_LOGGERS = ("celery.worker.strategy", "celery.app.trace")
@@ -28,6 +30,7 @@ def serve(args: argparse.Namespace, command: Command) -> int:
     from api.server import serve as run
 
     settings = command.settings
+    key_needed(command)
     run(
         args.host,
         args.port,
@@ -43,6 +46,7 @@ def worker(args: argparse.Namespace, command: Command) -> int:
     from workers.app import EMAIL_QUEUE, MAINTENANCE_QUEUE, worker_pool
 
     settings = command.settings
+    key_needed(command)
     # The processes that run tasks count them into files of this worker's own (C9), so this
     # is set before workers.observability imports prometheus_client and before any pool forks.
     port = settings.worker_metrics_port
@@ -91,4 +95,5 @@ def dev(args: argparse.Namespace, command: Command) -> int:
     from workers.dev import run
 
     settings = command.settings
+    ensure_key_file(settings)  # webhook secrets need a key; a local service makes its own
     return run(args.host, args.port, settings.smtp_host, settings.smtp_port, settings.var_dir)

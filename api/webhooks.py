@@ -1,0 +1,224 @@
+"""Webhook endpoints over the API (C12): register, list, read, update, delete, rotate the
+secret, test, the deliveries log and retrying one. Scoped to the key's employer: another
+employer's endpoint or delivery is a 404. The rules live in models.webhooks."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import falcon
+from sqlalchemy.orm import Session
+
+from api import query
+from api.auth import access_of, require_employer
+from api.body import JOB_BODY_LIMIT, media_type, read_bytes, read_json
+from api.errors import Problem
+from api.responses import path_id, send_json
+from models import webhooks
+from models.entities import WebhookEndpoint
+from models.errors import FieldError
+from models.secrets import KeySource, MissingKey, load_key
+from models.unit_of_work import after_commit
+
+log = logging.getLogger("jobpost.api")
+EnqueueWebhooks = Callable[[list[int]], object]
+
+
+def nothing(delivery_ids: list[int]) -> None:
+    """No broker wired: the sweeper enqueues due deliveries later."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the webhook resources share: the settings for the key and the URL rules, the
+    instant, where links point, and how deliveries are enqueued after commit."""
+
+    keys: KeySource
+    policy: webhooks.UrlPolicy
+    now: Callable[[], datetime]
+    public_base_url: str | None
+    enqueue: EnqueueWebhooks = nothing
+
+    def key(self) -> bytes:
+        """The Fernet key; without one, the write cannot be made: one log line naming the
+        variable, and a 500 to the client, which learns nothing more (C1, C12)."""
+        try:
+            return load_key(self.keys)
+        except MissingKey as e:
+            log.error("webhook secrets: %s", e)
+            raise Problem(500, "internal_error", "The service cannot store secrets now.") from None
+
+    def location(self, req: falcon.Request, endpoint_id: int) -> str:
+        return f"{query.base_url(req, self.public_base_url)}/api/v1.1/webhooks/{endpoint_id}"
+
+
+represent = webhooks.shape
+
+
+def delivery(d: webhooks.DeliveryRow) -> dict[str, Any]:
+    return {
+        "id": d.message_id,
+        "event": d.event,
+        "status": d.status,
+        "attempts": d.attempts,
+        "lastStatusCode": d.last_status_code,
+        "lastError": d.last_error,
+        "createdAt": webhooks.timestamp(d.created_at),
+        "deliveredAt": None if d.delivered_at is None else webhooks.timestamp(d.delivered_at),
+    }
+
+
+def private(resp: falcon.Response) -> None:
+    """Secrets and the events' log: no cache may keep them (the key is no Authorization)."""
+    resp.set_header("Cache-Control", "no-store")
+
+
+def no_body(req: falcon.Request) -> None:
+    """Action endpoints take no body; one sent must be JSON, and is ignored (C14)."""
+    if read_bytes(req, JOB_BODY_LIMIT) and media_type(req) != "application/json":
+        raise Problem(415, "unsupported_media_type", "Send no body, or an application/json one.")
+
+
+def _session(req: falcon.Request) -> Session:
+    session: Session = req.context.db.session
+    return session
+
+
+def _endpoint(req: falcon.Request, webhook_id: str) -> WebhookEndpoint:
+    employer = access_of(req).employer_id
+    return webhooks.get_endpoint(_session(req), employer, path_id(webhook_id, "webhook"))
+
+
+@falcon.before(require_employer)
+class Collection:
+    def __init__(self, context: Context) -> None:
+        self.context = context
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = read_json(req)
+        write = webhooks.check_write(body, self.context.policy, create=True)
+        session, now = _session(req), self.context.now()
+        endpoint, secret = webhooks.create_endpoint(
+            session, access_of(req).employer_id, write, self.context.key(), now=now
+        )
+        resp.location = self.context.location(req, endpoint.id)
+        private(resp)
+        send_json(resp, represent(endpoint, secret), 201)
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        errors: list[FieldError] = []
+        paging = query.paging(req, errors)
+        if errors:
+            raise query.invalid(errors)
+        page = webhooks.list_endpoints(
+            _session(req),
+            access_of(req).employer_id,
+            limit=paging.page_size,
+            offset=paging.offset,
+        )
+        links = query.paging_object(req, self.context.public_base_url, paging, page.total, {})
+        private(resp)
+        send_json(resp, {"data": [represent(e) for e in page.endpoints], "paging": links})
+
+
+@falcon.before(require_employer)
+class Item:
+    def __init__(self, context: Context) -> None:
+        self.context = context
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
+        private(resp)
+        send_json(resp, represent(_endpoint(req, webhook_id)))
+
+    def on_put(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
+        body = read_json(req)  # C1: 413, 415 and 400 come before the 404
+        endpoint = _endpoint(req, webhook_id)
+        write = webhooks.check_write(body, self.context.policy, create=False)
+        webhooks.update_endpoint(endpoint, write, now=self.context.now())
+        _session(req).flush()
+        private(resp)
+        send_json(resp, represent(endpoint))
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
+        read_json(req, optional=True)  # a body is not needed, but must be JSON if sent (C1)
+        webhooks.delete_endpoint(_session(req), _endpoint(req, webhook_id))
+        resp.status = 204
+
+
+@falcon.before(require_employer)
+class Secret:
+    def __init__(self, context: Context) -> None:
+        self.context = context
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
+        no_body(req)
+        endpoint = _endpoint(req, webhook_id)
+        secret = webhooks.rotate_secret(endpoint, self.context.key(), now=self.context.now())
+        _session(req).flush()
+        private(resp)
+        send_json(resp, {"secret": secret})
+
+
+@falcon.before(require_employer)
+class Test:
+    def __init__(self, context: Context) -> None:
+        self.context = context
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
+        no_body(req)
+        session = _session(req)
+        endpoint = _endpoint(req, webhook_id)
+        message = webhooks.send_test(session, endpoint, now=self.context.now())
+        _enqueue_after_commit(session, self.context, webhooks.pending_of(session, [message]))
+        send_json(resp, {"id": message}, 202)
+
+
+@falcon.before(require_employer)
+class Deliveries:
+    def __init__(self, context: Context) -> None:
+        self.context = context
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
+        errors: list[FieldError] = []
+        status = query.choice(req, "status", webhooks.DELIVERY_STATUSES, errors)
+        paging = query.paging(req, errors)
+        if errors:
+            raise query.invalid(errors)
+        endpoint = _endpoint(req, webhook_id)
+        page = webhooks.list_deliveries(
+            _session(req),
+            endpoint.id,
+            status=status,
+            limit=paging.page_size,
+            offset=paging.offset,
+        )
+        links = query.paging_object(
+            req, self.context.public_base_url, paging, page.total, {"status": status}
+        )
+        private(resp)
+        send_json(resp, {"data": [delivery(d) for d in page.deliveries], "paging": links})
+
+
+@falcon.before(require_employer)
+class Retry:
+    def __init__(self, context: Context) -> None:
+        self.context = context
+
+    def on_post(
+        self, req: falcon.Request, resp: falcon.Response, webhook_id: str, message_id: str
+    ) -> None:
+        no_body(req)
+        session = _session(req)
+        endpoint = _endpoint(req, webhook_id)
+        retried = webhooks.retry_delivery(session, endpoint.id, message_id, now=self.context.now())
+        _enqueue_after_commit(session, self.context, [retried])
+        send_json(resp, {"id": message_id}, 202)
+
+
+def _enqueue_after_commit(session: Session, context: Context, delivery_ids: list[int]) -> None:
+    if delivery_ids:
+        after_commit(session, lambda: context.enqueue(delivery_ids))
