@@ -13,9 +13,9 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from models import checks
+from models import checks, job_rows, webhooks
 from models.dates import utcnow
-from models.entities import Job, JobReport
+from models.entities import Employer, Job, JobReport
 from models.errors import FieldError, JobGone, NotFound, ValidationFailed
 
 REASONS = ("scam", "misleading", "discriminatory", "other")
@@ -143,10 +143,41 @@ def get(session: Session, report_id: int) -> JobReport:
     return report
 
 
-def resolve(session: Session, report_id: int, *, take_down: bool, note: str | None) -> Shown:
+@dataclass(frozen=True)
+class Resolved:
+    """A resolved report, and the webhook deliveries its take-down queued (C12), which the
+    caller enqueues once committed (the sweeper sends any it could not)."""
+
+    report: Shown
+    deliveries: list[int]
+
+
+def _header(session: Session, job_id: int) -> tuple[int, dict[str, Any]] | None:
+    """The job's employer and the job as a list shows it (C6): `job.taken_down`'s data."""
+    row = session.execute(
+        select(Job.employer_id, Employer.name).join(Employer).where(Job.id == job_id)
+    ).first()
+    if row is None:
+        return None
+    employer_id, name = row
+    job = job_rows.read(session.connection(), employer_id, job_id)
+    assert job is not None and job.locations is not None
+    return employer_id, {
+        "id": job.id,
+        "referenceId": job.reference_id,
+        "employer": {"id": employer_id, "name": name},
+        "title": job.title,
+        "publishDate": job.publish_date,
+        "locations": [place._asdict() for place in job.locations],
+        "confidential": job.confidential,
+        "status": job.status,
+    }
+
+
+def resolve(session: Session, report_id: int, *, take_down: bool, note: str | None) -> Resolved:
     """Dismiss a report, or take its job down: archived, `takenDown`, `updatedAt` and its
-    version moved (so no cached copy of it is served). Resolving a resolved report again
-    is refused: the operator's first decision stands."""
+    version moved (so no cached copy of it is served), and `job.taken_down` emitted (C12).
+    Resolving a resolved report again is refused: the operator's first decision stands."""
     report = session.get(JobReport, report_id, with_for_update=True)
     if report is None:
         raise NotFound(f"No report has id {report_id}.")
@@ -162,4 +193,9 @@ def resolve(session: Session, report_id: int, *, take_down: bool, note: str | No
             .values(status="archived", taken_down=True, updated_at=now, version=Job.version + 1)
         )
     session.flush()
-    return shown(report)
+    queued: list[int] = []
+    if take_down and report.job_id is not None and (found := _header(session, report.job_id)):
+        employer_id, data = found
+        message = webhooks.emit(session, employer_id, "job.taken_down", data, now=now)
+        queued = webhooks.pending_of(session, [message])
+    return Resolved(shown(report), queued)

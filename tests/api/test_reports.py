@@ -108,7 +108,7 @@ def test_taking_a_job_down_archives_it_for_good(
     path = f"{JOBS}/{job['id']}"
     first = report(api, job["id"]).json["id"]
     with sessions() as s:
-        done = reports.resolve(s, first, take_down=True, note="fee scam").as_dict()
+        done = reports.resolve(s, first, take_down=True, note="fee scam").report.as_dict()
         s.commit()
     assert done["status"] == "taken_down" and done["note"] == "fee scam" and done["resolvedAt"]
     read = api.get(path, key=employer.key)
@@ -138,10 +138,57 @@ def test_a_dismissed_report_leaves_the_job_as_it_was(
     job = create_job(api, employer, status="active")
     first = report(api, job["id"]).json["id"]
     with sessions() as s:
-        assert reports.resolve(s, first, take_down=False, note=None).status == "dismissed"
+        assert reports.resolve(s, first, take_down=False, note=None).report.status == "dismissed"
         s.commit()
     after = api.get(f"{JOBS}/{job['id']}", key=employer.key).json
     assert after["status"] == "active" and after["takenDown"] is False
     with sessions() as s:
         assert [r.id for r in reports.listing(s, "dismissed")] == [first]
         assert reports.listing(s, "open") == []
+
+
+def test_taking_a_job_down_emits_job_taken_down_with_the_job_header(
+    api: Api, employer: Account, sessions: sessionmaker[Session]
+) -> None:
+    import json
+    from datetime import UTC, datetime
+
+    from models.entities import WebhookDelivery, WebhookEndpoint, WebhookMessage
+
+    job = create_job(api, employer, status="active", referenceId="H-1")
+    now = datetime(2026, 3, 10, tzinfo=UTC)
+    with sessions() as s:
+        for events in (["job.taken_down"], ["job.expired"]):
+            s.add(
+                WebhookEndpoint(
+                    employer_id=employer.id,
+                    url="https://hooks.example.com/in",
+                    events=json.dumps(events),
+                    status="enabled",
+                    secret="token",
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+        s.commit()
+    first = report(api, job["id"]).json["id"]
+    with sessions() as s:
+        resolved = reports.resolve(s, first, take_down=True, note=None)
+        s.commit()
+    with sessions() as s:
+        [message] = s.scalars(select(WebhookMessage)).all()
+        assert resolved.deliveries == list(s.scalars(select(WebhookDelivery.id)))
+        assert len(resolved.deliveries) == 1  # the endpoint that takes job.taken_down only
+    payload = json.loads(message.payload)
+    assert payload["type"] == "job.taken_down"
+    header = payload["data"]
+    assert header == {
+        "id": job["id"],
+        "referenceId": "H-1",
+        "employer": {"id": employer.id, "name": "Maple Corp"},
+        "title": job["title"],
+        "publishDate": job["publishDate"],
+        "locations": job["locations"],
+        "confidential": False,
+        "status": "archived",
+    }

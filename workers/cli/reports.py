@@ -6,6 +6,7 @@ import argparse
 
 from models import reports
 from models.unit_of_work import session_scope
+from workers import enqueue
 from workers.cli.command import Command, out
 
 
@@ -31,7 +32,10 @@ def reports_show(args: argparse.Namespace, command: Command) -> int:
 
 def reports_resolve(args: argparse.Namespace, command: Command) -> int:
     with session_scope(command.sessions) as s:
-        report = reports.resolve(s, args.id, take_down=args.take_down, note=args.note)
+        resolved = reports.resolve(s, args.id, take_down=args.take_down, note=args.note)
+    report = resolved.report
+    if resolved.deliveries:  # committed: the workers may send them (else the sweeper does)
+        enqueue.deliver_webhooks(command.celery, resolved.deliveries)
     said = "job taken down" if args.take_down else "dismissed"
     out(args, report.as_dict(), f"Report {report.id}: {said}.")
     return 0
