@@ -153,8 +153,9 @@ class Job(Base):
     ai_screening: Mapped[bool | None] = mapped_column(Boolean)
     existing_vacancy: Mapped[bool | None] = mapped_column(Boolean)
     # Taken down by the operator after a fraud report (C13): archived, and no write makes
-    # it active again.
-    taken_down: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # it active again. No Python default: the ORM then leaves it out of INSERTs, as schemas
+    # before migration 0013 (tests of older migrations) need.
+    taken_down: Mapped[bool] = mapped_column(Boolean, server_default=false())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
     # Raised by every write (`models.job_rows`, the upkeep UPDATEs): the API serves a cached
     # representation only while the row still has the version it was made from.
