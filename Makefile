@@ -14,7 +14,7 @@ COMPILE := $(BIN)/uv pip compile pyproject.toml --quiet --generate-hashes \
 	--python-version 3.11 --python-platform x86_64-unknown-linux-gnu --custom-compile-command 'make lock'
 
 .DEFAULT_GOAL := help
-.PHONY: help install lock run test lint bench browser pgbouncer clean
+.PHONY: help install lock catalogs run test lint bench browser pgbouncer clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-9s %s\n", $$1, $$2}'
@@ -36,6 +36,14 @@ lock: ## pin pyproject.toml's dependencies in requirements*.txt (UPGRADE=1: the 
 	$(BIN)/pip install -q uv==$(UV_VERSION)
 	$(COMPILE) --extra test $(if $(UPGRADE),--upgrade) -o $(LOCK)
 	$(COMPILE) --constraint $(LOCK) -o $(RUNTIME_LOCK)
+
+CATALOGS := models/locale
+catalogs: install ## extract the pages' and emails' strings, update the French catalog, compile it
+	$(BIN)/pybabel extract -F babel.cfg --no-location --sort-output --omit-header \
+	  -o $(CATALOGS)/messages.pot api models workers
+	$(BIN)/pybabel update -i $(CATALOGS)/messages.pot -d $(CATALOGS) -l fr \
+	  -w 100 --no-fuzzy-matching --ignore-obsolete --ignore-pot-creation-date
+	$(BIN)/pybabel compile -d $(CATALOGS) -l fr --statistics
 
 run: install ## migrate, issue the demo key, start web + worker + beat + mail sink
 	$(BIN)/jobpost db upgrade

@@ -26,7 +26,7 @@ from api import (
 )
 from api.middleware import Cors, MethodOverride, RequestId, SessionManager
 from api.openapi_resource import OpenApi
-from api.pages import Applied, ApplyForm, JobPage, serialize_error
+from api.pages import Applied, ApplyForm, JobPage, PageKey, serialize_error
 from models import logs
 from models.dates import today_in, utcnow
 from models.engines import make_engine
@@ -80,8 +80,14 @@ def create_app(
     app.req_options.strip_url_path_trailing_slash = True
     errors.register(app, serialize_error)  # problems, but pages on the pages
     base = settings.public_base_url
-    intake = applications.Intake(limiter, parts.enqueue, settings.trusted_proxies)
-    kept = cache.Representations(int(settings.job_cache_mb * 2**20))
+    intake = applications.Intake(
+        limiter,
+        parts.enqueue,
+        settings.trusted_proxies,
+        enqueue_webhooks=parts.enqueue_webhooks,
+        public_base_url=base,
+    )
+    kept = cache.Representations[int](int(settings.job_cache_mb * 2**20))
     hooks = webhooks.Context(
         keys=settings,
         policy=parts.url_policy
@@ -90,6 +96,8 @@ def create_app(
         public_base_url=base,
         enqueue=parts.enqueue_webhooks,
     )
+    # Half as much for the public pages (C13): each worker's memory stays within its bound.
+    pages_kept = cache.Representations[PageKey](int(settings.job_cache_mb * 2**19))
     routes: dict[str, object] = {
         f"{API}/jobs": jobs.JobCollection(clock, base),
         f"{API}/jobs/{{job_id}}": jobs.JobItem(clock, base, kept),
@@ -110,7 +118,7 @@ def create_app(
         f"{API}/locations": reference.Locations(base),
         f"{API}/locations/{{location_id}}": reference.LocationItem(),
         f"{API}/openapi.json": OpenApi(),
-        "/jobs/{job_id}": JobPage(settings.timezone, base),  # C8 public pages (HTML)
+        "/jobs/{job_id}": JobPage(settings.timezone, base, pages_kept),  # C8 public pages (HTML)
         "/jobs/{job_id}/apply": ApplyForm(intake, settings.timezone),
         "/jobs/{job_id}/applied": Applied(),
         "/healthz": health.Health(),

@@ -18,7 +18,8 @@ from api.errors import Problem
 from api.idempotency import Endpoint, idempotent
 from api.ratelimit import Limiter
 from api.responses import INT32_MAX, int32, path_id, send_json
-from models import applications, jobs, resumes
+from models import applications, jobs, resumes, webhooks
+from models.dates import utcnow
 from models.entities import Application
 from models.errors import FieldError
 from models.idempotency import Scope
@@ -81,9 +82,16 @@ class Intake:
     """The steps every application takes, from the API or the HTML form, in C1's order."""
 
     def __init__(
-        self, limiter: Limiter, enqueue: Enqueue, trusted_proxies: tuple[Network, ...] = ()
+        self,
+        limiter: Limiter,
+        enqueue: Enqueue,
+        trusted_proxies: tuple[Network, ...] = (),
+        *,
+        enqueue_webhooks: Callable[[list[int]], object] = lambda ids: None,
+        public_base_url: str | None = None,
     ) -> None:
         self.limiter, self.enqueue, self.trusted_proxies = limiter, enqueue, trusted_proxies
+        self.enqueue_webhooks, self.public_base_url = enqueue_webhooks, public_base_url
 
     def receive(self, req: falcon.Request, job_id: str) -> Application | None:
         """Store an application; None when the honeypot was filled (nothing stored)."""
@@ -105,7 +113,23 @@ class Intake:
         application = applications.submit(session, job, submission)
         app_id, request_id = application.id, req.context.request_id
         after_commit(session, lambda: self.enqueue(app_id, request_id))
+        self.announce(req, session, job.employer_id, application)
         return application
+
+    def announce(
+        self, req: falcon.Request, session: Session, employer_id: int, a: Application
+    ) -> None:
+        """`application.received` in the application's own transaction (C12): the employer's
+        view of it, and the absolute address of its résumé (or null)."""
+        resume_url = None
+        if a.resume_filename:
+            base = query.base_url(req, self.public_base_url)
+            resume_url = f"{base}/api/v1.1/applications/{a.id}/resume"
+        data = {**represent(a), "resumeUrl": resume_url}
+        message = webhooks.emit(session, employer_id, "application.received", data, now=utcnow())
+        deliveries = webhooks.pending_of(session, [message])
+        if deliveries:
+            after_commit(session, lambda: self.enqueue_webhooks(deliveries))
 
     def check_rate(self, req: falcon.Request) -> None:
         wait = self.limiter.hit(rate_key(client_address(req, self.trusted_proxies)))

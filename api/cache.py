@@ -5,7 +5,8 @@ few queries' worth of work; checking that a kept copy is still right costs nothi
 the key's own statement, which also reads the job's version (`models.employers.authenticate`),
 because every write raises that version. A copy
 is kept under the version it was made from and the employer name it shows, and is served
-only while both still hold, so a change made through any process is seen at once.
+only while both still hold, so a change made through any process is seen at once. The
+public job page (C8, C13) is kept the same way, by job, language and address.
 """
 
 from __future__ import annotations
@@ -13,7 +14,11 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
+from collections.abc import Hashable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+Key = TypeVar("Key", bound=Hashable)
 
 # What an entry holds beyond its body: the Entry, its ETag, the key, the map's node (measured:
 # docs/benchmarks.md).
@@ -28,17 +33,18 @@ class Entry:
     etag: str  # a strong validator of `body`
 
 
-class Representations:
-    """A least-recently-used map of job id to Entry, bounded by the bytes the entries take."""
+class Representations(Generic[Key]):
+    """A least-recently-used map of job (a job id, or a job's page) to Entry, bounded by the
+    bytes the entries take."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.max_entry = max_bytes // 16  # a few huge descriptions cannot evict all the rest
-        self._entries: OrderedDict[int, Entry] = OrderedDict()
+        self._entries: OrderedDict[Key, Entry] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()  # gunicorn's sync workers have one thread; others may not
 
-    def get(self, job_id: int, version: int, employer_name: str) -> Entry | None:
+    def get(self, job_id: Key, version: int, employer_name: str) -> Entry | None:
         with self._lock:
             entry = self._entries.get(job_id)
             if entry is None:
@@ -49,7 +55,7 @@ class Representations:
             self._entries.move_to_end(job_id)
             return entry
 
-    def put(self, job_id: int, version: int, employer_name: str, body: bytes) -> Entry:
+    def put(self, job_id: Key, version: int, employer_name: str, body: bytes) -> Entry:
         entry = Entry(version, employer_name, body, etag(body))
         if _size(entry) > self.max_entry:
             return entry
@@ -61,7 +67,7 @@ class Representations:
                 self._drop(next(iter(self._entries)))
         return entry
 
-    def holds(self, job_id: int) -> bool:
+    def holds(self, job_id: Key) -> bool:
         """Whether a copy of the job is kept, of whatever version."""
         return job_id in self._entries
 
@@ -73,7 +79,7 @@ class Representations:
         """The bytes the entries take."""
         return self._bytes
 
-    def _drop(self, job_id: int) -> None:
+    def _drop(self, job_id: Key) -> None:
         entry = self._entries.pop(job_id, None)
         if entry is not None:
             self._bytes -= _size(entry)

@@ -39,11 +39,11 @@ class _JobResource:
         self,
         today: Callable[[], date],
         public_base_url: str | None,
-        kept: cache.Representations | None = None,
+        kept: cache.Representations[int] | None = None,
     ) -> None:
         self.today = today
         self.public_base_url = public_base_url
-        self.kept = kept if kept is not None else cache.Representations(0)
+        self.kept = kept if kept is not None else cache.Representations[int](0)
 
     def _location(self, req: falcon.Request, job_id: int) -> str:
         return f"{query.base_url(req, self.public_base_url)}/api/v1.1/jobs/{job_id}"

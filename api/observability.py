@@ -32,7 +32,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import logs, outbox
+from models import logs, outbox, webhook_delivery
 from models.dates import utcnow
 
 QueueDepths = Callable[[], dict[str, int]]
@@ -130,12 +130,13 @@ class StateCollector(Collector):
 
     def _outbox(self, up: GaugeMetricFamily) -> Iterator[Metric]:
         try:
-            counts, age = _database_reads.submit(self._read_outbox).result(timeout=self.timeout)
+            read = _database_reads.submit(self._read_outbox).result(timeout=self.timeout)
         except Exception as e:  # a timeout included: the scrape still answers
             log.warning("metrics: database did not answer: %s", str(e) or type(e).__name__)
             up.add_metric(["database"], 0)
             return
         up.add_metric(["database"], 1)
+        (counts, age), (hooks, hooks_age) = read
         entries = GaugeMetricFamily(
             "jobpost_outbox_entries",
             "Outbox entries (copies to email), by status.",
@@ -149,10 +150,31 @@ class StateCollector(Collector):
             "Age of the oldest application whose copy is not delivered yet (0 when none).",
             value=age,
         )
+        deliveries = GaugeMetricFamily(
+            "jobpost_webhook_deliveries",
+            "Webhook deliveries, by status (C12).",
+            labels=["status"],
+        )
+        for status, n in hooks.items():
+            deliveries.add_metric([status], n)
+        yield deliveries
+        yield GaugeMetricFamily(
+            "jobpost_webhook_oldest_pending_seconds",
+            "Age of the oldest webhook delivery not finished yet (0 when none, C12).",
+            value=hooks_age,
+        )
 
-    def _read_outbox(self) -> tuple[dict[str, int], float]:
+    def _read_outbox(self) -> tuple[tuple[dict[str, int], float], tuple[dict[str, int], float]]:
+        """The outbox's figures, then the webhook deliveries' (C12)."""
+        now = utcnow()
         with self.sessions() as session:
-            return outbox.counts(session), outbox.oldest_pending_age(session, now=utcnow())
+            return (
+                (outbox.counts(session), outbox.oldest_pending_age(session, now=now)),
+                (
+                    webhook_delivery.counts(session),
+                    webhook_delivery.oldest_pending_age(session, now=now),
+                ),
+            )
 
     def _queues(self, up: GaugeMetricFamily) -> Iterator[Metric]:
         assert self.queue_depths is not None

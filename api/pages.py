@@ -1,7 +1,9 @@
 """The applicant's HTML pages (C8): the public job page, the apply redirect, the form, thanks.
 
 The form goes through `Intake.receive`, the same steps as the API (C1 order, rules, outbox and
-enqueueing); only the answers differ: HTML pages and redirects instead of problem JSON.
+enqueueing); only the answers differ: HTML pages and redirects instead of problem JSON. Every
+page is in English or French (C13, `api.languages`), and the form's address carries the
+language, so its errors, its 303 and the thank-you page keep it.
 """
 
 from __future__ import annotations
@@ -13,13 +15,16 @@ from zoneinfo import ZoneInfo
 import falcon
 from sqlalchemy.orm import Session
 
-from api import errors, forms, html_render, idempotency, query
+from api import cache, forms, html_render, idempotency, languages, query
+from api import errors as problems
 from api.applications import Intake, job_scope
 from api.responses import path_id
 from models.applications import Upload, elsewhere
 from models.entities import Job
 from models.errors import ApplyViaUrl, FieldError, NotFound, ValidationFailed
+from models.i18n import N_, Language, language
 from models.idempotency import Busy
+from models.public_jobs import public_state
 
 HTML = "text/html; charset=utf-8"
 SECURITY_HEADERS = {
@@ -28,28 +33,44 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "strict-origin-when-cross-origin",
 }
 TEXT_FIELDS = ("name", "email", "phone", "coverLetter")
-# Messages for people, by (form field, C1 entry code); other entries keep the domain message.
+# Messages for people, by (form field, C1 entry code); other entries get FALLBACK.
 MESSAGES = {
-    ("name", "required"): "Please enter your name.",
-    ("name", "too_long"): "Your name can have at most 100 characters.",
-    ("email", "required"): "Please enter your email address.",
-    ("email", "invalid_format"): "Please enter a valid email address, like name@example.com.",
-    ("email", "too_long"): "An email address has at most 254 characters.",
-    ("phone", "invalid_format"): "A phone number has only digits, spaces and + - ( ) .",
-    ("phone", "too_long"): "A phone number has at most 30 characters.",
-    ("coverLetter", "too_long"): "Your cover letter can have at most 10,000 characters.",
-    ("resume", "file_too_large"): "Your résumé must be at most 5 MB.",
-    ("resume", "file_type_not_allowed"): (
+    ("name", "required"): N_("Please enter your name."),
+    ("name", "too_long"): N_("Your name can have at most 100 characters."),
+    ("email", "required"): N_("Please enter your email address."),
+    ("email", "invalid_format"): N_("Please enter a valid email address, like name@example.com."),
+    ("email", "too_long"): N_("An email address has at most 254 characters."),
+    ("phone", "invalid_format"): N_("A phone number has only digits, spaces and + - ( ) ."),
+    ("phone", "too_long"): N_("A phone number has at most 30 characters."),
+    ("coverLetter", "too_long"): N_("Your cover letter can have at most 10,000 characters."),
+    ("resume", "file_too_large"): N_("Your résumé must be at most 5 MB."),
+    ("resume", "file_type_not_allowed"): N_(
         "Your résumé must be a PDF, Word (DOC, DOCX), OpenDocument (ODT), RTF or text file."
     ),
 }
+FALLBACK = N_("Please check this field.")
 
 
-def send_html(resp: falcon.Response, page: str, status: int = 200) -> None:
+def send_html(resp: falcon.Response, page: str | bytes, lang: Language, status: int = 200) -> None:
+    """A page, with the language it is in; it may differ by Accept-Language (C13)."""
     resp.status = status
-    resp.text = page
+    if isinstance(page, bytes):
+        resp.data = page
+    else:
+        resp.text = page
     resp.content_type = HTML
     resp.set_headers(SECURITY_HEADERS)
+    resp.set_header("Content-Language", lang.tag)
+    resp.append_header("Vary", "Accept-Language")
+
+
+def page_language(req: falcon.Request, job: Job | None = None) -> Language:
+    return language(languages.choose(req, job.language if job is not None else None))
+
+
+def links(req: falcon.Request, base: str = "") -> html_render.Links:
+    """The page's address in each language (`?lang=`), absolute when `base` is given."""
+    return html_render.Links({code: f"{base}{req.path}?lang={code}" for code in ("en", "fr")})
 
 
 PAGES = "/jobs/"  # the applicant's pages; the API lives under /api/
@@ -59,24 +80,35 @@ def serialize_error(req: falcon.Request, resp: falcon.Response, error: falcon.HT
     """An error the pages did not answer themselves (the database away, a bug, a method
     they lack) is a page there too, and a problem everywhere else (C1)."""
     if not req.path.startswith(PAGES):
-        errors.serialize(req, resp, error)
+        problems.serialize(req, resp, error)
         return
     status = error.status_code
+    lang = page_language(req)
+    _ = lang.gettext
     if status == 503:
-        heading, message = "Temporarily unavailable", "Please try again in a minute."
+        heading, message = _("Temporarily unavailable"), _("Please try again in a minute.")
     elif status >= 500:
-        heading = "Something went wrong"
-        message = f"Please try again later. Reference: {getattr(req.context, 'request_id', '-')}."
+        heading = _("Something went wrong")
+        reference = getattr(req.context, "request_id", "-")
+        message = _("Please try again later. Reference: %(reference)s.") % {"reference": reference}
+    elif status == 404:
+        send_not_found(req, resp)
+        return
     else:
-        heading, message = errors.title(status), error.description or ""
-    send_html(resp, html_render.error_page(heading, message), status)
+        heading = _("This request could not be answered")
+        message = _("Please go back to the job and try again.")
+    send_html(resp, html_render.error_page(heading, message, lang, links(req)), lang, status)
 
 
-def send_not_found(resp: falcon.Response) -> None:
+def send_not_found(req: falcon.Request, resp: falcon.Response) -> None:
+    lang = page_language(req)
     page = html_render.error_page(
-        "Job not found", "This job does not exist or is no longer open for applications."
+        lang.gettext("Job not found"),
+        lang.gettext("This job does not exist or is no longer open for applications."),
+        lang,
+        links(req),
     )
-    send_html(resp, page, 404)
+    send_html(resp, page, lang, 404)
 
 
 def public_job(session: Session, raw_id: str) -> Job | None:
@@ -89,23 +121,71 @@ def public_job(session: Session, raw_id: str) -> Job | None:
     return job if job is not None and job.status == "active" else None
 
 
-class JobPage:
-    """GET /jobs/{id}: the job in HTML with JSON-LD, and its apply section (C8)."""
+PageKey = tuple[int, str, str]  # a kept job page: job id, language, the site's address
+# Stands for the form's one-time token in a kept page: each answer gets its own token. Random
+# per process, so no job's text can hold it.
+TOKEN_MARK = "token-" + secrets.token_hex(16)
+_MARK = TOKEN_MARK.encode()
 
-    def __init__(self, timezone: ZoneInfo, public_base_url: str | None = None) -> None:
+
+class JobPage:
+    """GET /jobs/{id}: the job in HTML with JSON-LD, and its apply section (C8), in English
+    or French (C13). A rendered page is kept per process (`api.cache`) and served while the
+    job's version and its employer's name hold: rendering costs a few ORM queries and the
+    templates, the check one statement."""
+
+    def __init__(
+        self,
+        timezone: ZoneInfo,
+        public_base_url: str | None = None,
+        kept: cache.Representations[PageKey] | None = None,
+    ) -> None:
         self.timezone, self.public_base_url = timezone, public_base_url
+        self.kept = kept if kept is not None else cache.Representations[PageKey](0)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
-        job = public_job(req.context.db.session, job_id)
-        if job is None:
-            send_not_found(resp)
+        try:
+            number = path_id(job_id)
+        except NotFound:
+            send_not_found(req, resp)
             return
-        canonical = f"{query.base_url(req, self.public_base_url)}/jobs/{job.id}"
-        form = html_render.FormState(token=new_token())
-        send_html(resp, html_render.job_page(job, self.timezone, form, canonical=canonical))
-        if elsewhere(job) is None:
-            # The form's token is this visitor's: no shared cache may hand it to another.
-            resp.set_header("Cache-Control", "private, no-cache")
+        session = req.context.db.session
+        state = public_state(session.connection(), number)
+        if state is None:
+            send_not_found(req, resp)
+            return
+        lang = language(languages.choose(req, state.language))
+        base = query.base_url(req, self.public_base_url)
+        key = (number, lang.code, base)
+        entry = self.kept.get(key, state.version, state.employer_name)
+        if entry is None:
+            job = public_job(session, job_id)
+            if job is None:  # taken out of view since the statement above
+                send_not_found(req, resp)
+                return
+            page = self._render(job, lang, base)
+            entry = self.kept.put(key, state.version, state.employer_name, page.encode())
+        body = entry.body
+        if _MARK in body:  # the form (Email routing): its token is this visitor's alone
+            body = body.replace(_MARK, new_token().encode(), 1)
+            resp.set_header("Cache-Control", "private, no-cache")  # no shared cache keeps it
+        send_html(resp, body, lang)
+
+    def _render(self, job: Job, lang: Language, base: str) -> str:
+        # The page's one address (`/jobs/01` and `/jobs/1/` serve it too), for search engines,
+        # with its language: each language's page is its own (C13).
+        own = f"{base}/jobs/{job.id}"
+        page_links = html_render.Links(
+            {code: f"{own}?lang={code}" for code in ("en", "fr")}, f"{own}?lang={lang.code}"
+        )
+        form = html_render.FormState(token=TOKEN_MARK)
+        return html_render.job_page(
+            job, self.timezone, lang, page_links, form, action=form_action(job.id, lang)
+        )
+
+
+def form_action(job_id: int, lang: Language) -> str:
+    return f"/jobs/{job_id}/apply?lang={lang.code}"
 
 
 def new_token() -> str:
@@ -119,10 +199,12 @@ class ApplyRedirect:
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         job = public_job(req.context.db.session, job_id)
         if job is None:
-            send_not_found(resp)
+            send_not_found(req, resp)
             return
         resp.status = 302
-        resp.location = elsewhere(job) or f"/jobs/{job.id}#apply"
+        chosen = languages.from_query(req)  # kept for the form's page (C13)
+        own = f"/jobs/{job.id}" + (f"?lang={chosen}" if chosen else "") + "#apply"
+        resp.location = elsewhere(job) or own
 
 
 class ApplyForm(ApplyRedirect):
@@ -149,18 +231,21 @@ class ApplyForm(ApplyRedirect):
         except ApplyViaUrl as e:
             job = public_job(req.context.db.session, job_id)
             if job is None:  # unreachable: Intake found the job
-                send_not_found(resp)
+                send_not_found(req, resp)
                 return
-            send_html(resp, html_render.apply_elsewhere_page(job, e.url), 409)
+            lang = page_language(req, job)
+            page = html_render.apply_elsewhere_page(job, e.url, lang, links(req))
+            send_html(resp, page, lang, 409)
             return
         except NotFound:
-            send_not_found(resp)
+            send_not_found(req, resp)
             return
         except falcon.HTTPError as e:
-            send_error(resp, e, job_id)
+            send_error(req, resp, e, job_id)
             return
         resp.status = 303
-        resp.location = f"/jobs/{path_id(job_id)}/applied"
+        lang = page_language(req)
+        resp.location = f"/jobs/{path_id(job_id)}/applied?lang={lang.code}"
         idempotency.finish(req, resp)
 
     def _read(self, req: falcon.Request) -> dict[str, Any]:
@@ -187,24 +272,34 @@ class ApplyForm(ApplyRedirect):
         content = ["form", idempotency.form_content(fields)]
         keys: idempotency.Keys = req.context.idempotency_keys
         outcome = keys.begin(req, scope, token, idempotency.fingerprint(req, content))
-        back = f"/jobs/{scope.id}"
+        lang = page_language(req)
+        _ = lang.gettext
+        back = f"/jobs/{scope.id}?lang={lang.code}"
         if outcome is Busy.IN_FLIGHT:
             page = html_render.error_page(
-                "Your application is being sent",
-                "This form was sent a moment ago and is still being processed; it will not "
-                "apply twice. Reload this page in a moment to see the confirmation.",
+                _("Your application is being sent"),
+                _(
+                    "This form was sent a moment ago and is still being processed; it will not "
+                    "apply twice. Reload this page in a moment to see the confirmation."
+                ),
+                lang,
+                links(req),
                 back=back,
             )
-            send_html(resp, page, 409)
+            send_html(resp, page, lang, 409)
             resp.set_header("Retry-After", idempotency.RETRY_AFTER)
         elif outcome is Busy.REUSED:
             page = html_render.error_page(
-                "This form was sent already",
-                "An application was sent from this page already, with other answers. To send "
-                "another, open the job again.",
+                _("This form was sent already"),
+                _(
+                    "An application was sent from this page already, with other answers. To "
+                    "send another, open the job again."
+                ),
+                lang,
+                links(req),
                 back=back,
             )
-            send_html(resp, page, 422)
+            send_html(resp, page, lang, 422)
         elif outcome is not None:
             idempotency.replay(resp, outcome)
         return outcome is not None
@@ -219,8 +314,9 @@ class ApplyForm(ApplyRedirect):
     ) -> None:
         job = public_job(req.context.db.session, job_id)
         if job is None:  # unreachable: Intake found the job
-            send_not_found(resp)
+            send_not_found(req, resp)
             return
+        lang = page_language(req, job)
         token = fields.get(html_render.FORM_KEY)
         state = html_render.FormState(
             values={k: v for k in TEXT_FIELDS if isinstance(v := fields.get(k), str)},
@@ -229,30 +325,44 @@ class ApplyForm(ApplyRedirect):
         )
         for error in errors:
             name = error.field.split(".", 1)[0]
-            message = MESSAGES.get((name, error.code), error.message)
+            message = lang.gettext(MESSAGES.get((name, error.code), FALLBACK))
             state.errors.setdefault(name, []).append(message)
         state.resume_dropped = isinstance(fields.get("resume"), Upload) and (
             "resume" not in state.errors
         )
-        send_html(resp, html_render.job_page(job, self.timezone, state), 422)
+        # The form's page in the other language is the job's page (the form is POSTed).
+        versions = html_render.Links({code: f"/jobs/{job.id}?lang={code}" for code in ("en", "fr")})
+        page = html_render.job_page(
+            job, self.timezone, lang, versions, state, action=form_action(job.id, lang)
+        )
+        send_html(resp, page, lang, 422)
         resp.set_header("Cache-Control", "no-store")  # the page holds the applicant's data
 
 
-def send_error(resp: falcon.Response, error: falcon.HTTPError, job_id: str) -> None:
+def send_error(
+    req: falcon.Request, resp: falcon.Response, error: falcon.HTTPError, job_id: str
+) -> None:
     """413, 415, 429 and 400 of the intake as pages; Retry-After and the like are kept."""
     status = error.status_code
-    back = f"/jobs/{job_id}" if job_id.isascii() and job_id.isdigit() else None
+    lang = page_language(req)
+    _ = lang.gettext
+    back = None
+    if job_id.isascii() and job_id.isdigit():
+        back = f"/jobs/{job_id}?lang={lang.code}"
     if status == 413:
-        heading = "Application too large"
-        message = "The form, résumé included, may be at most 10 MB; a résumé at most 5 MB."
+        heading = _("Application too large")
+        message = _("The form, résumé included, may be at most 10 MB; a résumé at most 5 MB.")
     elif status == 429:
-        heading = "Too many applications"
-        wait = _headers(error).get("Retry-After", "a few")
-        message = f"Too many applications were sent from your network. Try again in {wait} seconds."
+        heading = _("Too many applications")
+        wait = _headers(error).get("Retry-After", "60")
+        message = _(
+            "Too many applications were sent from your network. Try again in %(seconds)s seconds."
+        ) % {"seconds": wait}
     else:
-        heading = "The form could not be read"
-        message = "Please go back to the job and send the form again."
-    send_html(resp, html_render.error_page(heading, message, back=back), status)
+        heading = _("The form could not be read")
+        message = _("Please go back to the job and send the form again.")
+    page = html_render.error_page(heading, message, lang, links(req), back=back)
+    send_html(resp, page, lang, status)
     resp.set_headers(_headers(error))
 
 
@@ -268,6 +378,9 @@ class Applied:
         try:
             path_id(job_id)
         except NotFound:
-            send_not_found(resp)
+            send_not_found(req, resp)
             return
-        send_html(resp, html_render.applied_page(public_job(req.context.db.session, job_id)))
+        job = public_job(req.context.db.session, job_id)
+        lang = page_language(req, job)
+        back = f"/jobs/{path_id(job_id)}?lang={lang.code}"
+        send_html(resp, html_render.applied_page(job, lang, links(req), back=back), lang)

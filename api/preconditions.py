@@ -81,7 +81,7 @@ class Preconditions:
 
 
 def of_request(
-    req: falcon.Request, kept: cache.Representations, *, create_only_allowed: bool = False
+    req: falcon.Request, kept: cache.Representations[int], *, create_only_allowed: bool = False
 ) -> Preconditions:
     """The preconditions of a job write; If-None-Match counts only where `create_only_allowed`
     (PUT /jobs), and is ignored on the other writes (C10)."""
@@ -93,7 +93,7 @@ def of_request(
     )
 
 
-def _etag(req: falcon.Request, kept: cache.Representations, job: StoredJob) -> str:
+def _etag(req: falcon.Request, kept: cache.Representations[int], job: StoredJob) -> str:
     """The ETag a GET of `job` answers: the kept copy's while its version holds, else that of
     its read representation, built from the job as locked (`api.jobs`)."""
     name = access_of(req).employer_name

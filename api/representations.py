@@ -85,7 +85,16 @@ def job(j: StoredJob, employer_name: str) -> dict[str, Any]:
         "applicantRoutingType": {"id": j.routing_type, "name": ROUTING_TYPES[j.routing_type]},
         "applicationEmail": j.application_email,
         "applicationUrl": j.application_url,
+        "language": j.language,
+        "translation": translation(j),
         "aiScreening": j.ai_screening,
         "existingVacancy": j.existing_vacancy,
         "takenDown": j.taken_down,
     }
+
+
+def translation(j: StoredJob) -> dict[str, str] | None:
+    """The job's title and description in the other language (C13), or null."""
+    if j.translation_title is None or j.translation_description is None:
+        return None
+    return {"title": j.translation_title, "description": j.translation_description}

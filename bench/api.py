@@ -7,8 +7,8 @@ Targets: GET one job at least half the /healthz rate, and 0.3 of it read afresh 
 second server, JOB_CACHE_MB=0); POST and PUT by referenceId of realistic bodies at least 0.2
 of it, with at most 3 ms of web-process CPU each (issue 15); the list of the 200,000-job
 employer (page 1, `status=active`, `q` with a word in 1% of its titles) at least 0.3 of it,
-each with a p99 under 50 ms (issue 15); every gunicorn worker under 100 MB resident after the
-load.
+each with a p99 under 50 ms (issue 15); the public job page in English and in French each at
+least 0.4 of it (issue 18); every gunicorn worker under 100 MB resident after the load.
 """
 
 from __future__ import annotations
@@ -58,6 +58,9 @@ LIST_P99_MS = 50.0  # and p99 under 50 ms
 # Where issue #15 found them (× /healthz; 200,000 jobs of one employer, 2026-11-25).
 LIST_BEFORE = {"page 1": 0.01, "status=active": 0.04, "q": 0.01}
 WORKER_RSS = 100_000_000  # each worker under 100 MB resident
+PAGE_RATIO = 0.4  # the public job page (C13), in English and in French
+PAGE_JOBS = 100  # the job page cycles through this many active jobs, in each language
+PAGES = {"en": "GET job page, English", "fr": "GET job page, French"}
 
 
 @dataclass(frozen=True)
@@ -119,7 +122,7 @@ def run(options: Options) -> bool:
             scenarios.append(replace(healthz, name=f"{HEALTHZ} (again)"))
             print(
                 f"\nload: wrk -t{options.threads} -c{options.connections}, {options.warmup} s "
-                f"warm-up (GET one job {max(options.warmup, GET_ONE_WARMUP)} s) + "
+                f"warm-up (GET one job, job pages {max(options.warmup, GET_ONE_WARMUP)} s) + "
                 f"{options.duration} s per scenario; gunicorn, {result.workers} sync workers "
                 f'("{UNCACHED}": a second server with JOB_CACHE_MB=0)',
                 flush=True,
@@ -177,6 +180,13 @@ def _scenarios(seeded: seed.Seed, client: Client, workers: int) -> list[Scenario
                 text("SELECT count(*) FROM jobs WHERE employer_id = :e AND status = 'active'"),
                 big,
             )
+            page_ids = conn.scalars(
+                text(
+                    "SELECT id FROM jobs WHERE employer_id = :e AND id <= :m "
+                    "AND status = 'active' ORDER BY md5(id::text) LIMIT :n"
+                ),
+                big | {"n": PAGE_JOBS},
+            ).all()
     finally:
         engine.dispose()
     # A client writes back what it reads (the write shape is the read shape, C4), less what the
@@ -240,7 +250,30 @@ def _scenarios(seeded: seed.Seed, client: Client, workers: int) -> list[Scenario
             [wrk.Request("POST", f"{API}/jobs", json.dumps(b)) for b in post_bodies],
             expect=201,
         ),
+        # The public page (C8, C13), rendered from its templates in each language in turn.
+        *(
+            Scenario(
+                name,
+                [wrk.Request("GET", f"/jobs/{i}?lang={code}") for i in page_ids],
+                auth=False,
+                check=_in_language(code),
+                # Each worker keeps the pages it rendered (api.pages): as for GET one job,
+                # measured once most are kept (docs/benchmarks.md).
+                warmup=GET_ONE_WARMUP,
+            )
+            for code, name in PAGES.items()
+        ),
     ]
+
+
+def _in_language(code: str) -> Callable[[Response], str | None]:
+    """A check that the page is in the language asked for."""
+
+    def check(answer: Response) -> str | None:
+        tag = f'<html lang="{code}-CA">'.encode()
+        return None if tag in answer.body else f"the page has no {tag!r}"
+
+    return check
 
 
 COMMITS = 31
@@ -418,6 +451,7 @@ def _report(options: Options, run: Run) -> bool:
         _rate_target(by_name["GET one job"], GET_ONE_RATIO, baseline),
         _rate_target(by_name[UNCACHED], UNCACHED_RATIO, baseline),
         *(_write_target(by_name[name], baseline) for name in (POST, PUT)),
+        *(_rate_target(by_name[name], PAGE_RATIO, baseline) for name in PAGES.values()),
         *(
             _list_target(row, run.seed.big_employer_jobs, baseline, LIST_BEFORE[before])
             for row, before in zip(lists, LIST_BEFORE, strict=True)

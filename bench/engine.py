@@ -12,12 +12,21 @@ SMTP connection and sending its share of the same messages (built beforehand wit
 Targets: the worker at least 0.8 × the baseline, and its resident memory (all its processes,
 the highest seen while it delivers) under 200 MB. A second row, no target, does the same
 against a sink that answers at once: what the workers bench measures for one copy at a time.
+
+Webhooks are measured apart, the same way: a receiver (`bench/webhook_receiver.py`, its own
+process, many connections at once) answers each POST 100 ms late, then at once; the baseline
+is a bare loop of 16 threads, each keeping one HTTP connection (urllib3) and POSTing the same
+signed messages (`bench/webhook_loop.py`). The messages are the `application.received` events
+of the same applications.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import queue
+import secrets
 import smtplib
 import tempfile
 import threading
@@ -31,9 +40,12 @@ from pathlib import Path
 
 import psycopg
 from celery import Celery
+from sqlalchemy import select
 from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, selectinload, sessionmaker
 
-from bench import report, server, smtp_sink
+from api import applications
+from bench import report, server, smtp_sink, webhook_loop, webhook_receiver
 from bench.options import Options
 from bench.workers import (
     MAIL_FROM,
@@ -48,6 +60,7 @@ from bench.workers import (
     _wait_sent,
 )
 from models.engines import make_engine
+from models.entities import Application
 from models.settings import Settings
 from models.unit_of_work import make_sessionmaker
 from tests.harness import JOBPOST, Program, RedisServer
@@ -57,10 +70,24 @@ from workers.app import EMAIL_QUEUE, make_celery
 DATABASE = "jobpost_bench_engine"
 CONCURRENCY = 16
 RELAY_DELAYS = (0.1, 0.0)  # seconds before DATA's reply: the target's row, then zero latency
+RECEIVER_DELAYS = (0.1, 0.0)  # seconds before a POST's answer: the same two rows for webhooks
 RATIO = 0.8  # target: the worker's copies/s at least this share of the bare loop's
 RSS_LIMIT = 200 * 1024 * 1024  # target: the worker's resident memory, all its processes
 WARMUP_COPIES = 4 * CONCURRENCY  # every thread connected to the relay and the database
+# The time runs from the worker's add_consumer; its event loop may take up to a second to ask
+# Redis for the queue it was given (its poll's timeout), which is no part of delivering: ten
+# seconds of sends or more keep that under a tenth of the measure.
+MIN_COPIES = 64 * CONCURRENCY
 RSS_EVERY = 0.2  # seconds between looks at the worker's memory
+
+
+@dataclass(frozen=True)
+class LoopRow:
+    """Webhooks: the bare loop's figures, before and after."""
+
+    receiver_delay_ms: float
+    messages: int
+    loops: list[float]  # messages/s of the bare loop
 
 
 @dataclass(frozen=True)
@@ -73,12 +100,14 @@ class Row:
     worker_rss_bytes: int  # the most seen while it delivered, all its processes
     baseline: float
     ratio: float
+    busy: float  # the share of the threads' time spent in tasks, from the worker's log
 
 
 def run(options: Options) -> bool:
     started = time.perf_counter()
-    count = max(CONCURRENCY * 8, options.deliveries // 4)
+    count = max(MIN_COPIES, options.deliveries // 2)
     rows: list[Row] = []
+    hooks: list[LoopRow] = []
     load = [os.getloadavg()[0]]
     url = _fresh_database(options.admin_url, DATABASE)
     engine = make_engine(url)
@@ -105,7 +134,8 @@ def run(options: Options) -> bool:
                 ids = _submit(sessions, job_id, [Kind("", None).fields(i) for i in range(count)])
                 messages = [build_message(c, mail_from=MAIL_FROM) for c in _copies(sessions, ids)]
                 first = _bare_loop(messages, sink)
-                with worker(env, celery, options.out_dir / "engine-worker.log") as pid:
+                worker_log = options.out_dir / f"engine-worker-{int(delay * 1000)}ms.log"
+                with worker(env, celery, worker_log) as pid:
                     warm = _submit(
                         sessions, job_id, [Kind("", None).fields(i) for i in range(WARMUP_COPIES)]
                     )
@@ -125,12 +155,53 @@ def run(options: Options) -> bool:
                         rss,
                         baseline,
                         per_second / baseline,
+                        _busy(worker_log, seconds),
                     )
                 )
+            posts = _webhook_messages(sessions, ids)
+            for delay in RECEIVER_DELAYS:
+                log = options.out_dir / f"engine-receiver-{int(delay * 1000)}ms.log"
+                receiver = stack.enter_context(webhook_receiver.running(log, delay=delay))
+                print(
+                    f"\nengine, receiver answering after {delay * 1000:.0f} ms: {count} webhooks,"
+                    f" a bare loop of {CONCURRENCY} threads",
+                    flush=True,
+                )
+                loops = [
+                    webhook_loop.bare_loop(posts, receiver, SECRET, threads=CONCURRENCY)
+                    for _ in range(2)
+                ]
+                hooks.append(LoopRow(delay * 1000, count, loops))
     finally:
         engine.dispose()
     load.append(os.getloadavg()[0])
-    return _report(options, rows, load, time.perf_counter() - started)
+    return _report(options, rows, hooks, load, time.perf_counter() - started)
+
+
+SECRET = "whsec_" + base64.b64encode(b"the engine bench's endpoint key!").decode()
+
+
+def _webhook_messages(
+    sessions: sessionmaker[Session], ids: Sequence[int]
+) -> list[webhook_loop.Message]:
+    """The `application.received` event of each application, as C12 has a message say it:
+    the employer's view of the application (the API's), and no résumé to link to."""
+    with sessions() as s:
+        found = s.scalars(
+            select(Application)
+            .where(Application.id.in_(ids))
+            .options(selectinload(Application.outbox))
+            .order_by(Application.id)
+        )
+        views = [applications.represent(a) | {"resumeUrl": None} for a in found]
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return [
+        webhook_loop.Message(
+            f"msg_{secrets.token_urlsafe(16)}",
+            json.dumps({"type": "application.received", "timestamp": now, "data": view}).encode(),
+        )
+        for view in views
+    ]
 
 
 @contextmanager
@@ -225,7 +296,20 @@ def _worker_delivery(
     return seconds, rss
 
 
-def _report(options: Options, rows: list[Row], load: list[float], seconds: float) -> bool:
+def _busy(log: Path, seconds: float) -> float:
+    """The share of its threads' time the worker spent running the measured tasks: the
+    durations its task log lines give (workers.observability), past the warm-up's."""
+    durations = [
+        float(line["duration_ms"]) / 1000
+        for line in map(json.loads, (t for t in log.read_text().splitlines() if t.startswith("{")))
+        if line.get("event") == "task" and line.get("task") == "jobpost.deliver"
+    ]
+    return sum(durations[WARMUP_COPIES:]) / (CONCURRENCY * seconds)
+
+
+def _report(
+    options: Options, rows: list[Row], hooks: list[LoopRow], load: list[float], seconds: float
+) -> bool:
     targets = []
     for row in rows:
         if row.relay_delay_ms:
@@ -245,7 +329,15 @@ def _report(options: Options, rows: list[Row], load: list[float], seconds: float
                 row.worker_rss_bytes < RSS_LIMIT,
             )
         )
-    head = ("relay DATA reply", "copies", "loop msgs/s", "worker copies/s", "× loop", "RSS MB")
+    head = (
+        "relay DATA reply",
+        "copies",
+        "loop msgs/s",
+        "worker copies/s",
+        "× loop",
+        "threads busy",
+        "RSS MB",
+    )
     body = [
         (
             f"{r.relay_delay_ms:.0f} ms",
@@ -253,6 +345,7 @@ def _report(options: Options, rows: list[Row], load: list[float], seconds: float
             f"{r.baseline:,.0f} ({r.loops[0]:,.0f}, {r.loops[1]:,.0f})",
             f"{r.worker:,.0f}",
             f"{r.ratio:.2f}",
+            f"{r.busy:.0%}",
             f"{r.worker_rss_bytes / 2**20:.1f}",
         )
         for r in rows
@@ -263,6 +356,23 @@ def _report(options: Options, rows: list[Row], load: list[float], seconds: float
         f"and after); load average {load[0]:.1f} before, {load[-1]:.1f} after\n"
     )
     print(report.grid(head, body))
+    print(
+        "\nwebhooks, the bare loop alone (no webhook delivery task on this branch yet: no "
+        "worker row, no target)\n"
+    )
+    print(
+        report.grid(
+            ("receiver answer", "messages", "loop posts/s"),
+            [
+                (
+                    f"{h.receiver_delay_ms:.0f} ms",
+                    f"{h.messages:,}",
+                    f"{sum(h.loops) / len(h.loops):,.0f} ({h.loops[0]:,.0f}, {h.loops[1]:,.0f})",
+                )
+                for h in hooks
+            ],
+        )
+    )
     print()
     print(report.targets(targets))
     path = options.out_dir / "engine.json"
@@ -275,6 +385,7 @@ def _report(options: Options, rows: list[Row], load: list[float], seconds: float
             "load_average": load,
             "concurrency": CONCURRENCY,
             "rows": [asdict(r) for r in rows],
+            "webhook_loops": [asdict(h) for h in hooks],
             "targets": targets,
         },
     )

@@ -118,9 +118,13 @@ def plain(stored_html: str) -> str:
 
 
 def _texts(job: StoredJob) -> Iterable[str]:
-    """The job's words a reader sees: its title and its description as text."""
+    """The job's words a reader sees: title and description as text, in both languages."""
     yield html.unescape(job.title)
     yield plain(job.description)
+    if job.translation_title is not None:
+        yield html.unescape(job.translation_title)
+    if job.translation_description is not None:
+        yield plain(job.translation_description)
 
 
 def _no_canadian_experience(facts: Facts) -> str | None:
@@ -136,8 +140,9 @@ def _no_canadian_experience(facts: Facts) -> str | None:
 
 
 def _in_french(facts: Facts) -> str | None:
-    # The job's `language` and `translation` come with C13's Languages; until then every
-    # job is in English with no translation.
+    job = facts.job
+    if job.language == "fr" or job.translation_title is not None:
+        return None  # in French, or with its French translation (both members or neither)
     return "Quebec asks for the posting in French: send translation (or write it in French)."
 
 

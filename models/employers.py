@@ -17,6 +17,7 @@ from models.dates import utcnow
 from models.entities import ApiKey, Employer, Job
 from models.errors import FieldError, NotFound, ValidationFailed
 from models.fast_reads import Precompiled
+from models.i18n import DEFAULT, LANGUAGES
 from models.job_rows import StoredJob
 
 PLANS = ("standard", "unlimited")
@@ -36,13 +37,16 @@ def _digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def create_employer(session: Session, name: str, plan: str = "standard") -> Employer:
+def create_employer(
+    session: Session, name: str, plan: str = "standard", language: str = DEFAULT
+) -> Employer:
     name = name.strip()
     if not 1 <= len(name) <= 128:
         raise ValueError("an employer name has 1 to 128 characters")
     if plan not in PLANS:
         raise ValueError(f"plan must be one of {', '.join(PLANS)}")
-    employer = Employer(name=name, plan=plan, created_at=utcnow())
+    _check_language(language)
+    employer = Employer(name=name, plan=plan, language=language, created_at=utcnow())
     session.add(employer)
     session.flush()
     return employer
@@ -61,6 +65,19 @@ def set_plan(session: Session, employer_id: int, plan: str) -> Employer:
     employer = get_employer(session, employer_id)
     employer.plan = plan
     return employer
+
+
+def set_language(session: Session, employer_id: int, language: str) -> Employer:
+    """The language of the emails the employer receives (C13)."""
+    _check_language(language)
+    employer = get_employer(session, employer_id)
+    employer.language = language
+    return employer
+
+
+def _check_language(language: str) -> None:
+    if language not in LANGUAGES:
+        raise ValueError(f"language must be one of {', '.join(LANGUAGES)}")
 
 
 def set_compliance(
@@ -87,13 +104,15 @@ def settings_shape(employer: Employer) -> dict[str, Any]:
         "id": employer.id,
         "name": employer.name,
         "plan": employer.plan,
+        "language": employer.language,
         "compliance": employer.compliance,
         "ontario25Plus": employer.ontario25_plus,
     }
 
 
 def update_settings(session: Session, employer_id: int, body: dict[str, Any]) -> Employer:
-    """PUT /employer (C13): a partial update of the settings; every bad member reported at
+    """PUT /employer (C13): a partial update of the settings (language, compliance,
+    ontario25Plus); every bad member reported at
     once, and nothing changed then. Other members are read-only and ignored."""
     errors: list[FieldError] = []
     mode = body.get("compliance")
@@ -105,8 +124,14 @@ def update_settings(session: Session, employer_id: int, body: dict[str, Any]) ->
         errors.append(
             FieldError("ontario25Plus", "invalid_type", "ontario25Plus must be true or false.")
         )
+    language = body.get("language")
+    if "language" in body and (not isinstance(language, str) or language not in LANGUAGES):
+        code = "out_of_range" if isinstance(language, str) else "invalid_type"
+        errors.append(FieldError("language", code, "language must be en or fr."))
     if errors:
         raise ValidationFailed(errors, subject="employer")
+    if language is not None:
+        set_language(session, employer_id, language)
     return set_compliance(session, employer_id, mode=mode, ontario25_plus=ontario)
 
 
@@ -145,8 +170,10 @@ class Access:
     employer_name: str
     plan: str
     created_at: datetime
-    compliance: str  # C13's settings: the mode of the rules, and Ontario's 25+ employees
-    ontario25_plus: bool
+    # C13's settings: the mode of the rules, and Ontario's 25+ employees (defaults for the
+    # serializers that read the employer's id and name only).
+    compliance: str = "warn"
+    ontario25_plus: bool = True
     job_version: int | None = None
     job: StoredJob | None = None  # the job whole, when asked for (`authenticate`)
 

@@ -64,6 +64,9 @@ class Employer(Base):
     name: Mapped[str] = mapped_column(String(128))
     plan: Mapped[str] = mapped_column(String(16), default="standard")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # The language of the emails it receives (C13): "en" or "fr". A server default alone, so
+    # an INSERT that leaves it out also works on a schema before 0012 (migration tests).
+    language: Mapped[str] = mapped_column(String(2), server_default="en")
     # Which writes the rules of C13 refuse (`enforce`), only warn of (`warn`), or neither
     # (`off`); and whether it has 25+ employees in Ontario, whose rules apply only then.
     compliance: Mapped[str] = mapped_column(String(8), default="warn", server_default="warn")
@@ -148,6 +151,11 @@ class Job(Base):
     routing_type: Mapped[int] = mapped_column(Integer)
     application_email: Mapped[str | None] = mapped_column(String(50))
     application_url: Mapped[str | None] = mapped_column(String(200))
+    # The language of title and description, and both in the other language (C13); the
+    # translation's two columns are both set or both null.
+    language: Mapped[str] = mapped_column(String(2), server_default="en")
+    translation_title: Mapped[str | None] = mapped_column(String(256))
+    translation_description: Mapped[str | None] = mapped_column(Text)
     # The posting statements of C13: AI used to screen applicants; an existing vacancy. Null:
     # not stated.
     ai_screening: Mapped[bool | None] = mapped_column(Boolean)

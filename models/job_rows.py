@@ -64,6 +64,9 @@ VALUES = (
     "routing_type",
     "application_email",
     "application_url",
+    "language",
+    "translation_title",
+    "translation_description",
     "ai_screening",
     "existing_vacancy",
     "taken_down",
@@ -95,6 +98,9 @@ class StoredJob:
     routing_type: int
     application_email: str | None
     application_url: str | None
+    language: str
+    translation_title: str | None
+    translation_description: str | None
     ai_screening: bool | None
     existing_vacancy: bool | None
     taken_down: bool

@@ -12,6 +12,7 @@ from models import checks, html, places, warnings
 from models.checks import Invalid
 from models.entities import Employer
 from models.errors import FieldError, ValidationFailed
+from models.i18n import LANGUAGES
 from models.job_rows import StoredJob
 from models.places import Place
 from models.reference import (
@@ -52,7 +53,11 @@ def _reference_id(ctx: _Context, value: Any) -> None:
 
 
 def _title(ctx: _Context, value: Any) -> None:
-    ctx.out["title"] = checks.string(value, "title", max_len=256, trim=True)
+    ctx.out["title"] = _title_text(value, "title")
+
+
+def _title_text(value: Any, field: str) -> str:
+    return checks.string(value, field, max_len=256, trim=True)
 
 
 def _close_date(ctx: _Context, value: Any) -> None:
@@ -197,19 +202,57 @@ _SALARY_PARTS: dict[str, Callable[[_Context, Any], Any]] = {
 
 
 def _description(ctx: _Context, value: Any) -> None:
-    text = checks.string(value, "description", max_len=10**9)
+    cleaned = _description_text(ctx, value, "description")
+    if cleaned is not None:
+        ctx.out["description"] = cleaned
+
+
+def _description_text(ctx: _Context, value: Any, field: str) -> str | None:
+    """The description as stored, or None with its HTML faults added to ctx's errors."""
+    text = checks.string(value, field, max_len=10**9)
     if not text.strip():
-        raise Invalid("description", "too_short", "description must not be empty.")
-    problems = html.check_description(text)
+        raise Invalid(field, "too_short", f"{field} must not be empty.")
+    problems = html.check_description(text, field)
     if problems:
         ctx.errors.extend(problems)
-        return
+        return None
     # Checked as stored: nh3 drops comments, so "<!-- x -->" or "&#32;" alone would be stored
     # blank and a GET result could not be sent back (the symmetry rule).
     cleaned = html.clean_description(text)
     if not cleaned.strip():
-        raise Invalid("description", "too_short", "description has no text once cleaned.")
-    ctx.out["description"] = cleaned
+        raise Invalid(field, "too_short", f"{field} has no text once cleaned.")
+    return cleaned
+
+
+def _language(ctx: _Context, value: Any) -> None:
+    text = checks.string(value, "language", max_len=2)
+    if text not in LANGUAGES:
+        raise Invalid("language", "out_of_range", "language must be en or fr.")
+    ctx.out["language"] = text
+
+
+def _translation(ctx: _Context, value: Any) -> None:
+    """Title and description in the other language (C13), under their own rules (C4); both
+    required, the whole replaced on a PUT, null removing it."""
+    if value is None:
+        ctx.out.update(translation_title=None, translation_description=None)
+        return
+    members = checks.obj(value, "translation")
+    parts: dict[str, Any] = {}
+    for name in ("title", "description"):
+        field = f"translation.{name}"
+        try:
+            if members.get(name) is None:
+                raise Invalid(field, "required", f"{field} is required in a translation.")
+            if name == "title":
+                parts[name] = _title_text(members[name], field)
+            else:
+                parts[name] = _description_text(ctx, members[name], field)
+        except Invalid as e:
+            ctx.errors.append(e.error)
+    ctx.out.update(
+        translation_title=parts.get("title"), translation_description=parts.get("description")
+    )
 
 
 def _routing(ctx: _Context, value: Any) -> None:
@@ -255,6 +298,8 @@ RULES: dict[str, Callable[[_Context, Any], None]] = {
     "applicantRoutingType": _routing,
     "applicationEmail": _application_email,
     "applicationUrl": _application_url,
+    "language": _language,
+    "translation": _translation,
     "aiScreening": _statement("ai_screening", "aiScreening"),
     "existingVacancy": _statement("existing_vacancy", "existingVacancy"),
 }
@@ -290,6 +335,7 @@ def validate(
             ctx.errors.append(e.error)
     _check_route(ctx, body)
     _check_republish(ctx, body)
+    _check_translation_language(ctx, body)
     if ctx.errors:
         raise ValidationFailed(ctx.errors, subject="job")
     if notes is not None:
@@ -318,6 +364,25 @@ def _check_republish(ctx: _Context, body: dict[str, Any]) -> None:
         "in_the_past",
         f"closeDate {job.close_date} is before today ({ctx.today}): to re-publish, send a later"
         " closeDate, or null or none for 60 days from today.",
+    )
+
+
+def _check_translation_language(ctx: _Context, body: dict[str, Any]) -> None:
+    """A stored translation is in the other language of the job as it was written: a PUT
+    that changes `language` and keeps it would make it the job's own language (C13)."""
+    job = ctx.job
+    if (
+        job is None
+        or "translation" in body
+        or job.translation_title is None
+        or ctx.out.get("language", job.language) == job.language
+    ):
+        return
+    ctx.fail(
+        "translation",
+        "invalid_format",
+        f"The stored translation is in {ctx.out['language']}, now the job's own language: "
+        "send a translation in the other language, or null to remove it.",
     )
 
 

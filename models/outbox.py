@@ -16,11 +16,12 @@ from typing import Any, cast
 from sqlalchemy import ColumnElement, Row, Table, Update, and_, bindparam, func, or_, select, update
 from sqlalchemy.orm import Session
 
-from models.entities import Application, OutboxEntry, Resume
+from models.entities import Application, Employer, OutboxEntry, Resume
 
 OUTBOX = cast(Table, OutboxEntry.__table__)
 APPLICATIONS = cast(Table, Application.__table__)
 RESUMES = cast(Table, Resume.__table__)
+EMPLOYERS = cast(Table, Employer.__table__)
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,9 @@ class Claim:
     one attempt more, in one conditional UPDATE. If won, it returns the claimed row:
     `attempts`, `retry_from` and `lease_until` (the claim's own, which its finishing mark
     names), then the named `columns` of the entry's application, then
-    the résumé's bytes as `resume` (None without one) if asked; None if not won. Statements
+    the résumé's bytes as `resume` (None without one) if asked, then the employer's language
+    as `language` (C13: as it is at the send, not at the application) if asked; None if not
+    won. Statements
     are built once: building and keying one costs more than running it.
 
     On PostgreSQL the claim and the read are one statement (UPDATE … FROM applications …
@@ -44,7 +47,7 @@ class Claim:
     SQLAlchemy writes the columns of a subquery in it unqualified), so there the row is read
     by a SELECT in the same transaction: in-process, a second statement costs nothing."""
 
-    def __init__(self, *columns: str, resume: bool = False) -> None:
+    def __init__(self, *columns: str, resume: bool = False, language: bool = False) -> None:
         c, a, r = OUTBOX.c, APPLICATIONS.c, RESUMES.c
         now = bindparam("now", type_=c.next_attempt_at.type)
         claimable = or_(
@@ -65,6 +68,9 @@ class Claim:
         resume_data = select(r.data).where(r.application_id == c.application_id)
         if resume:
             read.append(resume_data.correlate(OUTBOX).scalar_subquery().label("resume"))
+        if language:
+            spoken = select(EMPLOYERS.c.language).where(EMPLOYERS.c.id == a.employer_id)
+            read.append(spoken.correlate(APPLICATIONS).scalar_subquery().label("language"))
         self.claim_and_read = self.claim.where(a.id == c.application_id).returning(*read)
         entry = c.application_id == bindparam("entry")
         self.read = select(*read).where(a.id == c.application_id, entry)

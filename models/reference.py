@@ -16,50 +16,52 @@ from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.orm import Session
 
 from models.entities import Base, Category, Location, LocationName, PositionType, SalaryPeriod
+from models.i18n import N_
 
 log = logging.getLogger(__name__)
 
 Row = dict[str, Any]
 
+# Names in English, as the API gives them; N_ marks them for the pages' French (C13).
 POSITION_TYPES: tuple[tuple[int, str], ...] = (
-    (1, "Full Time"),
-    (2, "Part Time"),
-    (3, "Contract"),
-    (4, "Temp"),
-    (5, "Volunteer"),
+    (1, N_("Full Time")),
+    (2, N_("Part Time")),
+    (3, N_("Contract")),
+    (4, N_("Temp")),
+    (5, N_("Volunteer")),
 )
 
 CATEGORIES: tuple[tuple[int, str], ...] = (
-    (1, "Accounting & Finance"),
-    (2, "Administrative & Office"),
-    (3, "Agriculture & Fishing"),
-    (4, "Arts, Media & Design"),
-    (5, "Banking & Insurance"),
-    (6, "Construction & Trades"),
-    (7, "Customer Service"),
-    (8, "Education & Training"),
-    (9, "Engineering"),
-    (10, "Government & Public Sector"),
-    (11, "Healthcare"),
-    (12, "Hospitality & Tourism"),
-    (13, "Human Resources"),
-    (14, "Information Technology"),
-    (15, "Legal"),
-    (16, "Management & Executive"),
-    (17, "Manufacturing & Production"),
-    (18, "Marketing & Communications"),
-    (19, "Mining, Oil & Gas"),
-    (20, "Non-Profit & Social Services"),
-    (21, "Real Estate & Property"),
-    (22, "Retail"),
-    (23, "Sales"),
-    (24, "Science & Research"),
-    (25, "Security & Law Enforcement"),
-    (26, "Skilled Labour"),
-    (27, "Sports & Recreation"),
-    (28, "Telecommunications"),
-    (29, "Transportation & Logistics"),
-    (30, "Utilities & Energy"),
+    (1, N_("Accounting & Finance")),
+    (2, N_("Administrative & Office")),
+    (3, N_("Agriculture & Fishing")),
+    (4, N_("Arts, Media & Design")),
+    (5, N_("Banking & Insurance")),
+    (6, N_("Construction & Trades")),
+    (7, N_("Customer Service")),
+    (8, N_("Education & Training")),
+    (9, N_("Engineering")),
+    (10, N_("Government & Public Sector")),
+    (11, N_("Healthcare")),
+    (12, N_("Hospitality & Tourism")),
+    (13, N_("Human Resources")),
+    (14, N_("Information Technology")),
+    (15, N_("Legal")),
+    (16, N_("Management & Executive")),
+    (17, N_("Manufacturing & Production")),
+    (18, N_("Marketing & Communications")),
+    (19, N_("Mining, Oil & Gas")),
+    (20, N_("Non-Profit & Social Services")),
+    (21, N_("Real Estate & Property")),
+    (22, N_("Retail")),
+    (23, N_("Sales")),
+    (24, N_("Science & Research")),
+    (25, N_("Security & Law Enforcement")),
+    (26, N_("Skilled Labour")),
+    (27, N_("Sports & Recreation")),
+    (28, N_("Telecommunications")),
+    (29, N_("Transportation & Logistics")),
+    (30, N_("Utilities & Energy")),
 )
 
 SALARY_PERIODS: tuple[tuple[int, str, str], ...] = (
@@ -72,19 +74,19 @@ SALARY_PERIODS: tuple[tuple[int, str, str], ...] = (
 
 # (id, code, name, type): ids 1 to 13 in this order (C3).
 PROVINCES: tuple[tuple[int, str, str, str], ...] = (
-    (1, "AB", "Alberta", "Province"),
-    (2, "BC", "British Columbia", "Province"),
-    (3, "MB", "Manitoba", "Province"),
-    (4, "NB", "New Brunswick", "Province"),
-    (5, "NL", "Newfoundland and Labrador", "Province"),
-    (6, "NS", "Nova Scotia", "Province"),
-    (7, "NT", "Northwest Territories", "Territory"),
-    (8, "NU", "Nunavut", "Territory"),
-    (9, "ON", "Ontario", "Province"),
-    (10, "PE", "Prince Edward Island", "Province"),
-    (11, "QC", "Quebec", "Province"),
-    (12, "SK", "Saskatchewan", "Province"),
-    (13, "YT", "Yukon", "Territory"),
+    (1, "AB", N_("Alberta"), "Province"),
+    (2, "BC", N_("British Columbia"), "Province"),
+    (3, "MB", N_("Manitoba"), "Province"),
+    (4, "NB", N_("New Brunswick"), "Province"),
+    (5, "NL", N_("Newfoundland and Labrador"), "Province"),
+    (6, "NS", N_("Nova Scotia"), "Province"),
+    (7, "NT", N_("Northwest Territories"), "Territory"),
+    (8, "NU", N_("Nunavut"), "Territory"),
+    (9, "ON", N_("Ontario"), "Province"),
+    (10, "PE", N_("Prince Edward Island"), "Province"),
+    (11, "QC", N_("Quebec"), "Province"),
+    (12, "SK", N_("Saskatchewan"), "Province"),
+    (13, "YT", N_("Yukon"), "Territory"),
 )
 
 # By id: what a job's write checks its ids against and a job's read shape names (the tables

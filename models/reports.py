@@ -13,9 +13,9 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from models import checks, job_rows, webhooks
+from models import checks, job_events, webhooks
 from models.dates import utcnow
-from models.entities import Employer, Job, JobReport
+from models.entities import Job, JobReport
 from models.errors import FieldError, JobGone, NotFound, ValidationFailed
 
 REASONS = ("scam", "misleading", "discriminatory", "other")
@@ -152,28 +152,6 @@ class Resolved:
     deliveries: list[int]
 
 
-def _header(session: Session, job_id: int) -> tuple[int, dict[str, Any]] | None:
-    """The job's employer and the job as a list shows it (C6): `job.taken_down`'s data."""
-    row = session.execute(
-        select(Job.employer_id, Employer.name).join(Employer).where(Job.id == job_id)
-    ).first()
-    if row is None:
-        return None
-    employer_id, name = row
-    job = job_rows.read(session.connection(), employer_id, job_id)
-    assert job is not None and job.locations is not None
-    return employer_id, {
-        "id": job.id,
-        "referenceId": job.reference_id,
-        "employer": {"id": employer_id, "name": name},
-        "title": job.title,
-        "publishDate": job.publish_date,
-        "locations": [place._asdict() for place in job.locations],
-        "confidential": job.confidential,
-        "status": job.status,
-    }
-
-
 def resolve(session: Session, report_id: int, *, take_down: bool, note: str | None) -> Resolved:
     """Dismiss a report, or take its job down: archived, `takenDown`, `updatedAt` and its
     version moved (so no cached copy of it is served), and `job.taken_down` emitted (C12).
@@ -194,8 +172,8 @@ def resolve(session: Session, report_id: int, *, take_down: bool, note: str | No
         )
     session.flush()
     queued: list[int] = []
-    if take_down and report.job_id is not None and (found := _header(session, report.job_id)):
-        employer_id, data = found
-        message = webhooks.emit(session, employer_id, "job.taken_down", data, now=now)
-        queued = webhooks.pending_of(session, [message])
+    if take_down and report.job_id is not None:
+        rows = session.execute(select(Job.id, Job.employer_id).where(Job.id == report.job_id)).all()
+        messages = job_events.announce(session, "job.taken_down", rows, now=now)
+        queued = webhooks.pending_of(session, messages)
     return Resolved(shown(report), queued)

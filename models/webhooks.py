@@ -99,12 +99,18 @@ DELIVERY_COLUMNS = [
 
 
 def emit_batch(
-    session: Session, type: str, events: list[tuple[int, Any]], *, now: datetime
+    session: Session,
+    type: str,
+    events: list[tuple[int, Any]],
+    *,
+    now: datetime,
+    message_ids: list[str] | None = None,
 ) -> list[str]:
     """Many events of one type, in three statements whatever their number: find the employers
     with an endpoint that takes `type`, write their messages (one executemany), then every
     delivery (one INSERT … SELECT). An event no endpoint takes writes nothing. Returns the
-    ids of the messages written, in the order of `events`."""
+    ids of the messages written, in the order of `events`. `message_ids`, one per event,
+    replaces the random ids: the daily `job.expiring` scan's ids say what it emitted."""
     if not events:
         return []
     employers = {employer for employer, _ in events}
@@ -115,15 +121,16 @@ def emit_batch(
             .distinct()
         )
     )
+    given = message_ids or [new_message_id() for _ in events]
     rows: list[dict[str, Any]] = [
         {
-            "message_id": new_message_id(),
+            "message_id": message_id,
             "employer_id": employer,
             "type": type,
             "payload": body(type, data, now),
             "created_at": now,
         }
-        for employer, data in events
+        for message_id, (employer, data) in zip(given, events, strict=True)
         if employer in listening
     ]
     if not rows:

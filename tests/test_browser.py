@@ -1,5 +1,6 @@
 """C8 end to end in a real browser: gunicorn serves the job page, Debian's Chromium (driven by
-Playwright) fills the form and uploads a PDF, and the copy reaches a real SMTP server.
+Playwright) fills the form and uploads a PDF, and the copy reaches a real SMTP server. Every
+page in English and in French fits a 360 px phone, and the form works in both (C13).
 
 The screenshot (a phone-sized viewport) is saved to test-artifacts/job-page.png.
 """
@@ -152,9 +153,14 @@ def _keep_error(message: ConsoleMessage, errors: list[str]) -> None:
 
 @contextmanager
 def phone(
-    chromium: Path, tmp_path: Path, viewport: ViewportSize, console_errors: list[str]
+    chromium: Path,
+    tmp_path: Path,
+    viewport: ViewportSize,
+    console_errors: list[str],
+    locale: str = "en-CA",
 ) -> Iterator[Page]:
-    """A page in headless Chromium emulating a phone; console errors go to `console_errors`."""
+    """A page in headless Chromium emulating a phone set to `locale` (its Accept-Language);
+    console errors go to `console_errors`."""
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
             str(tmp_path / "profile"),
@@ -165,6 +171,7 @@ def phone(
             device_scale_factor=2,
             is_mobile=True,
             has_touch=True,
+            locale=locale,
         )
         try:
             page = context.pages[0] if context.pages else context.new_page()
@@ -221,7 +228,7 @@ def test_apply_in_chromium_and_the_copy_is_delivered(
         page.set_input_files("#resume", str(pdf))
         with page.expect_navigation():
             page.click("button[type=submit]")
-        assert page.url == f"{server.base}/jobs/{job['id']}/applied"
+        assert page.url == f"{server.base}/jobs/{job['id']}/applied?lang=en"
         assert page.locator("h1").inner_text() == "Thank you"
         page.screenshot(path=str(ARTIFACTS / "applied-page.png"))
     assert console_errors == []  # a CSP violation would be reported here
@@ -280,7 +287,7 @@ def test_the_form_takes_an_address_outside_ascii(
         page.fill("#email", "zoë@exemple.ca")
         with page.expect_navigation(timeout=5000):
             page.click("button[type=submit]")
-        assert page.url == f"{server.base}/jobs/{job['id']}/applied"
+        assert page.url == f"{server.base}/jobs/{job['id']}/applied?lang=en"
     [application] = call(server.base, "GET", "/api/v1.1/applications", key)["data"]
     assert application["email"] == "zoë@exemple.ca"
 
@@ -306,3 +313,81 @@ def test_a_refused_form_opens_at_its_messages(
         box = summary.bounding_box()
         assert box is not None and 0 <= box["y"] < NARROW["height"]
         assert summary.evaluate("e => e === document.activeElement")
+
+
+@pytest.mark.parametrize(
+    ("code", "words"),
+    [
+        (
+            "en",
+            {
+                "apply": "Send application",
+                "fix": "1 field needs fixing",
+                "thanks": "Thank you",
+                "missing": "Job not found",
+                "salary": "$60,000–$70,000 a year",
+            },
+        ),
+        (
+            "fr",
+            {
+                "apply": "Envoyer ma candidature",
+                "fix": "1 champ est à corriger",
+                "thanks": "Merci",
+                "missing": "Offre introuvable",
+                "salary": "60\u00a0000\u00a0$ à 70\u00a0000\u00a0$ par année",
+            },
+        ),
+    ],
+)
+def test_every_page_in_each_language_fits_a_narrow_phone_and_the_form_works(
+    chromium: Path, server: Server, tmp_path: Path, code: str, words: dict[str, str]
+) -> None:
+    """C13 at 360 px: the job page, the form with its errors, the thank-you page and the 404,
+    in English and in French (the longer one), without horizontal scrolling; the language
+    chosen by the browser's Accept-Language carries through the form."""
+    key = employer_key(server, "Boulangerie Érable")
+    salary = {"amount": 60000, "maxAmount": 70000, "period": {"id": 1}, "plusCommission": True}
+    body = job_body(
+        status="active",
+        salary=salary,
+        language="fr",
+        title="Boulangère ou boulanger de nuit",
+        description="<p>Pétrir, façonner et cuire le pain pour nos deux boutiques.</p>",
+        translation={"title": "Night baker", "description": "<p>Knead, shape and bake.</p>"},
+        locations=[{"description": "Quebec"}, {"description": "Montréal, QC"}],
+        categories=[{"id": 20}, {"id": 26}, {"id": 14}],
+    )
+    job = call(server.base, "POST", "/api/v1.1/jobs", key, body)
+    with phone(chromium, tmp_path, NARROW, [], locale=f"{code}-CA") as page:
+        response = page.goto(f"{server.base}/jobs/{job['id']}")
+        assert response is not None and response.headers["content-language"] == f"{code}-CA"
+        assert page.locator("html").get_attribute("lang") == f"{code}-CA"
+        assert words["salary"] in (page.locator(".facts").text_content() or "")
+        assert page.locator("button[type=submit]").inner_text() == words["apply"]
+        assert scroll_width(page) <= NARROW["width"]
+        page.screenshot(path=str(ARTIFACTS / f"job-page-{code}.png"), full_page=True)
+        page.fill("#name", "Zoë Tremblay")
+        page.fill("#email", "zoe@example.org")
+        page.fill("#phone", "call me")
+        with page.expect_navigation():
+            page.click("button[type=submit]")
+        assert words["fix"] in page.locator(".summary").inner_text()
+        assert scroll_width(page) <= NARROW["width"]
+        page.fill("#phone", "+1 514 555 0199")
+        with page.expect_navigation():
+            page.click("button[type=submit]")
+        assert page.url == f"{server.base}/jobs/{job['id']}/applied?lang={code}"
+        assert page.locator("h1").inner_text() == words["thanks"]
+        assert scroll_width(page) <= NARROW["width"]
+        # The link to the other language, then the 404 in the browser's language.
+        other = "fr" if code == "en" else "en"
+        with page.expect_navigation():
+            page.click(f"a[hreflang={other}]")
+        assert page.locator("html").get_attribute("lang") == f"{other}-CA"
+        response = page.goto(f"{server.base}/jobs/999999")
+        assert response is not None and response.status == 404
+        assert page.locator("h1").inner_text() == words["missing"]
+        assert scroll_width(page) <= NARROW["width"]
+    [application] = call(server.base, "GET", "/api/v1.1/applications", key)["data"]
+    assert application["phone"] == "+1 514 555 0199"

@@ -203,7 +203,9 @@ def test_demo_prints_a_fresh_key_and_writes_it_to_var_demo_key(stack: Stack) -> 
     assert stack.key == second["apiKey"]
     listed = stack.jobpost("employers", "list", "--json")
     demo = [e for e in json.loads(listed.stdout)["employers"] if e["name"] == "Demo Employer"]
-    assert demo == [{"id": second["employerId"], "name": "Demo Employer", "plan": "unlimited"}]
+    assert demo == [
+        {"id": second["employerId"], "name": "Demo Employer", "plan": "unlimited", "language": "en"}
+    ]
     # …and the earlier one still works (issuing a key revokes none)
     jobs = urllib.request.Request(stack.url("/api/v1.1/jobs"), headers={"API-Key": key})
     with urllib.request.urlopen(jobs, timeout=10) as response:

@@ -178,6 +178,11 @@ JOB: dict[str, Any] = {
     "applicantRoutingType": {"id": 1, "name": "Email"},
     "applicationEmail": "jobs@erable.test",
     "applicationUrl": None,
+    "language": "en",
+    "translation": {
+        "title": "Comptable principal ou principale",
+        "description": "<p>Joignez-vous à nous.</p>",
+    },
     "aiScreening": False,
     "existingVacancy": None,
     "takenDown": False,

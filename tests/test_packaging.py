@@ -49,6 +49,10 @@ def test_the_wheel_carries_code_migrations_and_documents(wheel: Path) -> None:
         "models/migrations/versions/0002_job_version.py",
         "workers/cli/__init__.py",
         "workers/cli/__main__.py",
+        "api/templates/job.html",  # the pages and emails, and their French (C13)
+        "workers/mail/templates/copy.txt",
+        "workers/mail/templates/copy.html",
+        "models/locale/fr/LC_MESSAGES/messages.mo",
     ):
         assert needed in names, f"{needed} is missing from the wheel"
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))

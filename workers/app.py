@@ -94,6 +94,21 @@ def worker_pool(concurrency: int, pool: str | None = None) -> str:
     return ONE_PROCESS_POOL if chosen == "solo" else chosen
 
 
+# A threads pool's worker reserves this many tasks per thread, the others one (C12's delivery
+# engine). A thread acknowledges its task itself; the worker's event loop, asleep with every
+# reservation taken, asks the broker for the next task only when it next wakes, and meanwhile
+# the thread waits: a quarter of the threads' time in the engine bench. With a second task
+# reserved per thread, a thread that finishes takes the next at once (docs/benchmarks.md).
+THREADS_PREFETCH_MULTIPLIER = 2
+
+
+def prefetch_multiplier(pool: str) -> int:
+    """Tasks a worker running `pool` (as `worker_pool` names it) reserves per thread or
+    process: `jobpost worker --prefetch-multiplier`. Reserved tasks are unacknowledged
+    messages: a worker that stops or dies hands them back (C8), as it does the one it runs."""
+    return THREADS_PREFETCH_MULTIPLIER if pool == "threads" else 1
+
+
 class TaskContext:
     """What the tasks of one process work with, as its entry point configured them: the
     settings, and sessions on an engine made on first use in each process, so that no
@@ -167,6 +182,8 @@ def make_celery(
         task_default_queue=EMAIL_QUEUE,
         task_routes={
             "jobpost.deliver": {"queue": EMAIL_QUEUE},
+            # Webhooks are network waits as copies are: the same workers overlap both (C12).
+            "jobpost.deliver_webhook": {"queue": EMAIL_QUEUE},
             "jobpost.*": {"queue": MAINTENANCE_QUEUE},
         },
         task_create_missing_queues=True,

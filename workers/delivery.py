@@ -51,7 +51,9 @@ def smtp_settings(settings: Settings) -> relay.SmtpSettings:
     )
 
 
-def copy_of(a: Application | Row[Any], resume: bytes | None) -> ApplicationCopy:
+def copy_of(
+    a: Application | Row[Any], resume: bytes | None, language: str | None = None
+) -> ApplicationCopy:
     """The employer's copy of an application, from its stored snapshot (C8): an Application,
     or a row with the same names (what `deliver` claims)."""
     return ApplicationCopy(
@@ -69,6 +71,7 @@ def copy_of(a: Application | Row[Any], resume: bytes | None) -> ApplicationCopy:
         resume_filename=a.resume_filename,
         resume_content_type=a.resume_content_type,
         resume=resume,
+        language=language or "en",
     )
 
 
@@ -88,6 +91,7 @@ claim_copy = outbox.Claim(
     "resume_filename",
     "resume_content_type",
     resume=True,
+    language=True,
 )
 
 
@@ -122,7 +126,7 @@ def _send(
     application_id, attempts = claimed.id, claimed.attempts
     lease_left = (claimed.lease_until - utcnow()).total_seconds()
     deadline = time.monotonic() + SEND_SHARE_OF_LEASE * lease_left
-    copy = copy_of(claimed, claimed.resume if claimed.resume_filename else None)
+    copy = copy_of(claimed, claimed.resume if claimed.resume_filename else None, claimed.language)
     try:
         message = mime.render(copy, mail_from=settings.mail_from)
     except ValueError as e:  # the copy's own data makes no safe message: no retry mends it

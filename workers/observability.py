@@ -31,8 +31,10 @@ TASKS = Counter(
     "Task runs by task name and outcome (succeeded, retried, failed, error).",
     ["task", "outcome"],
 )
-# What jobpost.deliver returns (workers.delivery) as an outcome; "sent" and "skipped" succeed.
-DELIVERY_OUTCOMES = {"retry": RETRIED, "failed": FAILED}
+# What jobpost.deliver (workers.delivery) and jobpost.deliver_webhook (workers.webhooks)
+# return, as an outcome; "sent", "succeeded", "skipped" and "lost" succeed. A webhook's 410
+# ("disabled") gave the delivery up.
+DELIVERY_OUTCOMES = {"retry": RETRIED, "failed": FAILED, "disabled": FAILED}
 _running: dict[str, tuple[float, Any]] = {}  # task id → (start, log context token)
 
 
@@ -43,7 +45,7 @@ def multiprocess() -> bool:
 
 def outcome(task_name: str, state: str, retval: Any) -> str:
     if state == "SUCCESS":
-        if task_name == "jobpost.deliver":
+        if task_name in ("jobpost.deliver", "jobpost.deliver_webhook"):
             return DELIVERY_OUTCOMES.get(str(retval), SUCCEEDED)
         return SUCCEEDED
     return RETRIED if state == "RETRY" else ERROR

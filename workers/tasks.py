@@ -15,12 +15,14 @@ from celery.signals import celeryd_after_setup, worker_process_shutdown, worker_
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import applications, idempotency, outbox, upkeep
+from models import webhook_delivery as webhook_deliveries
 from models.dates import on_day, today_in, utcnow
 from models.settings import Settings
 from models.unit_of_work import session_scope
 from workers import broker, delivery, enqueue
 from workers.app import make_celery, task_context
 from workers.mail import relay
+from workers.webhooks import delivery as webhook_delivery
 
 log = logging.getLogger("jobpost.tasks")
 
@@ -52,6 +54,13 @@ def deliver(task: Task, application_id: int, request_id: str | None = None) -> s
     return delivery.deliver(context.sessions(), context.settings, application_id)
 
 
+@shared_task(name="jobpost.deliver_webhook", bind=True)
+def deliver_webhook(task: Task, delivery_id: int) -> str:
+    """One attempt of one webhook delivery (C12), in any pool, on the email queue."""
+    context = task_context(task.app)
+    return webhook_delivery.deliver(context.sessions(), context.settings, delivery_id)
+
+
 def changed(task: str, count: int, what: str) -> int:
     """Each periodic task logs what it changed, once committed, and returns the count (C9)."""
     log.info("%s: %d %s", task, count, what, extra={"periodic_task": task, "changed": count})
@@ -66,11 +75,15 @@ def run_expire(factory: sessionmaker[Session], s: Settings, today: Any = None) -
 
 
 def run_refresh(factory: sessionmaker[Session], s: Settings, today: Any = None) -> int:
-    """Expiry first, then the refresh (models.upkeep.expire_and_refresh, C5); each logged."""
+    """Expiry first, then the refresh, then the job.expiring scan
+    (models.upkeep.expire_and_refresh, C5, C12); each logged."""
     day = today or today_in(s.timezone)
     done = upkeep.expire_and_refresh(factory, today=day)
     changed("expire", done.expired, f"active jobs closed before {day} archived")
-    return changed("refresh", done.refreshed, f"auto-refresh jobs re-published on {day}")
+    refreshed = changed("refresh", done.refreshed, f"auto-refresh jobs re-published on {day}")
+    # Their webhook deliveries go with the next sweep (a minute at most, C12).
+    changed("expiring", done.expiring, f"job.expiring events for jobs closing {day} or soon")
+    return refreshed
 
 
 def run_purge(factory: sessionmaker[Session], s: Settings, today: Any = None) -> int:
@@ -82,11 +95,15 @@ def run_purge(factory: sessionmaker[Session], s: Settings, today: Any = None) ->
     with session_scope(factory) as session:
         count = applications.purge(session, now=now, retention_days=days)
         keys = idempotency.purge(session, now=now)  # C14: the daily purge takes them too
+        hooks = webhook_deliveries.purge(session, now=now, retention_days=days)  # C12
+        # Endpoints failing for days with no new event would never be judged otherwise.
+        webhook_deliveries.disable_failing(session, now=now, timing=webhook_delivery.timing(s))
     what = (
         f"rows deleted ({count} finished applications older than {days} days, "
-        f"{keys} idempotency keys past their 24 hours)"
+        f"{keys} idempotency keys past their 24 hours, "
+        f"{hooks} finished webhook deliveries older than {days} days)"
     )
-    return changed("purge", count + keys, what)
+    return changed("purge", count + keys + hooks, what)
 
 
 def run_sweep(
@@ -98,10 +115,12 @@ def run_sweep(
     (the transport keeps them: `workers.broker.forget_taken`)."""
     with session_scope(factory) as session:
         ids = outbox.sweep(session, now=utcnow(), timing=delivery.timing(s))
+        hooks = webhook_deliveries.sweep(session, now=utcnow(), timing=webhook_delivery.timing(s))
     sender = celery or make_celery(s)
     try:
         for application_id in ids:
             enqueue.deliver(sender, application_id)
+        enqueue.deliver_webhooks(sender, hooks)
     finally:
         if celery is None:
             sender.close()
@@ -109,7 +128,11 @@ def run_sweep(
         broker.forget_taken(s.broker_url)
     except Exception as e:  # the next sweep tries again; what is due was enqueued all the same
         log.warning("sweep: cannot delete the broker's taken messages: %s", e)
-    return changed("sweep", len(ids), "outbox entries enqueued")
+    return changed(
+        "sweep",
+        len(ids) + len(hooks),
+        f"outbox entries ({len(ids)}) and webhook deliveries enqueued",
+    )
 
 
 RUNNERS = {"expire": run_expire, "refresh": run_refresh, "sweep": run_sweep, "purge": run_purge}

@@ -205,6 +205,7 @@ def test_the_employer_reads_and_changes_its_settings(
         "id": employer.id,
         "name": "Maple Corp",
         "plan": "standard",
+        "language": "en",
         "compliance": "warn",
         "ontario25Plus": True,
     }
@@ -237,3 +238,21 @@ def test_bad_settings_are_422_all_at_once_and_change_nothing(api: Api, employer:
         400,
         "malformed_json",
     )
+
+
+def test_a_job_in_quebec_complies_in_french_or_with_its_translation(
+    api: Api, sessions: sessionmaker[Session], employer: Account
+) -> None:
+    set_mode(sessions, employer, "enforce")
+    montreal = {"locations": [{"description": "Montréal, QC"}], "status": "active"}
+    french = api.post(JOBS, json=job_body(language="fr", **montreal), key=employer.key)
+    assert warning_codes(french) == []
+    translation = {"title": "Boulanger", "description": "<p>Faire du pain.</p>"}
+    translated = api.post(
+        JOBS, json=job_body(translation=translation, **montreal), key=employer.key
+    )
+    assert warning_codes(translated) == []
+    path = f"{JOBS}/{translated.json['id']}"
+    assert entries(api.put(path, json={"translation": None}, key=employer.key)) == [
+        ("translation", "french_version_required")
+    ]

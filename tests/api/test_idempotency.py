@@ -774,7 +774,9 @@ def test_a_double_submit_of_the_form_makes_one_application(service: Service) -> 
     job_id = service.job()
     fields = {**APPLICANT, "idempotencyKey": form_token(service, job_id)}
     first = submit(service, job_id, fields)
-    assert first.status_code == 303 and first.headers["location"] == f"/jobs/{job_id}/applied"
+    assert (
+        first.status_code == 303 and first.headers["location"] == f"/jobs/{job_id}/applied?lang=en"
+    )
     replayed(first, submit(service, job_id, fields))
     assert len(service.applications(job_id)) == 1 and len(service.enqueued) == 1
     # Sent back with other answers (the page kept in the browser's history): not applied.

@@ -134,7 +134,7 @@ def test_every_write_raises_the_version_by_one(
 
 def test_the_kept_representations_stay_within_their_bytes() -> None:
     entry = 1000 + OVERHEAD
-    kept = Representations(max_bytes=20 * entry)  # an entry may take a 16th
+    kept = Representations[int](max_bytes=20 * entry)  # an entry may take a 16th
     for job_id in range(40):
         kept.put(job_id, 1, "Maple", b"x" * 1000)
     assert kept.size == 20 * entry and len(kept) == 20
@@ -151,7 +151,7 @@ def test_the_kept_representations_stay_within_their_bytes() -> None:
 def test_a_kept_entry_is_served_only_for_its_version_and_employer_name(
     version: int, name: str
 ) -> None:
-    kept = Representations(max_bytes=10_000)
+    kept = Representations[int](max_bytes=10_000)
     kept.put(7, 1, "Maple", b"{}")
     assert kept.get(7, version, name) is None
     assert kept.get(7, 1, "Maple") is None  # a stale entry is dropped, not kept aside

@@ -30,7 +30,7 @@ from api import health, ratelimit
 from api.app import Collaborators, create_app
 from models import logs
 from models.dates import utcnow
-from models.entities import Application
+from models.entities import Application, WebhookDelivery, WebhookEndpoint
 from models.settings import Settings
 from tests.conftest import Api, nowhere_url
 from tests.factories import create_job, problem
@@ -338,6 +338,46 @@ def test_outbox_metrics_reflect_a_pending_application(
     assert value(text, "jobpost_queue_length", queue="maintenance") == 0
     assert value(text, "jobpost_metrics_source_up", source="database") == 1
     assert value(text, "jobpost_metrics_source_up", source="broker") == 1
+
+
+def test_webhook_metrics_reflect_a_pending_delivery(
+    settings: Settings, sessions: sessionmaker[Session], clock: Any, employer: Any
+) -> None:
+    """C12: deliveries by status, and the age of the oldest one not finished."""
+    api = build(settings, sessions, clock)
+    job = create_job(api, employer, status="active")
+    empty = scrape(api)
+    assert value(empty, "jobpost_webhook_deliveries", status="pending") == 0
+    assert value(empty, "jobpost_webhook_oldest_pending_seconds") == 0
+    with sessions() as s:
+        hook = WebhookEndpoint(
+            employer_id=employer.id,
+            url="https://hooks.example/x",
+            events='["*"]',
+            status="enabled",
+            secret="sealed",
+            created_at=utcnow(),
+            updated_at=utcnow(),
+        )
+        s.add(hook)
+        s.commit()
+    posted = api.post(
+        f"{API}/jobs/{job['id']}/applications",
+        json={"name": "Ana Silva", "email": "ana@example.org"},
+    )
+    assert posted.status_code == 202, posted.text
+    with sessions() as s:  # made ten minutes ago
+        s.execute(update(WebhookDelivery).values(created_at=utcnow() - timedelta(minutes=10)))
+        s.commit()
+    text = scrape(api)
+    assert samples(text, "jobpost_webhook_deliveries") == {
+        (("status", "pending"),): 1,
+        (("status", "sending"),): 0,
+        (("status", "succeeded"),): 0,
+        (("status", "failed"),): 0,
+        (("status", "cancelled"),): 0,
+    }
+    assert 600 <= value(text, "jobpost_webhook_oldest_pending_seconds") < 700
 
 
 def slow_depths() -> dict[str, int]:

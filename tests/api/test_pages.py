@@ -95,17 +95,23 @@ def test_email_job_page_shows_each_field_and_the_form(
     assert "Maple Corp" in page and "Confidential employer" not in page
     assert "Toronto, ON; Ottawa, ON" in page and "Full Time" in page
     assert "$60,000–$70,000 a year, plus commission" in page
-    assert "Closes" in page and "9 May 2026" in page  # publishDate 10 March + 60 days (C4)
+    assert "Closes" in page and "May 9, 2026" in page  # publishDate 10 March + 60 days (C4, C13)
     assert "<p>Bake <strong>bread</strong>.</p>" in page
     assert 'name="viewport"' in page
     assert '<section id="apply">' in page
-    assert f'action="/jobs/{job["id"]}/apply"' in page and 'enctype="multipart/form-data"' in page
+    action = f'action="/jobs/{job["id"]}/apply?lang=en"'
+    assert action in page and 'enctype="multipart/form-data"' in page
     for name in ("name", "email", "phone", "coverLetter", "resume", "website"):
         assert f'name="{name}"' in page
     assert re.search(r'<input id="website" name="website"[^>]*>', page)
     assert 'type="file"' in page
-    loaded = [link for link in re.findall(r"<link[^>]*>", page) if "canonical" not in link]
-    assert loaded == ['<link rel="icon" href="data:,">']  # a canonical link loads nothing
+    # Canonical and alternate (C13) links load nothing.
+    loaded = [
+        link
+        for link in re.findall(r"<link[^>]*>", page)
+        if not re.match('<link rel="(canonical|alternate)"', link)
+    ]
+    assert loaded == ['<link rel="icon" href="data:,">']
     assert "src=" not in page  # no external assets
 
 
@@ -229,7 +235,8 @@ def test_each_address_of_a_job_page_names_one_canonical_address(
     for path in (f"/jobs/{job['id']}", f"/jobs/0{job['id']}", f"/jobs/{job['id']}/"):
         page = assert_html(pages(app).simulate_get(path), 200)
         links = re.findall(r'<link rel="canonical" href="([^"]+)">', page)
-        assert links == [f"http://falconframework.org/jobs/{job['id']}"], path
+        # Each language's page is its own (C13): English by default.
+        assert links == [f"http://falconframework.org/jobs/{job['id']}?lang=en"], path
 
 
 def test_confidential_job_hides_the_employer(app: WsgiApp, api: Any, employer: Any) -> None:
@@ -327,7 +334,7 @@ def test_form_success_is_a_303_and_the_application_is_stored(
         f"/jobs/{job['id']}/apply", **multipart(APPLICANT, ("my cv.pdf", PDF))
     )
     assert result.status_code == 303, result.text
-    assert result.headers["location"] == f"/jobs/{job['id']}/applied"
+    assert result.headers["location"] == f"/jobs/{job['id']}/applied?lang=en"
     thanks = assert_html(client.simulate_get(result.headers["location"]), 200)
     assert "Thank you" in thanks and "Senior Baker" in thanks
     [application] = stored(api, employer)
@@ -426,7 +433,7 @@ def test_honeypot_filled_is_the_normal_success_and_nothing_is_stored(
     fields = {**APPLICANT, "website": "https://spam.example"}
     result = pages(app).simulate_post(f"/jobs/{job['id']}/apply", **multipart(fields))
     assert result.status_code == 303
-    assert result.headers["location"] == f"/jobs/{job['id']}/applied"
+    assert result.headers["location"] == f"/jobs/{job['id']}/applied?lang=en"
     assert stored(api, employer) == []
 
 

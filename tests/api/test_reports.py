@@ -181,14 +181,6 @@ def test_taking_a_job_down_emits_job_taken_down_with_the_job_header(
         assert len(resolved.deliveries) == 1  # the endpoint that takes job.taken_down only
     payload = json.loads(message.payload)
     assert payload["type"] == "job.taken_down"
-    header = payload["data"]
-    assert header == {
-        "id": job["id"],
-        "referenceId": "H-1",
-        "employer": {"id": employer.id, "name": "Maple Corp"},
-        "title": job["title"],
-        "publishDate": job["publishDate"],
-        "locations": job["locations"],
-        "confidential": False,
-        "status": "archived",
-    }
+    listed = api.get(JOBS, key=employer.key).json["data"]
+    assert payload["data"] == next(j for j in listed if j["id"] == job["id"])  # the header
+    assert payload["data"]["status"] == "archived"

@@ -41,6 +41,9 @@ def job(**changes: object) -> StoredJob:
         ai_screening=False,
         existing_vacancy=True,
         taken_down=False,
+        language="en",
+        translation_title=None,
+        translation_description=None,
         version=1,
         locations=(),
         category_ids=(12,),
@@ -169,6 +172,17 @@ def test_enforce_refuses_with_every_entry_but_the_canadian_experience_one() -> N
 
 def test_quebec_asks_for_the_posting_in_french() -> None:
     assert check(job(), {"QC"}) == [("translation", "french_version_required")]
+    assert check(job(language="fr"), {"QC"}) == []
+    translated = job(translation_title="Boulanger", translation_description="<p>Pain.</p>")
+    assert check(translated, {"QC"}) == []
+
+
+def test_the_translation_is_read_for_canadian_experience() -> None:
+    translated = job(
+        translation_title="Boulanger",
+        translation_description="<p>Expérience canadienne exigée</p>",
+    )
+    assert check(translated, {"ON"}) == [("description", "canadian_experience_requirement")]
 
 
 @pytest.mark.parametrize("status", ["draft", "archived"])

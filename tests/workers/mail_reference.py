@@ -32,8 +32,9 @@ def build_message(copy: ApplicationCopy, *, mail_from: str) -> EmailMessage:
     msg["Message-ID"] = message_id(copy.application_id, sender_domain(mail_from))
     msg["Date"] = format_datetime(utc(copy.received_at))
     rows = summary_rows(copy)
-    msg.set_content(text_body(rows, copy.cover_letter), cte="quoted-printable")
-    msg.add_alternative(html_body(rows, copy.cover_letter), subtype="html", cte="quoted-printable")
+    msg.set_content(text_body(rows, copy.cover_letter, copy.language), cte="quoted-printable")
+    html = html_body(rows, copy.cover_letter, copy.language)
+    msg.add_alternative(html, subtype="html", cte="quoted-printable")
     if copy.resume is not None:
         _attach(msg, copy.resume, copy.resume_content_type, copy.resume_filename)
     return msg

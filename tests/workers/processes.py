@@ -15,7 +15,7 @@ from typing import Any
 from models.settings import VARIABLES
 from tests.conftest import SmtpSink
 from tests.harness import JOBPOST, ROOT, Program, SmtpServer, free_port
-from workers.app import worker_pool
+from workers.app import prefetch_multiplier, worker_pool
 
 # Every variable jobpost reads: a worker sees only the values its test gives it.
 C9_VARIABLES = VARIABLES
@@ -44,7 +44,8 @@ LIMITED_WORKER = WORKER_APP + (
 
 class Worker(Program):
     """`celery worker` in a session (process group) of its own, logging to a file, with the
-    pool `jobpost worker --concurrency N [--pool P]` would run (workers.app.worker_pool)."""
+    pool and prefetch `jobpost worker --concurrency N [--pool P]` would run
+    (workers.app.worker_pool, workers.app.prefetch_multiplier)."""
 
     def __init__(
         self,
@@ -59,6 +60,7 @@ class Worker(Program):
         """`time_limits`: (soft, hard) seconds instead of the app's task time limits; `pool`:
         solo, prefork or threads, as `jobpost worker --pool`."""
         env, pool = dict(env), worker_pool(concurrency, pool)
+        prefetch = prefetch_multiplier(pool)
         if ":" in pool:  # given by module path: Celery's "custom" pool
             env["CELERY_CUSTOM_WORKER_POOL"], pool = pool, "custom"
         celery = [sys.executable, "-c", CELERY_WORKER]
@@ -72,6 +74,8 @@ class Worker(Program):
             str(concurrency),
             "--pool",
             pool,
+            "--prefetch-multiplier",
+            str(prefetch),
             "--loglevel",
             "INFO",
             "-n",

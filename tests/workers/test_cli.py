@@ -138,12 +138,15 @@ def test_employers_set_changes_the_c13_settings_and_prints_them(
         "id": employer.id,
         "name": "Érable Inc",
         "plan": "standard",
+        "language": "en",
         "compliance": "enforce",
         "ontario25Plus": False,
     }
     assert main(["employers", "set", str(employer.id), "--ontario-25-plus", "yes"]) == 0
     said = capsys.readouterr().out
-    assert said == f"Employer {employer.id}: compliance enforce, 25+ employees in Ontario: yes.\n"
+    assert said == (
+        f"Employer {employer.id}: language en, compliance enforce, 25+ employees in Ontario: yes.\n"
+    )
     with copy() as s:
         stored = employers.get_employer(s, employer.id)
         assert (stored.compliance, stored.ontario25_plus) == ("enforce", True)
@@ -201,3 +204,26 @@ def test_reports_list_show_and_resolve(copy: sessionmaker[Session], capsys: Any)
     assert main(["reports", "show", "999"]) == 1
     with pytest.raises(SystemExit):
         main(["reports", "resolve", str(first)])  # --dismiss or --take-down: a usage error
+
+
+def test_employers_create_and_set_choose_the_language_of_the_emails(
+    copy: sessionmaker[Session], capsys: Any
+) -> None:
+    """C13: `employers create --language` and `employers set ID --language`."""
+    assert main(["employers", "create", "Érable inc.", "--language", "fr", "--json"]) == 0
+    created = orjson.loads(capsys.readouterr().out)["employerId"]
+    assert main(["employers", "create", "Maple Ltd", "--json"]) == 0
+    default = orjson.loads(capsys.readouterr().out)["employerId"]
+    assert main(["employers", "list", "--json"]) == 0
+    listed = {e["id"]: e["language"] for e in orjson.loads(capsys.readouterr().out)["employers"]}
+    assert listed[created] == "fr" and listed[default] == "en"
+    assert main(["employers", "set", str(created), "--language", "en", "--json"]) == 0
+    shown = orjson.loads(capsys.readouterr().out)
+    assert (shown["id"], shown["language"]) == (created, "en")
+    assert main(["employers", "set", str(default), "--json"]) == 0  # nothing given: unchanged
+    assert orjson.loads(capsys.readouterr().out)["language"] == "en"
+    with copy() as s:
+        assert employers.get_employer(s, created).language == "en"
+    with pytest.raises(SystemExit):
+        main(["employers", "set", str(created), "--language", "de"])
+    capsys.readouterr()

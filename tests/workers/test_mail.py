@@ -138,6 +138,30 @@ def test_naive_received_at_is_taken_as_utc() -> None:
     assert build_message(naive, mail_from=MAIL_FROM)["Date"].datetime == COPY.received_at
 
 
+def test_a_copy_to_a_french_speaking_employer_is_in_french_in_every_part() -> None:
+    """C13: subject, text and HTML parts in the employer's language; the applicant's words
+    are left as written and the HTML part still escapes them."""
+    message = parsed(dataclasses.replace(COPY, language="fr", phone=None, job_id=None))
+    assert message["Subject"] == "Nouvelle candidature\u00a0: Développeuse Python [REF-2024-01]"
+    text = message.get_body(("plain",))
+    html = message.get_body(("html",))
+    assert text is not None and html is not None
+    words = text.get_content()
+    for line in (
+        "Poste\u00a0: Développeuse Python",
+        "Numéro de l’offre\u00a0: aucun (offre supprimée)",
+        "Téléphone\u00a0: non fourni",
+        "CV\u00a0: Elodie Cote CV.pdf",
+        "Lettre de présentation\u00a0:",
+    ):
+        assert line in words
+    page = html.get_content()
+    assert '<html lang="fr-CA">' in page and "<h1>Nouvelle candidature</h1>" in page
+    assert "<th align='left'>Courriel</th>" in page and "&lt;b&gt;I&lt;/b&gt;" in page
+    english = parsed(COPY)
+    assert english["Subject"] == "New application: Développeuse Python [REF-2024-01]"
+
+
 def test_message_id_is_the_same_on_every_attempt() -> None:
     # C8: a re-sent copy carries the same Message-ID so mail systems can de-duplicate.
     first, again = parsed(), parsed()
@@ -190,6 +214,7 @@ COPIES = {
     "plain": PLAIN,
     "international": INTERNATIONAL,
     "text résumé": TEXT_RESUME,
+    "french": dataclasses.replace(COPY, language="fr"),  # no-break spaces in the subject (C13)
 }
 SENDERS = [MAIL_FROM, "Jobpost Québec <emplois@jobs.example>", "jobpost@localhost"]
 

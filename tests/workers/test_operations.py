@@ -630,3 +630,7 @@ def test_a_task_that_raises_counts_as_an_error_not_as_a_copy_given_up(
     assert count("error") == before["error"] + 1
     assert count("failed") == before["failed"]
     assert observability.outcome("jobpost.deliver", "SUCCESS", "failed") == "failed"
+    webhook = "jobpost.deliver_webhook"  # C12: a webhook attempt's outcomes alike
+    assert observability.outcome(webhook, "SUCCESS", "retry") == "retried"
+    assert observability.outcome(webhook, "SUCCESS", "disabled") == "failed"
+    assert observability.outcome(webhook, "SUCCESS", "succeeded") == "succeeded"

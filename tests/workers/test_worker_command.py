@@ -53,24 +53,26 @@ def test_a_worker_is_named_by_its_pid_unless_told_otherwise(
 
 
 @pytest.mark.parametrize(
-    ("argv", "pool"),
+    ("argv", "pool", "prefetch"),
     [
-        (["worker", "--concurrency", "1"], "workers.solo:TaskPool"),
-        (["worker", "--concurrency", "4"], "prefork"),
-        (["worker", "--pool", "threads", "--concurrency", "16"], "threads"),
-        (["worker", "--pool", "prefork", "--concurrency", "1"], "prefork"),
-        (["worker", "--pool", "solo"], "workers.solo:TaskPool"),
+        (["worker", "--concurrency", "1"], "workers.solo:TaskPool", "1"),
+        (["worker", "--concurrency", "4"], "prefork", "1"),
+        (["worker", "--pool", "threads", "--concurrency", "16"], "threads", "2"),
+        (["worker", "--pool", "prefork", "--concurrency", "1"], "prefork", "1"),
+        (["worker", "--pool", "solo"], "workers.solo:TaskPool", "1"),
     ],
 )
 def test_the_pool_is_the_one_asked_for_else_chosen_by_concurrency(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, argv: list[str], pool: str
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, argv: list[str], pool: str, prefetch: str
 ) -> None:
-    """C12's delivery engine: `--pool threads` overlaps network waits in one process."""
+    """C12's delivery engine: `--pool threads` overlaps network waits in one process, and
+    reserves a second task per thread (workers.app.prefetch_multiplier); the others one."""
     pools: list[str | None] = []
+    started: list[list[str]] = []
 
     def worker_app(settings: Settings, pool: str | None = None) -> App:
         pools.append(pool)
-        return App([])
+        return App(started)
 
     monkeypatch.setattr(api.server, "prepare_metrics_dir", str)
     monkeypatch.setattr(os, "cpu_count", lambda: 1)  # the default concurrency, here and in CI
@@ -78,6 +80,8 @@ def test_the_pool_is_the_one_asked_for_else_chosen_by_concurrency(
     settings = Settings.from_env({"JOBPOST_VAR_DIR": str(tmp_path)})
     assert services.worker(parser().parse_args(argv), Command(settings)) == 0
     assert pools == [pool]
+    [options] = started
+    assert options[options.index("--prefetch-multiplier") + 1] == prefetch
 
 
 def test_a_solo_pool_of_several_tasks_at_once_is_refused(tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ from tests.harness import RedisServer, wait_for
 from tests.services import private_redis, require_postgres, scratch_postgres
 from tests.workers.processes import SinkServer, SlowSink, Worker, worker_env
 from workers import delivery, enqueue
-from workers.app import make_celery
+from workers.app import make_celery, prefetch_multiplier, worker_pool
 from workers.mail import content, relay
 from workers.tasks import run_sweep
 
@@ -142,6 +142,7 @@ class Stack:
         concurrency: int = 1,
         time_limits: tuple[float, float] | None = None,
         pool: str | None = None,
+        extra: dict[str, str] | None = None,
     ) -> Worker:
         n = len(self.workers) + 1
         env = worker_env(
@@ -149,6 +150,7 @@ class Stack:
             broker_url=self.broker_url,
             smtp_port=smtp_port,
             workdir=self.workdir,
+            extra=extra,
         )
         name = f"w{n}-{secrets.token_hex(3)}"
         log = self.workdir / f"worker-{n}.log"
@@ -227,10 +229,10 @@ def _stop_workers(s: Stack) -> None:
 # --- data, through the domain functions ------------------------------------------------------
 
 
-def open_job(s: Stack, **overrides: Any) -> int:
-    """An active job routed by email, committed."""
+def open_job(s: Stack, language: str = "en", **overrides: Any) -> int:
+    """An active job routed by email, of an employer reading `language`, committed."""
     with session_scope(s.sessions) as session:
-        employer = employers.create_employer(session, "Maple Corp")
+        employer = employers.create_employer(session, "Maple Corp", language=language)
         body = job_body(status="active", **overrides)
         job = jobs.create(session, employer, body, today=today_in(s.settings.timezone))
         return job.id
@@ -340,6 +342,33 @@ def test_a_worker_delivers_the_copy_once(stack: Stack, sink: SinkServer) -> None
     assert message["Reply-To"].addresses[0].addr_spec == "a0@example.org"
     [attachment] = list(message.iter_attachments())
     assert attachment.get_content() == PDF  # the résumé bytes travelled through the database
+
+
+@pytest.mark.parametrize("stack", MAIN_STACKS, indirect=True)
+def test_a_french_speaking_employer_gets_the_copy_in_french_and_a_change_counts(
+    stack: Stack, sink: SinkServer
+) -> None:
+    """C13: the copy is in the employer's language as it is when the copy is sent."""
+    received = sink.start()
+    job_id = open_job(stack, language="fr", referenceId="BOU-1")
+    [first] = apply(stack, job_id)
+    stack.start_worker(sink.port)
+    stack.enqueue(first)
+    wait_for(lambda: entry(stack, first).status == "sent", timeout=60, what="the copy sent")
+    message = received.messages[0]
+    assert message["Subject"] == "Nouvelle candidature\u00a0: Senior Baker [BOU-1]"
+    text = message.get_body(("plain",))
+    html = message.get_body(("html",))
+    assert text is not None and html is not None
+    assert "Lettre de présentation\u00a0:" in text.get_content()
+    assert '<html lang="fr-CA">' in html.get_content() and "Téléphone" in html.get_content()
+    with session_scope(stack.sessions) as session:
+        employer_id = session.get_one(Job, job_id).employer_id
+        employers.set_language(session, employer_id, "en")
+    [second] = apply(stack, job_id)
+    stack.enqueue(second)
+    wait_for(lambda: entry(stack, second).status == "sent", timeout=60, what="the copy sent")
+    assert received.messages[1]["Subject"] == "New application: Senior Baker [BOU-1]"
 
 
 @pytest.mark.parametrize("stack", MAIN_STACKS, indirect=True)
@@ -996,3 +1025,53 @@ def test_in_each_pool_a_worker_killed_mid_send_hands_the_copy_on_after_the_lease
         assert entry(stack, app_id).attempts == 2
         assert 1 <= len(received.message_ids()) <= 2
         assert set(received.message_ids()) == {message_id(app_id)}
+
+
+@pytest.mark.parametrize("pool", EVERY_POOL)
+@pytest.mark.parametrize("stack", [REDIS_POSTGRES], indirect=True)
+def test_in_each_pool_a_warm_shutdown_hands_back_the_reserved_tasks_unclaimed(
+    stack: Stack, pool: str
+) -> None:
+    """A threads worker reserves two tasks per thread (workers.app.prefetch_multiplier), the
+    other pools one. While the relay holds every running send, the reserved rest wait
+    unacknowledged in Redis, unclaimed; a warm shutdown finishes and records the running
+    sends and hands the rest back to the queue, and a second worker sends them: every copy
+    once, none claimed twice."""
+    import redis
+
+    assert stack.redis is not None
+    concurrency = concurrency_of(pool)
+    reserved = concurrency * prefetch_multiplier(pool)
+    client = redis.Redis.from_url(stack.redis.url)
+    with pool_sink(delay=1.5) as (server, received):
+        ids = apply(stack, open_job(stack), concurrency * 3)
+        for app_id in ids:
+            stack.enqueue(app_id)
+        first = stack.start_worker(server.port, concurrency=concurrency, pool=pool)
+        seen: list[tuple[int, int]] = []
+
+        def held() -> bool:
+            seen.append((received.in_data, client.hlen("unacked")))
+            return seen[-1] == (concurrency, reserved)
+
+        what = f"{concurrency} sends held by the relay, {reserved} tasks reserved"
+        try:
+            wait_for(held, timeout=30, what=what)
+        except AssertionError as e:
+            raise AssertionError(f"{e}; (held, reserved) last seen: {sorted(set(seen))}") from None
+        assert sum(e.status == "sending" for e in entries(stack, ids).values()) == concurrency
+        first.stop(timeout=30)  # SIGTERM: Celery's warm shutdown
+        assert first.proc.returncode == 0
+        assert sum(e.status == "sent" for e in entries(stack, ids).values()) == concurrency
+        assert client.hlen("unacked") == 0  # handed back, none kept for the visibility timeout
+        assert client.llen("email") == len(ids) - concurrency
+        stack.start_worker(server.port, concurrency=concurrency, pool=pool)
+        wait_for(lambda: all_in(stack, ids, "sent"), timeout=90, what="every copy sent")
+    client.close()
+    assert sorted(received.message_ids()) == sorted(message_id(i) for i in ids)
+    assert {e.attempts for e in entries(stack, ids).values()} == {1}
+
+
+def test_only_a_threads_worker_reserves_more_than_it_runs() -> None:
+    assert prefetch_multiplier(worker_pool(4, "threads")) == 2
+    assert prefetch_multiplier(worker_pool(4)) == prefetch_multiplier(worker_pool(1)) == 1

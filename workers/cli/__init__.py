@@ -20,6 +20,7 @@ from models import compliance, logs
 from models.employers import PLANS
 from models.engines import database_said
 from models.errors import DomainError
+from models.i18n import DEFAULT, LANGUAGES
 from models.secrets import MissingKey
 from models.settings import Settings
 from workers.cli import database, employers, operations, reports, services, webhooks
@@ -43,14 +44,16 @@ def parser() -> argparse.ArgumentParser:
     c = cmd(emp, "create", employers.employers_create, "create an employer and its first key")
     c.add_argument("name")
     c.add_argument("--plan", choices=PLANS, default="standard")
+    c.add_argument("--language", choices=LANGUAGES, default=DEFAULT, help="of its emails (C13)")
     cmd(emp, "list", employers.employers_list, "list employers")
+    c = cmd(emp, "set", employers.employers_set, "change an employer's settings (C13)")
+    c.add_argument("id", type=int)
+    c.add_argument("--language", choices=LANGUAGES, help="of the emails it receives")
+    c.add_argument("--compliance", choices=compliance.MODES)
+    c.add_argument("--ontario-25-plus", choices=("yes", "no"), dest="ontario25_plus")
     c = cmd(emp, "set-plan", employers.employers_set_plan, "change an employer's plan")
     c.add_argument("id", type=int)
     c.add_argument("plan", choices=PLANS)
-    c = cmd(emp, "set", employers.employers_set, "change an employer's C13 settings")
-    c.add_argument("id", type=int)
-    c.add_argument("--compliance", choices=compliance.MODES)
-    c.add_argument("--ontario-25-plus", choices=("yes", "no"), dest="ontario25_plus")
 
     keys = sub.add_parser("keys", help="API keys").add_subparsers(dest="sub", required=True)
     c = cmd(keys, "create", employers.keys_create, "issue a new key to an employer")
@@ -138,6 +141,13 @@ def parser() -> argparse.ArgumentParser:
     hook = hooks.add_subparsers(dest="sub", required=True)
     c = cmd(hook, "list", webhooks.webhooks_list, "webhook endpoints, oldest first, no secrets")
     c.add_argument("--employer", type=int, help="only this employer's")
+    c = cmd(hook, "deliveries", webhooks.deliveries, "an endpoint's deliveries, newest first")
+    c.add_argument("webhook_id", type=int)
+    c = cmd(hook, "retry", webhooks.deliveries_retry, "failed deliveries sent again, schedule anew")
+    c.add_argument("webhook_id", type=int)
+    which = c.add_mutually_exclusive_group(required=True)
+    which.add_argument("message_id", nargs="?")
+    which.add_argument("--all-failed", action="store_true")
     return p
 
 

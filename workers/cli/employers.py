@@ -11,12 +11,13 @@ from workers.cli.command import Command, out
 
 def employers_create(args: argparse.Namespace, command: Command) -> int:
     with session_scope(command.sessions) as s:
-        employer = employers.create_employer(s, args.name, args.plan)
+        employer = employers.create_employer(s, args.name, args.plan, args.language)
         issued = employers.issue_key(s, employer.id)
     out(
         args,
         {"employerId": employer.id, "apiKey": issued.key},
-        f"Employer {employer.id} ({employer.name}, {employer.plan}) created.\n"
+        f"Employer {employer.id} ({employer.name}, {employer.plan}, {employer.language}) "
+        "created.\n"
         f"API key (shown once): {issued.key}",
     )
     return 0
@@ -24,7 +25,10 @@ def employers_create(args: argparse.Namespace, command: Command) -> int:
 
 def employers_list(args: argparse.Namespace, command: Command) -> int:
     with session_scope(command.sessions) as s:
-        rows = [{"id": e.id, "name": e.name, "plan": e.plan} for e in employers.list_employers(s)]
+        rows = [
+            {"id": e.id, "name": e.name, "plan": e.plan, "language": e.language}
+            for e in employers.list_employers(s)
+        ]
     lines = [f"{r['id']:>6}  {r['plan']:<9}  {r['name']}" for r in rows]
     out(args, {"employers": rows}, "\n".join(["    id  plan       name", *lines]))
     return 0
@@ -42,10 +46,12 @@ def employers_set_plan(args: argparse.Namespace, command: Command) -> int:
 
 
 def employers_set(args: argparse.Namespace, command: Command) -> int:
-    """`jobpost employers set ID [--compliance M] [--ontario-25-plus yes|no]` (C13); prints
-    the employer as GET /employer shows it."""
+    """`jobpost employers set ID [--language L] [--compliance M] [--ontario-25-plus yes|no]`
+    (C13): what is not given is left as it is; prints the employer as GET /employer does."""
     ontario = None if args.ontario25_plus is None else args.ontario25_plus == "yes"
     with session_scope(command.sessions) as s:
+        if args.language is not None:
+            employers.set_language(s, args.id, args.language)
         employer = employers.set_compliance(
             s, args.id, mode=args.compliance, ontario25_plus=ontario
         )
@@ -53,8 +59,9 @@ def employers_set(args: argparse.Namespace, command: Command) -> int:
     out(
         args,
         shown,
-        f"Employer {shown['id']}: compliance {shown['compliance']}, "
-        f"25+ employees in Ontario: {'yes' if shown['ontario25Plus'] else 'no'}.",
+        f"Employer {shown['id']}: language {shown['language']}, compliance "
+        f"{shown['compliance']}, 25+ employees in Ontario: "
+        f"{'yes' if shown['ontario25Plus'] else 'no'}.",
     )
     return 0
 

@@ -43,7 +43,7 @@ def serve(args: argparse.Namespace, command: Command) -> int:
 
 def worker(args: argparse.Namespace, command: Command) -> int:
     from api.server import prepare_metrics_dir
-    from workers.app import EMAIL_QUEUE, MAINTENANCE_QUEUE, worker_pool
+    from workers.app import EMAIL_QUEUE, MAINTENANCE_QUEUE, prefetch_multiplier, worker_pool
 
     settings = command.settings
     key_needed(command)
@@ -61,8 +61,10 @@ def worker(args: argparse.Namespace, command: Command) -> int:
         logging.getLogger(name).setLevel(logging.WARNING)
     name = args.name or DEFAULT_NODE_NAME.format(pid=os.getpid())
     queues = f"{EMAIL_QUEUE},{MAINTENANCE_QUEUE}"
+    pool = worker_pool(concurrency, args.pool)
     options = ["-Q", queues, "--loglevel", "INFO", "--concurrency", str(concurrency), "-n", name]
-    worker_app(settings, pool=worker_pool(concurrency, args.pool)).worker_main(["worker", *options])
+    options += ["--prefetch-multiplier", str(prefetch_multiplier(pool))]
+    worker_app(settings, pool=pool).worker_main(["worker", *options])
     return 0
 
 

@@ -1,4 +1,5 @@
-"""`jobpost webhooks list` (C12, C14): the endpoints of every employer, or of one."""
+"""`jobpost webhooks list|deliveries|retry` (C12, C14): the endpoints of every employer, or
+of one; an endpoint's deliveries; failed ones sent again with the retry schedule anew."""
 
 from __future__ import annotations
 
@@ -8,12 +9,16 @@ import logging
 from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError
 
-from models import webhooks
+from api.webhooks import delivery as delivery_shape  # the API's own shape (C14)
+from models import webhook_delivery, webhooks
+from models.dates import utcnow
 from models.entities import WebhookEndpoint
 from models.unit_of_work import session_scope
+from workers import enqueue
 from workers.cli.command import Command, out
 
 log = logging.getLogger("jobpost.cli")
+EVERY = 1_000_000  # an operator's listing is not paged
 
 
 def webhooks_list(args: argparse.Namespace, command: Command) -> int:
@@ -43,3 +48,47 @@ def key_needed(command: Command) -> None:
             webhooks.key_needed(s, command.settings)
     except DBAPIError as e:
         log.debug("webhook key not checked: %s", e)
+
+
+def _endpoint(command: Command, webhook_id: int) -> None:
+    with command.sessions() as s:
+        if s.get(WebhookEndpoint, webhook_id) is None:
+            raise ValueError(f"no webhook {webhook_id}")
+
+
+def deliveries(args: argparse.Namespace, command: Command) -> int:
+    """An endpoint's deliveries, newest first, as the API shows them."""
+    _endpoint(command, args.webhook_id)
+    with command.sessions() as s:
+        page = webhooks.list_deliveries(s, args.webhook_id, status=None, limit=EVERY, offset=0)
+    data = [delivery_shape(d) for d in page.deliveries]
+    lines = [f"{'message':<28} {'event':<22} {'status':<10} {'attempts':>8} {'code':>4}  error"]
+    for d in data:
+        code = "" if d["lastStatusCode"] is None else str(d["lastStatusCode"])
+        lines.append(
+            f"{d['id']:<28} {d['event']:<22} {d['status']:<10} {d['attempts']:>8} {code:>4}  "
+            f"{d['lastError'] or ''}"
+        )
+    out(args, {"data": data}, "\n".join(lines))
+    return 0
+
+
+def deliveries_retry(args: argparse.Namespace, command: Command) -> int:
+    """Failed deliveries of an endpoint (one message's, or all) back to pending, and
+    enqueued; a delivery that has not failed is refused, as by the API (C12)."""
+    if (args.message_id is None) == (not args.all_failed):
+        raise ValueError("name a MESSAGE_ID or --all-failed")
+    _endpoint(command, args.webhook_id)
+    with session_scope(command.sessions) as s:
+        if args.message_id is not None:
+            ids = [webhooks.retry_delivery(s, args.webhook_id, args.message_id, now=utcnow())]
+        else:
+            ids = webhook_delivery.retry_failed(s, args.webhook_id, None, now=utcnow())
+    queued = enqueue.deliver_webhooks(command.celery, ids)
+    out(
+        args,
+        {"retried": len(ids), "enqueued": queued},
+        f"{len(ids)} failed deliveries back to pending; {queued} enqueued"
+        + ("" if queued == len(ids) else " (the sweeper enqueues the rest)"),
+    )
+    return 0

@@ -1,14 +1,20 @@
 """What an application's copy says (C8): its snapshot of the application, its subject,
-its Message-ID and the rows of its text and HTML bodies. `mime` writes it as bytes."""
+its Message-ID and the rows of its text and HTML bodies, in the employer's language (C13),
+from the templates in workers/mail/templates. `mime` writes it as bytes."""
 
 from __future__ import annotations
 
-import html
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.headerregistry import Address
 from email.utils import parseaddr
+from pathlib import Path
+
+from models import i18n
+
+TEMPLATES = i18n.environment(Path(__file__).parent / "templates")
+i18n.precompile(TEMPLATES)
 
 
 @dataclass(frozen=True)
@@ -29,6 +35,7 @@ class ApplicationCopy:
     resume_filename: str | None
     resume_content_type: str | None
     resume: bytes | None
+    language: str = i18n.DEFAULT  # the employer's (C13)
 
 
 def message_id(application_id: int, domain: str) -> str:
@@ -41,8 +48,12 @@ def utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
+# Whitespace but the no-break spaces French typography puts before « : » and the like (C13).
+_SPACES = re.compile(r"(?:(?![\u00a0\u202f])\s)+")
+
+
 def _one_line(value: str) -> str:
-    return " ".join(value.split())
+    return _SPACES.sub(" ", value).strip()
 
 
 def applicant_address(copy: ApplicationCopy) -> Address:
@@ -53,7 +64,8 @@ def applicant_address(copy: ApplicationCopy) -> Address:
 
 def subject_of(copy: ApplicationCopy) -> str:
     """The job's title, and its reference in brackets when it has one, on one line."""
-    subject = f"New application: {copy.job_title}"
+    lang = i18n.language(copy.language)
+    subject = lang.gettext("New application: %(title)s") % {"title": copy.job_title}
     if copy.reference_id is not None:
         subject += f" [{copy.reference_id}]"
     return _one_line(subject)
@@ -66,35 +78,33 @@ def sender_domain(mail_from: str) -> str:
 
 
 def summary_rows(copy: ApplicationCopy) -> list[tuple[str, str]]:
-    """The labelled fields that both bodies list, in order."""
+    """The labelled fields that both bodies list, in order, in the copy's language."""
+    _ = i18n.language(copy.language).gettext
     received = utc(copy.received_at).isoformat().replace("+00:00", "Z")
-    resume = (copy.resume_filename or "attached") if copy.resume is not None else "none"
+    resume = (copy.resume_filename or _("attached")) if copy.resume is not None else _("none")
+    job_id = str(copy.job_id) if copy.job_id is not None else _("none (job deleted)")
     return [
-        ("Job", copy.job_title),
-        ("Reference ID", copy.reference_id or "none"),
-        ("Job ID", str(copy.job_id) if copy.job_id is not None else "none (job deleted)"),
-        ("Employer", copy.employer_name),
-        ("Name", copy.name),
-        ("Email", copy.email),
-        ("Phone", copy.phone or "not given"),
-        ("Received", received),
-        ("Résumé", resume),
+        (_("Job"), copy.job_title),
+        (_("Reference ID"), copy.reference_id or _("none")),
+        (_("Job ID"), job_id),
+        (_("Employer"), copy.employer_name),
+        (_("Name"), copy.name),
+        (_("Email"), copy.email),
+        (_("Phone"), copy.phone or _("not given")),
+        (_("Received"), received),
+        (_("Résumé"), resume),
     ]
 
 
-def text_body(rows: list[tuple[str, str]], cover_letter: str | None) -> str:
-    lines = [f"{label}: {value}" for label, value in rows]
-    return "\n".join([*lines, "", "Cover letter:", cover_letter or "(none)", ""])
+def text_body(
+    rows: list[tuple[str, str]], cover_letter: str | None, language: str = i18n.DEFAULT
+) -> str:
+    lang = i18n.language(language)
+    return i18n.render(TEMPLATES, "copy.txt", lang, rows=rows, cover_letter=cover_letter)
 
 
-def html_body(rows: list[tuple[str, str]], cover_letter: str | None) -> str:
-    cells = "".join(
-        f"<tr><th align='left'>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>\n"
-        for k, v in rows
-    )
-    lines = (cover_letter or "(none)").splitlines()
-    letter = "<br>\n".join(html.escape(line) for line in lines)
-    return (
-        "<!DOCTYPE html>\n<html><body>\n<h1>New application</h1>\n"
-        f"<table>\n{cells}</table>\n<h2>Cover letter</h2>\n<p>{letter}</p>\n</body></html>\n"
-    )
+def html_body(
+    rows: list[tuple[str, str]], cover_letter: str | None, language: str = i18n.DEFAULT
+) -> str:
+    lang = i18n.language(language)
+    return i18n.render(TEMPLATES, "copy.html", lang, rows=rows, cover_letter=cover_letter)

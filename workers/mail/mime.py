@@ -99,8 +99,12 @@ def render(copy: ApplicationCopy, *, mail_from: str) -> Outgoing:
     lines = summary_rows(copy)
     inner = _boundary()
     parts = [
-        b"Content-Type: text/plain; " + _TEXT_HEADERS + _qp(text_body(lines, copy.cover_letter)),
-        b"Content-Type: text/html; " + _TEXT_HEADERS + _qp(html_body(lines, copy.cover_letter)),
+        b"Content-Type: text/plain; "
+        + _TEXT_HEADERS
+        + _qp(text_body(lines, copy.cover_letter, copy.language)),
+        b"Content-Type: text/html; "
+        + _TEXT_HEADERS
+        + _qp(html_body(lines, copy.cover_letter, copy.language)),
     ]
     body = _multipart("alternative", inner, parts)
     if copy.resume is not None:

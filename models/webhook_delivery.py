@@ -1,0 +1,291 @@
+"""Webhook deliveries in the workers' hands (C12): claim under a lease, the retry schedule,
+disabling endpoints, the sweeper, purge and the figures of the metrics.
+
+Every transition is one conditional UPDATE, as in the email outbox (models.outbox), so it
+behaves the same on SQLite and PostgreSQL and holds no lock while a worker waits on a
+receiver. A pending delivery's `lease_until` is when the sweeper last enqueued it (NULL:
+never): the sweeper leaves it alone for the grace period after, as the outbox's
+`enqueued_at` does; a claim replaces it with the claim's own lease.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
+
+from sqlalchemy import Row, and_, delete, exists, func, or_, select, update
+from sqlalchemy.orm import Session
+
+from models.webhook_tables import DELIVERIES, ENDPOINTS, MESSAGES
+
+D, E, M = DELIVERIES.c, ENDPOINTS.c, MESSAGES.c
+
+DEFAULT_SCHEDULE = (5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 36000.0)
+FINISHED = ("succeeded", "failed", "cancelled")
+STATUSES = ("pending", "sending", "succeeded", "failed", "cancelled")
+ENDPOINT_DISABLED = "endpoint disabled"
+# A late outcome that changed nothing: the delivery was deleted with its endpoint, or its
+# lease ran out and another worker claimed it.
+LOST = "lost"
+
+
+@dataclass(frozen=True)
+class Timing:
+    lease_seconds: float = 300
+    sweep_grace_seconds: float = 120
+    schedule: tuple[float, ...] = DEFAULT_SCHEDULE  # seconds before each retry
+    jitter: float = 0.1  # each delay grows by up to this share, at random
+    failing_days: float = 5  # failed deliveries and no success for this long: disabled
+
+
+def _count(session: Session, statement: Any) -> int:
+    """Rows an UPDATE or DELETE changed (on the session's connection: a CursorResult)."""
+    return int(session.connection().execute(statement).rowcount)
+
+
+def _enabled(endpoint: Any) -> Any:
+    return exists().where(E.id == endpoint, E.status == "enabled")
+
+
+def claim(session: Session, delivery_id: int, *, now: datetime, timing: Timing) -> Row[Any] | None:
+    """pending (due) or sending (lease run out) → sending, with a lease and one attempt more,
+    if its endpoint is enabled; then the claimed delivery with its message and endpoint.
+    None if not won: sent, finished, another worker's, or its endpoint disabled or deleted."""
+    lease = now + timedelta(seconds=timing.lease_seconds)
+    claimable = or_(
+        and_(D.status == "pending", or_(D.due_at.is_(None), D.due_at <= now)),
+        and_(D.status == "sending", D.lease_until < now),
+    )
+    won = _count(
+        session,
+        update(DELIVERIES)
+        .where(D.id == delivery_id, claimable, _enabled(D.endpoint_id))
+        .values(status="sending", attempts=D.attempts + 1, lease_until=lease),
+    )
+    if won != 1:
+        return None
+    row = session.execute(
+        select(
+            D.id,
+            D.attempts,
+            D.step,
+            D.lease_until,
+            D.endpoint_id,
+            M.message_id,
+            M.type,
+            M.payload,
+            E.url,
+            E.secret,
+            E.previous_secret,
+            E.previous_secret_until,
+        )
+        .join(MESSAGES, M.id == D.message_pk)
+        .join(ENDPOINTS, E.id == D.endpoint_id)
+        .where(D.id == delivery_id)
+    ).one()
+    return cast(Row[Any], row)
+
+
+def _finish(session: Session, claimed: Row[Any], **values: object) -> bool:
+    """sending → another state, under this claim's own lease only: a worker whose lease ran
+    out, and whose delivery another has claimed since, changes nothing."""
+    mine = and_(D.id == claimed.id, D.status == "sending", D.lease_until == claimed.lease_until)
+    return _count(session, update(DELIVERIES).where(mine).values(**values)) == 1
+
+
+def mark_succeeded(session: Session, claimed: Row[Any], *, status_code: int, now: datetime) -> bool:
+    return _finish(
+        session,
+        claimed,
+        status="succeeded",
+        lease_until=None,
+        due_at=None,
+        last_status_code=status_code,
+        last_error=None,
+        delivered_at=now,
+        finished_at=now,
+    )
+
+
+def mark_failed_attempt(
+    session: Session,
+    claimed: Row[Any],
+    *,
+    error: str,
+    status_code: int | None,
+    now: datetime,
+    timing: Timing,
+    rng: random.Random | None = None,
+) -> str:
+    """A failed attempt: "disabled" for a 410 (the endpoint with it, C12), "retry" while the
+    schedule has a step left (due after its delay, jittered), else "failed"; the endpoint is
+    then disabled if it has been failing for `failing_days`. A delivery whose endpoint was
+    disabled meanwhile fails at once. LOST when this claim no longer holds the delivery."""
+    error = error[:2000]
+    if status_code == 410:
+        _finish(
+            session,
+            claimed,
+            status="failed",
+            lease_until=None,
+            due_at=None,
+            last_status_code=410,
+            last_error=f"{error}: {ENDPOINT_DISABLED}",
+            finished_at=now,
+        )
+        disable_endpoint(session, claimed.endpoint_id, reason="the receiver answered 410", now=now)
+        return "disabled"
+    enabled = session.scalar(select(_enabled(claimed.endpoint_id)))
+    if enabled and claimed.step < len(timing.schedule):
+        jitter: float = (rng or random).random() * timing.jitter
+        delay = timing.schedule[claimed.step] * (1 + jitter)
+        kept = _finish(
+            session,
+            claimed,
+            status="pending",
+            step=claimed.step + 1,
+            due_at=now + timedelta(seconds=delay),
+            lease_until=None,
+            last_status_code=status_code,
+            last_error=error,
+        )
+        return "retry" if kept else LOST
+    kept = _finish(
+        session,
+        claimed,
+        status="failed",
+        lease_until=None,
+        due_at=None,
+        last_status_code=status_code,
+        last_error=error if enabled else f"{error}: {ENDPOINT_DISABLED}",
+        finished_at=now,
+    )
+    if not kept:
+        return LOST
+    disable_failing(session, now=now, timing=timing, endpoint_id=claimed.endpoint_id)
+    return "failed"
+
+
+def disable_endpoint(session: Session, endpoint_id: int, *, reason: str, now: datetime) -> bool:
+    """Disable an enabled endpoint, and fail its pending deliveries: events while it is
+    disabled make none (C12). Deliveries in flight finish as they go."""
+    done = _count(
+        session,
+        update(ENDPOINTS)
+        .where(E.id == endpoint_id, E.status == "enabled")
+        .values(status="disabled", disabled_reason=reason, updated_at=now),
+    )
+    if done != 1:
+        return False
+    session.execute(
+        update(DELIVERIES)
+        .where(D.endpoint_id == endpoint_id, D.status == "pending")
+        .values(
+            status="failed",
+            lease_until=None,
+            due_at=None,
+            last_error=ENDPOINT_DISABLED,
+            finished_at=now,
+        )
+    )
+    return True
+
+
+def disable_failing(
+    session: Session, *, now: datetime, timing: Timing, endpoint_id: int | None = None
+) -> list[int]:
+    """Enabled endpoints (one, or all) with failed deliveries and no successful one for
+    `failing_days`, and unchanged that long (a re-enabled endpoint gets its days anew; so
+    does one just edited): disabled, their pending deliveries failed (C12)."""
+    since = now - timedelta(days=timing.failing_days)
+    succeeded = exists().where(
+        D.endpoint_id == E.id, D.status == "succeeded", D.delivered_at >= since
+    )
+    failed = exists().where(
+        D.endpoint_id == E.id, D.status == "failed", D.last_error != ENDPOINT_DISABLED
+    )
+    failing = select(E.id).where(
+        E.status == "enabled", E.created_at <= since, E.updated_at <= since, failed, ~succeeded
+    )
+    if endpoint_id is not None:
+        failing = failing.where(E.id == endpoint_id)
+    ids = list(session.scalars(failing))
+    reason = f"failed deliveries and no success for {timing.failing_days:g} days"
+    return [i for i in ids if disable_endpoint(session, i, reason=reason, now=now)]
+
+
+def sweep(session: Session, *, now: datetime, timing: Timing, limit: int = 1000) -> list[int]:
+    """Deliveries to enqueue now (C12): pending and due, and not enqueued within the grace;
+    or left `sending` past their lease (a worker died mid-send), which become pending again.
+    Each is marked enqueued (`lease_until` = now) so the next sweeps leave it be for a while."""
+    grace = now - timedelta(seconds=timing.sweep_grace_seconds)
+    due = and_(
+        D.status == "pending",
+        or_(D.due_at.is_(None), D.due_at <= now),
+        or_(D.lease_until.is_(None), D.lease_until <= grace),
+    )
+    lost = and_(D.status == "sending", D.lease_until < now)
+    found: list[int] = []
+    for which, values in ((lost, {"status": "pending", "due_at": now}), (due, {})):
+        batch = select(D.id).where(which).order_by(D.due_at).limit(limit)
+        marked = session.scalars(
+            update(DELIVERIES)
+            .where(which, D.id.in_(batch.scalar_subquery()))
+            .values(lease_until=now, **values)
+            .returning(D.id)
+        )
+        found.extend(marked)
+    return sorted(set(found))
+
+
+def purge(session: Session, *, now: datetime, retention_days: int) -> int:
+    """Finished deliveries older than the retention, then the messages none refers to that
+    are that old (C12). Returns the deliveries deleted."""
+    cutoff = now - timedelta(days=retention_days)
+    gone = _count(session, delete(DELIVERIES).where(D.status.in_(FINISHED), D.finished_at < cutoff))
+    session.execute(
+        delete(MESSAGES).where(M.created_at < cutoff, ~exists().where(D.message_pk == M.id))
+    )
+    return int(gone)
+
+
+def retry_failed(
+    session: Session, endpoint_id: int, message_id: str | None, *, now: datetime
+) -> list[int]:
+    """Failed deliveries of an endpoint (one message's, or all) sent again with the whole
+    schedule anew; `attempts` keeps counting (C12). One statement: a delivery that is no
+    longer failed is left as it is."""
+    which = and_(D.endpoint_id == endpoint_id, D.status == "failed")
+    if message_id is not None:
+        which = and_(
+            which,
+            D.message_pk.in_(select(M.id).where(M.message_id == message_id).scalar_subquery()),
+        )
+    retried = session.scalars(
+        update(DELIVERIES)
+        .where(which)
+        .values(status="pending", step=0, due_at=now, lease_until=None, finished_at=None)
+        .returning(D.id)
+    )
+    return sorted(retried)
+
+
+def counts(session: Session) -> dict[str, int]:
+    rows = session.execute(select(D.status, func.count()).group_by(D.status))
+    found = {status: int(n) for status, n in rows}
+    return {s: found.get(s, 0) for s in STATUSES}
+
+
+def oldest_pending_age(session: Session, *, now: datetime) -> float:
+    """Seconds since the oldest undelivered delivery was made (0 when none waits)."""
+    oldest = session.scalar(
+        select(func.min(D.created_at)).where(D.status.in_(("pending", "sending")))
+    )
+    if oldest is None:
+        return 0.0
+    if oldest.tzinfo is None:  # min() bypasses the column type on SQLite
+        oldest = oldest.replace(tzinfo=UTC)
+    age: float = (now - oldest).total_seconds()
+    return max(age, 0.0)

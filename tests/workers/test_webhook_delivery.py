@@ -1,0 +1,438 @@
+"""C12 delivery in process: `workers.webhooks.delivery.deliver` against a real HTTPS receiver
+on a committed database (SQLite and PostgreSQL), signatures checked with the Standard
+Webhooks library."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.fernet import Fernet
+from prometheus_client import REGISTRY
+from sqlalchemy import Engine, select, update
+from sqlalchemy.orm import Session, sessionmaker
+from standardwebhooks import Webhook
+
+from models import employers, secrets
+from models import webhook_delivery as deliveries
+from models import webhooks as events
+from models.dates import utcnow
+from models.entities import WebhookDelivery, WebhookEndpoint
+from models.settings import Settings
+from models.unit_of_work import make_sessionmaker, session_scope
+from tests.conftest import migrated
+from tests.webhook_receiver import Behaviour, Receiver, receiving
+from workers.webhooks import client, delivery
+
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+KEY = Fernet.generate_key()
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def database(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Engine]:
+    """Committed, since a delivery's steps commit and a test races another session."""
+    with migrated(request.param, tmp_path_factory.mktemp("hooks")) as engine:
+        yield engine
+
+
+@pytest.fixture
+def factory(database: Engine) -> sessionmaker[Session]:
+    return make_sessionmaker(database)
+
+
+@pytest.fixture
+def hook_settings(settings: Settings) -> Settings:
+    return dataclasses.replace(settings, secret_key=KEY.decode(), webhook_allow_private=True)
+
+
+@pytest.fixture
+def receiver(tmp_path: Path) -> Iterator[Receiver]:
+    with receiving(tmp_path) as r:
+        yield r
+
+
+def local(host: str, port: int, timeout: float) -> list[str]:
+    return ["127.0.0.1"]
+
+
+def sender_for(receiver: Receiver, **kw: Any) -> client.Client:
+    return client.Client(allowed=lambda ip: True, resolve=local, ssl_context=receiver.trust(), **kw)
+
+
+def endpoint(
+    factory: sessionmaker[Session],
+    receiver: Receiver,
+    *,
+    employer_id: int | None = None,
+    events_json: str = '["*"]',
+    age: timedelta = timedelta(0),
+    previous: str | None = None,
+) -> tuple[int, int]:
+    """A new employer (unless given) with one enabled endpoint at the receiver."""
+    now = utcnow() - age
+    with session_scope(factory) as s:
+        if employer_id is None:
+            employer_id = employers.create_employer(s, f"Acme {time.monotonic_ns()}").id
+        row = WebhookEndpoint(
+            employer_id=employer_id,
+            url=receiver.url(),
+            events=events_json,
+            status="enabled",
+            secret=secrets.encrypt(SECRET, KEY),
+            previous_secret=None if previous is None else secrets.encrypt(previous, KEY),
+            previous_secret_until=None if previous is None else utcnow() + timedelta(hours=24),
+            created_at=now,
+            updated_at=now,
+        )
+        s.add(row)
+        s.flush()
+        return employer_id, row.id
+
+
+def emit(factory: sessionmaker[Session], employer_id: int, type: str = "job.expired") -> list[int]:
+    with session_scope(factory) as s:
+        message = events.emit(s, employer_id, type, {"id": 7, "title": "Cook"}, now=utcnow())
+        return events.pending_of(s, [message])
+
+
+def row(factory: sessionmaker[Session], delivery_id: int) -> WebhookDelivery:
+    with factory() as s:
+        found = s.get(WebhookDelivery, delivery_id)
+        assert found is not None
+        return found
+
+
+def endpoint_row(factory: sessionmaker[Session], endpoint_id: int) -> WebhookEndpoint:
+    with factory() as s:
+        found = s.get(WebhookEndpoint, endpoint_id)
+        assert found is not None
+        return found
+
+
+def make_due(factory: sessionmaker[Session], delivery_id: int) -> None:
+    with session_scope(factory) as s:
+        s.execute(
+            update(WebhookDelivery)
+            .where(WebhookDelivery.id == delivery_id)
+            .values(due_at=utcnow() - timedelta(seconds=1))
+        )
+
+
+def deliver(
+    factory: sessionmaker[Session], s: Settings, receiver: Receiver, delivery_id: int, **kw: Any
+) -> str:
+    return delivery.deliver(factory, s, delivery_id, sender=sender_for(receiver, **kw))
+
+
+def test_a_delivery_is_signed_sent_once_and_recorded(
+    factory: sessionmaker[Session], hook_settings: Settings, receiver: Receiver
+) -> None:
+    employer_id, _ = endpoint(factory, receiver)
+    [d] = emit(factory, employer_id)
+    counted = {"event": "job.expired", "outcome": "succeeded"}
+    before = REGISTRY.get_sample_value("jobpost_webhook_deliveries_total", counted) or 0
+    assert deliver(factory, hook_settings, receiver, d) == "succeeded"
+    assert REGISTRY.get_sample_value("jobpost_webhook_deliveries_total", counted) == before + 1
+    [got] = receiver.received
+    body = Webhook(SECRET).verify(got.body, got.headers)
+    assert body["type"] == "job.expired" and body["data"] == {"id": 7, "title": "Cook"}
+    assert got.headers["webhook-id"].startswith("msg_")
+    done = row(factory, d)
+    assert (done.status, done.attempts, done.last_status_code) == ("succeeded", 1, 204)
+    assert done.delivered_at is not None and done.finished_at is not None
+    assert deliver(factory, hook_settings, receiver, d) == "skipped"
+    assert len(receiver.received) == 1
+
+
+def test_a_rotated_secret_signs_beside_the_new_one(
+    factory: sessionmaker[Session], hook_settings: Settings, receiver: Receiver
+) -> None:
+    old = "whsec_QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVoxMjM0NTY="
+    employer_id, _ = endpoint(factory, receiver, previous=old)
+    [d] = emit(factory, employer_id)
+    deliver(factory, hook_settings, receiver, d)
+    [got] = receiver.received
+    assert len(got.headers["webhook-signature"].split(" ")) == 2
+    Webhook(old).verify(got.body, got.headers)
+    Webhook(SECRET).verify(got.body, got.headers)
+
+
+def test_failures_follow_the_schedule_with_jitter_then_fail(
+    factory: sessionmaker[Session], hook_settings: Settings, receiver: Receiver
+) -> None:
+    s = dataclasses.replace(hook_settings, webhook_retry_schedule=(5, 300))
+    receiver.behaviour = Behaviour(status=503)
+    employer_id, _ = endpoint(factory, receiver)
+    [d] = emit(factory, employer_id)
+    for step, delay in enumerate((5, 300), start=1):
+        before = utcnow()
+        assert deliver(factory, s, receiver, d) == "retry"
+        waiting = row(factory, d)
+        assert waiting.status == "pending" and waiting.step == step
+        assert waiting.last_status_code == 503 and waiting.last_error == "HTTP 503"
+        assert waiting.due_at is not None
+        assert before + timedelta(seconds=delay) <= waiting.due_at
+        assert waiting.due_at <= utcnow() + timedelta(seconds=delay * 1.1)
+        assert deliver(factory, s, receiver, d) == "skipped"  # not due yet
+        make_due(factory, d)
+    assert deliver(factory, s, receiver, d) == "failed"
+    done = row(factory, d)
+    assert (done.status, done.attempts) == ("failed", 3)
+    assert len(receiver.received) == 3
+
+
+def test_a_redirect_is_a_failed_attempt(
+    factory: sessionmaker[Session], hook_settings: Settings, receiver: Receiver
+) -> None:
+    receiver.behaviour = Behaviour(status=301, location="https://elsewhere.test/")
+    employer_id, _ = endpoint(factory, receiver)
+    [d] = emit(factory, employer_id)
+    assert deliver(factory, hook_settings, receiver, d) == "retry"
+    assert "redirects are not followed" in (row(factory, d).last_error or "")
+    assert len(receiver.received) == 1
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "error"),
+    [
+        (Behaviour(hang=True), "Timeout"),
+        (Behaviour(drip=True), "Timeout"),
+        (Behaviour(close=True), "Error"),
+    ],
+    ids=["hangs", "drips", "closes"],
+)
+def test_hostile_receivers_are_failed_attempts_within_the_limit(
+    factory: sessionmaker[Session],
+    hook_settings: Settings,
+    receiver: Receiver,
+    behaviour: Behaviour,
+    error: str,
+) -> None:
+    receiver.behaviour = behaviour
+    employer_id, _ = endpoint(factory, receiver)
+    [d] = emit(factory, employer_id)
+    assert deliver(factory, hook_settings, receiver, d, exchange_limit=2.0) == "retry"
+    assert error in (row(factory, d).last_error or "")
+
+
+def test_a_huge_2xx_answer_succeeds_reading_only_its_start(
+    factory: sessionmaker[Session], hook_settings: Settings, receiver: Receiver
+) -> None:
+    receiver.behaviour = Behaviour(status=200, body_bytes=100 * 1024 * 1024)
+    employer_id, _ = endpoint(factory, receiver)
+    [d] = emit(factory, employer_id)
+    assert deliver(factory, hook_settings, receiver, d, exchange_limit=5.0) == "succeeded"
+
+
+def test_a_410_disables_the_endpoint_and_fails_its_pending_deliveries(
+    factory: sessionmaker[Session], hook_settings: Settings, receiver: Receiver
+) -> None:
+    receiver.behaviour = Behaviour(status=410)
+    employer_id, endpoint_id = endpoint(factory, receiver)
+    first, second = emit(factory, employer_id)[0], emit(factory, employer_id)[0]
+    assert deliver(factory, hook_settings, receiver, first) == "disabled"
+    assert endpoint_row(factory, endpoint_id).status == "disabled"
+    assert row(factory, first).status == "failed"
+    other = row(factory, second)
+    assert (other.status, other.last_error) == ("failed", "endpoint disabled")
+    assert deliver(factory, hook_settings, receiver, second) == "skipped"
+    assert emit(factory, employer_id) == []  # events while disabled make no delivery
+    assert len(receiver.received) == 1
+
+
+def test_five_failing_days_disable_an_endpoint(
+    factory: sessionmaker[Session], hook_settings: Settings, receiver: Receiver
+) -> None:
+    s = dataclasses.replace(hook_settings, webhook_retry_schedule=(1,))
+    receiver.behaviour = Behaviour(status=500)
+    employer_id, endpoint_id = endpoint(factory, receiver, age=timedelta(days=6))
+    young_employer, young = endpoint(factory, receiver)
+    for who in (employer_id, young_employer):
+        [d] = emit(factory, who)
+        assert deliver(factory, s, receiver, d) == "retry"
+        make_due(factory, d)
+        assert deliver(factory, s, receiver, d) == "failed"
+    assert endpoint_row(factory, endpoint_id).status == "disabled"
+    assert endpoint_row(factory, young).status == "enabled"  # not failing for 5 days yet
+
+
+def test_a_recent_success_keeps_a_failing_endpoint_enabled(
+    factory: sessionmaker[Session], hook_settings: Settings, receiver: Receiver
+) -> None:
+    s = dataclasses.replace(hook_settings, webhook_retry_schedule=())
+    employer_id, endpoint_id = endpoint(factory, receiver, age=timedelta(days=6))
+    [ok] = emit(factory, employer_id)
+    assert deliver(factory, s, receiver, ok) == "succeeded"
+    receiver.behaviour = Behaviour(status=500)
+    [d] = emit(factory, employer_id)
+    assert deliver(factory, s, receiver, d) == "failed"
+    assert endpoint_row(factory, endpoint_id).status == "enabled"
+    with session_scope(factory) as x:  # the daily purge judges every endpoint too
+        later = utcnow() + timedelta(days=6)
+        assert deliveries.disable_failing(x, now=later, timing=delivery.timing(s)) != []
+    assert endpoint_row(factory, endpoint_id).status == "disabled"
+
+
+def test_dns_that_turns_private_at_send_is_refused(
+    factory: sessionmaker[Session], settings: Settings, receiver: Receiver
+) -> None:
+    """Registered while it resolved to a public address; now it answers a private one."""
+    s = dataclasses.replace(settings, secret_key=KEY.decode(), webhook_allow_private=False)
+    employer_id, _ = endpoint(factory, receiver)
+    [d] = emit(factory, employer_id)
+    sender = client.Client(
+        allowed=delivery.client_for(s).allowed, resolve=local, ssl_context=receiver.trust()
+    )
+    assert delivery.deliver(factory, s, d, sender=sender) == "retry"
+    assert "forbidden address" in (row(factory, d).last_error or "")
+    assert receiver.received == []
+
+
+def test_plain_http_is_refused_at_send_without_webhook_allow_http(
+    factory: sessionmaker[Session], hook_settings: Settings
+) -> None:
+    with receiving() as plain:
+        employer_id, _ = endpoint(factory, plain)
+        [d] = emit(factory, employer_id)
+        assert deliver(factory, hook_settings, plain, d) == "retry"
+        assert plain.received == []
+        allowed = dataclasses.replace(hook_settings, webhook_allow_http=True)
+        make_due(factory, d)
+        assert deliver(factory, allowed, plain, d) == "succeeded"
+
+
+def test_no_employer_receives_another_employers_events(
+    factory: sessionmaker[Session], hook_settings: Settings, tmp_path: Path
+) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with receiving(tmp_path / "a") as a, receiving(tmp_path / "b") as b:
+        first, _ = endpoint(factory, a)
+        second, _ = endpoint(factory, b)
+        [d] = emit(factory, first)
+        assert deliver(factory, hook_settings, a, d) == "succeeded"
+        assert len(a.received) == 1 and b.received == []
+        assert emit(factory, second, "job.refreshed") != []
+        assert b.received == []
+
+
+def test_an_endpoint_deleted_mid_delivery_breaks_nothing(
+    factory: sessionmaker[Session], hook_settings: Settings, receiver: Receiver
+) -> None:
+    receiver.behaviour = Behaviour(status=500, delay=1.0)
+    employer_id, endpoint_id = endpoint(factory, receiver)
+    [d] = emit(factory, employer_id)
+    outcome: list[str] = []
+    worker = threading.Thread(
+        target=lambda: outcome.append(deliver(factory, hook_settings, receiver, d))
+    )
+    worker.start()
+    deadline = time.monotonic() + 10
+    while not receiver.received and time.monotonic() < deadline:
+        time.sleep(0.02)
+    with session_scope(factory) as s:
+        s.delete(s.get(WebhookEndpoint, endpoint_id))
+    worker.join(20)
+    assert outcome == ["lost"]  # its record found nothing to change
+    with factory() as s:
+        assert s.get(WebhookDelivery, d) is None
+    assert deliver(factory, hook_settings, receiver, d) == "skipped"
+
+
+def test_the_sweeper_takes_lost_leases_and_due_deliveries_once_per_grace(
+    factory: sessionmaker[Session], hook_settings: Settings, receiver: Receiver
+) -> None:
+    t = delivery.timing(hook_settings)
+    employer_id, _ = endpoint(factory, receiver)
+    [d] = emit(factory, employer_id)
+    with session_scope(factory) as s:
+        assert d in deliveries.sweep(s, now=utcnow(), timing=t)
+    with session_scope(factory) as s:  # enqueued just now: not again within the grace
+        assert d not in deliveries.sweep(s, now=utcnow(), timing=t)
+    with session_scope(factory) as s:  # a worker claims it, and dies
+        assert deliveries.claim(s, d, now=utcnow(), timing=t) is not None
+    later = utcnow() + timedelta(seconds=t.lease_seconds + 1)
+    with session_scope(factory) as s:
+        assert d in deliveries.sweep(s, now=later, timing=t)
+    assert row(factory, d).status == "pending"
+    with session_scope(factory) as s:
+        assert deliveries.claim(s, d, now=later, timing=t) is not None
+
+
+def test_a_late_outcome_after_the_lease_was_taken_over_changes_nothing(
+    factory: sessionmaker[Session], hook_settings: Settings, receiver: Receiver
+) -> None:
+    t = delivery.timing(hook_settings)
+    employer_id, _ = endpoint(factory, receiver)
+    [d] = emit(factory, employer_id)
+    with session_scope(factory) as s:
+        first = deliveries.claim(s, d, now=utcnow(), timing=t)
+    later = utcnow() + timedelta(seconds=t.lease_seconds + 1)
+    with session_scope(factory) as s:
+        second = deliveries.claim(s, d, now=later, timing=t)
+    assert first is not None and second is not None
+    with session_scope(factory) as s:
+        assert deliveries.mark_succeeded(s, second, status_code=200, now=later)
+    with session_scope(factory) as s:
+        outcome = deliveries.mark_failed_attempt(
+            s, first, error="late", status_code=500, now=later, timing=t
+        )
+    assert outcome == "lost" and row(factory, d).status == "succeeded"
+
+
+def test_retry_sends_a_failed_delivery_with_the_schedule_anew(
+    factory: sessionmaker[Session], hook_settings: Settings, receiver: Receiver
+) -> None:
+    s = dataclasses.replace(hook_settings, webhook_retry_schedule=())
+    receiver.behaviour = Behaviour(status=500)
+    employer_id, endpoint_id = endpoint(factory, receiver)
+    [d] = emit(factory, employer_id)
+    assert deliver(factory, s, receiver, d) == "failed"
+    with factory() as x:
+        message = x.scalar(
+            select(deliveries.M.message_id).where(deliveries.M.id == row(factory, d).message_pk)
+        )
+    with session_scope(factory) as x:
+        assert deliveries.retry_failed(x, endpoint_id, message, now=utcnow()) == [d]
+    with session_scope(factory) as x:
+        assert deliveries.retry_failed(x, endpoint_id, message, now=utcnow()) == []
+    receiver.behaviour = Behaviour(status=200)
+    assert deliver(factory, s, receiver, d) == "succeeded"
+    done = row(factory, d)
+    assert (done.attempts, done.step) == (2, 0)
+
+
+def test_purge_removes_finished_deliveries_past_the_retention(
+    factory: sessionmaker[Session], hook_settings: Settings, receiver: Receiver
+) -> None:
+    employer_id, _ = endpoint(factory, receiver)
+    [done], [waiting] = emit(factory, employer_id), emit(factory, employer_id)
+    assert deliver(factory, hook_settings, receiver, done) == "succeeded"
+    days = hook_settings.application_retention_days
+    with session_scope(factory) as s:
+        assert deliveries.purge(s, now=utcnow(), retention_days=days) == 0
+    with session_scope(factory) as s:
+        later = utcnow() + timedelta(days=days, seconds=1)
+        assert deliveries.purge(s, now=later, retention_days=days) >= 1
+    with factory() as s:
+        assert s.get(WebhookDelivery, done) is None
+        assert s.get(WebhookDelivery, waiting) is not None
+
+
+def test_counts_and_oldest_pending_age_for_the_metrics(
+    factory: sessionmaker[Session], hook_settings: Settings, receiver: Receiver
+) -> None:
+    employer_id, _ = endpoint(factory, receiver)
+    emit(factory, employer_id)
+    with factory() as s:
+        assert deliveries.counts(s)["pending"] >= 1
+        later = datetime.now(UTC) + timedelta(seconds=60)
+        assert deliveries.oldest_pending_age(s, now=later) >= 60

@@ -1,0 +1,173 @@
+"""The HTTP client of webhook deliveries (C12), on httpcore (the engine of httpx).
+
+One POST: resolve the URL's host, judge every address it resolves to, connect to an address
+that was judged (so DNS that changes between the check and the connection cannot reach a
+forbidden one), and send the URL's host name in `Host` and in TLS SNI, the certificate being
+verified for that name. httpcore reads no proxy from the environment and follows no
+redirect. Every socket operation is bounded by the exchange's wall-clock deadline as well as
+its own timeout, so a receiver that drips its answer byte by byte cannot hold the worker.
+"""
+
+from __future__ import annotations
+
+import ssl
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpcore
+
+from models import webhook_urls
+
+CONNECT_TIMEOUT = 10.0  # seconds (C12)
+EXCHANGE_LIMIT = 15.0  # seconds for the whole exchange, connection included (C12)
+MAX_ANSWER = 64 * 1024  # bytes of the answer read at most (C12)
+USER_AGENT = "jobpost-webhooks/1"
+
+Resolve = Callable[[str, int, float], list[str]]
+AddressAllowed = Callable[[str], bool]
+
+
+class Refused(Exception):
+    """The attempt was not made: the host does not resolve, or resolves to a forbidden address."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: bytes  # at most MAX_ANSWER bytes of it
+
+
+class _Deadline:
+    def __init__(self, seconds: float) -> None:
+        self.at = time.monotonic() + seconds
+
+    def bound(self, timeout: float | None, exc: type[Exception]) -> float:
+        """`timeout`, cut to what is left of the exchange; past it, `exc` at once."""
+        left = self.at - time.monotonic()
+        if left <= 0:
+            raise exc("the exchange took longer than its limit")
+        return left if timeout is None else min(timeout, left)
+
+
+class _Stream(httpcore.NetworkStream):
+    """A socket stream whose every operation ends by the deadline."""
+
+    def __init__(self, inner: httpcore.NetworkStream, deadline: _Deadline) -> None:
+        self.inner = inner
+        self.deadline = deadline
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self.inner.read(max_bytes, self.deadline.bound(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self.inner.write(buffer, self.deadline.bound(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        bounded = self.deadline.bound(timeout, httpcore.ConnectTimeout)
+        return _Stream(self.inner.start_tls(ssl_context, server_hostname, bounded), self.deadline)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self.inner.get_extra_info(info)
+
+
+class _PinnedBackend(httpcore.NetworkBackend):
+    """Connects to the checked addresses, whatever host httpcore asks for: the host name
+    still goes into `Host` and SNI, which httpcore takes from the URL."""
+
+    def __init__(self, addresses: Iterable[str], deadline: _Deadline) -> None:
+        self.addresses = list(addresses)
+        self.deadline = deadline
+        self.inner = httpcore.SyncBackend()
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        failure: Exception = httpcore.ConnectError("no address to connect to")
+        for address in self.addresses:
+            bounded = self.deadline.bound(timeout, httpcore.ConnectTimeout)
+            try:
+                stream = self.inner.connect_tcp(address, port, bounded, None, socket_options)
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as e:
+                failure = e
+                continue
+            return _Stream(stream, self.deadline)
+        raise failure
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+@dataclass(frozen=True)
+class Client:
+    """How the workers reach receivers: the address judgment and the resolver are seams
+    (models.webhook_urls; tests fake DNS), as is the TLS trust (tests trust a throwaway CA)."""
+
+    allowed: AddressAllowed
+    resolve: Resolve = webhook_urls.resolve  # getaddrinfo within its 2 s
+    ssl_context: ssl.SSLContext = field(default_factory=ssl.create_default_context)
+    connect_timeout: float = CONNECT_TIMEOUT
+    exchange_limit: float = EXCHANGE_LIMIT
+
+    def post(self, url: str, body: bytes, headers: dict[str, str], *, limit: float) -> Answer:
+        """POST `body`; the exchange ends by `limit` seconds (or EXCHANGE_LIMIT, if sooner).
+        Raises Refused for a host that may not be reached, httpcore's errors for the rest."""
+        deadline = _Deadline(min(limit, self.exchange_limit))
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            addresses = self.resolve(host, port, min(2.0, self.connect_timeout))
+        except (OSError, webhook_urls.Unresolved) as e:
+            raise Refused(f"{host} does not resolve: {e}") from None
+        if not addresses:
+            raise Refused(f"{host} does not resolve")
+        forbidden = [a for a in addresses if not self.allowed(a)]
+        if forbidden:
+            raise Refused(f"{host} resolves to a forbidden address ({forbidden[0]})")
+        backend = _PinnedBackend(addresses, deadline)
+        timeouts = {
+            "connect": self.connect_timeout,
+            "read": self.exchange_limit,
+            "write": self.exchange_limit,
+            "pool": self.connect_timeout,
+        }
+        sent = {**headers, "User-Agent": USER_AGENT, "Content-Length": str(len(body))}
+        with (
+            httpcore.ConnectionPool(
+                ssl_context=self.ssl_context, network_backend=backend, max_connections=1
+            ) as pool,
+            pool.stream(
+                "POST",
+                url,
+                headers=list(sent.items()),
+                content=body,
+                extensions={"timeout": timeouts},
+            ) as response,
+        ):
+            return Answer(response.status, _read_some(response.iter_stream()))
+
+
+def _read_some(chunks: Iterable[bytes]) -> bytes:
+    """The first MAX_ANSWER bytes; the rest is never read (the connection is closed)."""
+    kept = bytearray()
+    for chunk in chunks:
+        kept += chunk[: MAX_ANSWER - len(kept)]
+        if len(kept) >= MAX_ANSWER:
+            break
+    return bytes(kept)

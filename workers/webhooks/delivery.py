@@ -1,0 +1,173 @@
+"""Delivering one webhook delivery (C12): claim under a lease, sign, POST with no
+transaction open, record. Any 2xx succeeds; anything else (a 3xx, a refused address, a
+timeout, a closed connection) is a failed attempt that the retry schedule brings round again.
+At least once: a crash between the receiver's answer and the record sends it again, with the
+same `webhook-id`, for the receiver to de-duplicate."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpcore
+from cryptography.fernet import InvalidToken
+from prometheus_client import Counter
+from sqlalchemy import Row
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from models import secrets
+from models import webhook_delivery as deliveries
+from models.dates import utcnow
+from models.engines import database_said
+from models.settings import Settings
+from models.unit_of_work import autocommit_sessions, commit, session_scope
+from models.webhook_urls import address_allowed
+from workers.delivery import SEND_SHARE_OF_LEASE
+from workers.webhooks import client, signing
+
+log = logging.getLogger("jobpost.webhooks")
+
+OUTCOMES = Counter(
+    "jobpost_webhook_deliveries",
+    "Webhook delivery attempts by event type and outcome (succeeded, retry, failed, disabled).",
+    ["event", "outcome"],
+)
+# What may go wrong in the exchange itself: every one is a failed attempt, retried.
+EXCHANGE_ERRORS = (
+    client.Refused,
+    httpcore.TimeoutException,
+    httpcore.NetworkError,
+    httpcore.ProtocolError,
+    httpcore.UnsupportedProtocol,
+    OSError,
+)
+
+
+def timing(settings: Settings) -> deliveries.Timing:
+    return deliveries.Timing(
+        lease_seconds=settings.outbox_lease_seconds,
+        sweep_grace_seconds=settings.outbox_sweep_grace_seconds,
+        schedule=settings.webhook_retry_schedule,
+    )
+
+
+def client_for(settings: Settings) -> client.Client:
+    private = settings.webhook_allow_private
+    return client.Client(allowed=lambda ip: address_allowed(ip, allow_private=private))
+
+
+def deliver(
+    sessions: sessionmaker[Session],
+    settings: Settings,
+    delivery_id: int,
+    *,
+    sender: client.Client | None = None,
+) -> str:
+    """One attempt. Returns "skipped" (not claimable: finished, not yet due, another
+    worker's, its endpoint disabled or deleted), "succeeded", "retry", "failed", "disabled"
+    (a 410 disabled the endpoint) or "lost" (the lease was taken over, or it was deleted)."""
+    t = timing(settings)
+    # As for email copies (workers.delivery): each step is one statement; on PostgreSQL
+    # they commit by themselves and no transaction stays open during the POST.
+    steps = autocommit_sessions(sessions)
+    with session_scope(steps) as s:
+        claimed = deliveries.claim(s, delivery_id, now=utcnow(), timing=t)
+        if claimed is None:
+            return "skipped"
+        if steps is sessions:
+            commit(s)
+        outcome = _attempt(s, steps, settings, t, claimed, sender or client_for(settings))
+    OUTCOMES.labels(claimed.type, outcome).inc()
+    return outcome
+
+
+def _attempt(
+    s: Session,
+    steps: sessionmaker[Session],
+    settings: Settings,
+    t: deliveries.Timing,
+    claimed: Row[Any],
+    sender: client.Client,
+) -> str:
+    lease_left = (claimed.lease_until - utcnow()).total_seconds()
+    limit = SEND_SHARE_OF_LEASE * lease_left  # the send ends before the lease does
+    body = claimed.payload.encode()
+    status: int | None = None
+    try:
+        signing_secrets = secrets.signing_secrets(claimed, utcnow(), secrets.load_key(settings))
+        if urlsplit(claimed.url).scheme != "https" and not settings.webhook_allow_http:
+            raise client.Refused("the URL is not https")
+        headers = signing.headers(claimed.message_id, body, signing_secrets, at=utcnow())
+        answer = sender.post(claimed.url, body, headers, limit=limit)
+    except (RuntimeError, InvalidToken) as e:  # no key, or not the key it was sealed with
+        error = f"the secret cannot be read: {e or type(e).__name__}"
+    except EXCHANGE_ERRORS as e:
+        error = f"{type(e).__name__}: {e}"
+    else:
+        status = answer.status
+        if 200 <= status < 300:
+            _record(
+                s,
+                steps,
+                claimed,
+                lambda x: deliveries.mark_succeeded(
+                    x, claimed, status_code=answer.status, now=utcnow()
+                ),
+            )
+            return "succeeded"
+        error = f"HTTP {status}" + (" (redirects are not followed)" if 300 <= status < 400 else "")
+    log.info("webhook delivery %s (%s): %s", claimed.id, claimed.message_id, error)
+    outcomes: list[str] = []
+    _record(
+        s,
+        steps,
+        claimed,
+        lambda x: outcomes.append(
+            deliveries.mark_failed_attempt(
+                x, claimed, error=error, status_code=status, now=utcnow(), timing=t
+            )
+        ),
+    )
+    return outcomes[-1]
+
+
+def _record(
+    s: Session, steps: sessionmaker[Session], claimed: Row[Any], mark: Callable[[Session], Any]
+) -> None:
+    """Record how the attempt went, and commit. A record that fails for any reason the
+    database gives is made again in a new session for as long as the lease lasts: past it,
+    the sweeper hands the delivery to another worker, which sends it again."""
+    lease: datetime = claimed.lease_until
+    deadline = time.monotonic() + (lease - utcnow()).total_seconds()
+    try:
+        mark(s)
+        commit(s)
+        return
+    except SQLAlchemyError as e:
+        failure = e
+        try:
+            s.rollback()
+        except SQLAlchemyError:
+            log.debug("rollback after a failed record failed too", exc_info=True)
+    pause = 0.1
+    while True:
+        log.warning(
+            "webhook delivery %s: recording it failed (%s); again",
+            claimed.id,
+            database_said(failure),
+        )
+        try:
+            with session_scope(steps) as fresh:
+                mark(fresh)
+            return
+        except SQLAlchemyError as e:
+            failure = e
+        if time.monotonic() + pause > deadline:
+            raise failure
+        time.sleep(pause)
+        pause = min(pause * 2, 5.0)
