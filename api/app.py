@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from api import (
     applications,
     cache,
+    employer,
     errors,
     health,
     idempotency,
@@ -20,6 +21,7 @@ from api import (
     observability,
     ratelimit,
     reference,
+    reports,
     syncs,
     webhooks,
 )
@@ -120,6 +122,8 @@ def create_app(
         f"{API}/syncs/{{sync_id}}/start": syncs.SyncStart(*sync_parts),
         f"{API}/syncs/{{sync_id}}/cancel": syncs.SyncCancel(*sync_parts),
         f"{API}/syncs/{{sync_id}}/items": syncs.SyncItems(*sync_parts),
+        f"{API}/jobs/{{job_id}}/reports": reports.Reports(limiter, settings.trusted_proxies),
+        f"{API}/employer": employer.EmployerSettings(),
         f"{API}/webhooks": webhooks.Collection(hooks),
         f"{API}/webhooks/{{webhook_id}}": webhooks.Item(hooks),
         f"{API}/webhooks/{{webhook_id}}/secret": webhooks.Secret(hooks),

@@ -100,6 +100,9 @@ def job(j: StoredJob, employer_name: str) -> dict[str, Any]:
         "language": j.language,
         "translation": translation(j),
         "updatedAt": timestamp(j.updated_at),
+        "aiScreening": j.ai_screening,
+        "existingVacancy": j.existing_vacancy,
+        "takenDown": j.taken_down,
     }
 
 

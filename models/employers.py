@@ -12,10 +12,10 @@ from typing import Any, cast
 from sqlalchemy import Connection, and_, bindparam, select
 from sqlalchemy.orm import Session, make_transient_to_detached
 
-from models import job_rows
+from models import compliance, job_rows
 from models.dates import utcnow
 from models.entities import ApiKey, Employer, Job
-from models.errors import NotFound
+from models.errors import FieldError, NotFound, ValidationFailed
 from models.fast_reads import Precompiled
 from models.i18n import DEFAULT, LANGUAGES
 from models.job_rows import StoredJob
@@ -80,6 +80,61 @@ def _check_language(language: str) -> None:
         raise ValueError(f"language must be one of {', '.join(LANGUAGES)}")
 
 
+def set_compliance(
+    session: Session,
+    employer_id: int,
+    *,
+    mode: str | None = None,
+    ontario25_plus: bool | None = None,
+) -> Employer:
+    """The employer's C13 settings, each left as it is when None."""
+    if mode is not None and mode not in compliance.MODES:
+        raise ValueError(f"compliance must be one of {', '.join(compliance.MODES)}")
+    employer = get_employer(session, employer_id)
+    if mode is not None:
+        employer.compliance = mode
+    if ontario25_plus is not None:
+        employer.ontario25_plus = ontario25_plus
+    return employer
+
+
+def settings_shape(employer: Employer) -> dict[str, Any]:
+    """The employer as GET /employer and `jobpost employers set` show it (C13)."""
+    return {
+        "id": employer.id,
+        "name": employer.name,
+        "plan": employer.plan,
+        "language": employer.language,
+        "compliance": employer.compliance,
+        "ontario25Plus": employer.ontario25_plus,
+    }
+
+
+def update_settings(session: Session, employer_id: int, body: dict[str, Any]) -> Employer:
+    """PUT /employer (C13): a partial update of the settings (language, compliance,
+    ontario25Plus); every bad member reported at
+    once, and nothing changed then. Other members are read-only and ignored."""
+    errors: list[FieldError] = []
+    mode = body.get("compliance")
+    if "compliance" in body and (not isinstance(mode, str) or mode not in compliance.MODES):
+        code = "out_of_range" if isinstance(mode, str) else "invalid_type"
+        errors.append(FieldError("compliance", code, "compliance must be off, warn or enforce."))
+    ontario = body.get("ontario25Plus")
+    if "ontario25Plus" in body and not isinstance(ontario, bool):
+        errors.append(
+            FieldError("ontario25Plus", "invalid_type", "ontario25Plus must be true or false.")
+        )
+    language = body.get("language")
+    if "language" in body and (not isinstance(language, str) or language not in LANGUAGES):
+        code = "out_of_range" if isinstance(language, str) else "invalid_type"
+        errors.append(FieldError("language", code, "language must be en or fr."))
+    if errors:
+        raise ValidationFailed(errors, subject="employer")
+    if language is not None:
+        set_language(session, employer_id, language)
+    return set_compliance(session, employer_id, mode=mode, ontario25_plus=ontario)
+
+
 def list_employers(session: Session) -> list[Employer]:
     return list(session.scalars(select(Employer).order_by(Employer.id)))
 
@@ -115,6 +170,10 @@ class Access:
     employer_name: str
     plan: str
     created_at: datetime
+    # C13's settings: the mode of the rules, and Ontario's 25+ employees (defaults for the
+    # serializers that read the employer's id and name only).
+    compliance: str = "warn"
+    ontario25_plus: bool = True
     job_version: int | None = None
     job: StoredJob | None = None  # the job whole, when asked for (`authenticate`)
 
@@ -126,6 +185,8 @@ _KEY_COLUMNS = (
     _employers.name,
     _employers.plan,
     _employers.created_at,
+    _employers.compliance,
+    _employers.ontario25_plus,
 )
 _KEYS = ApiKey.__table__.join(Employer.__table__, _keys.employer_id == _employers.id)
 _LIVE = _keys.revoked_at.is_(None)
@@ -182,8 +243,10 @@ def authenticate(
         row = _LIVE_KEY_AND_JOB.first(connection, {"prefix": prefix, "job_id": job_id})
     if row is None or not hmac.compare_digest(row[0], _digest(key)):
         return None
-    _, employer_id, name, plan, created_at, *job = row
-    return Access(employer_id, name, plan, created_at, job[0] if job else None)
+    _, employer_id, name, plan, created_at, compliance, ontario25, *job = row
+    return Access(
+        employer_id, name, plan, created_at, compliance, ontario25, job[0] if job else None
+    )
 
 
 def _with_job(key: str, rows: list[tuple[Any, ...]]) -> Access | None:
@@ -191,9 +254,10 @@ def _with_job(key: str, rows: list[tuple[Any, ...]]) -> Access | None:
     width = len(_KEY_COLUMNS)
     if not rows or not hmac.compare_digest(rows[0][0], _digest(key)):
         return None
-    _, employer_id, name, plan, created_at = rows[0][:width]
+    _, employer_id, name, plan, created_at, compliance, ontario25 = rows[0][:width]
     job = job_rows.gather([row[width:] for row in rows])
-    return Access(employer_id, name, plan, created_at, None if job is None else job.version, job)
+    version = None if job is None else job.version
+    return Access(employer_id, name, plan, created_at, compliance, ontario25, version, job)
 
 
 def attach(session: Session, access: Access) -> Employer:
@@ -206,6 +270,8 @@ def attach(session: Session, access: Access) -> Employer:
         name=access.employer_name,
         plan=access.plan,
         created_at=access.created_at,
+        compliance=access.compliance,
+        ontario25_plus=access.ontario25_plus,
     )
     make_transient_to_detached(employer)
     session.add(employer)

@@ -22,6 +22,8 @@ from sqlalchemy import (
     String,
     Text,
     TypeDecorator,
+    false,
+    true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -65,6 +67,10 @@ class Employer(Base):
     # The language of the emails it receives (C13): "en" or "fr". A server default alone, so
     # an INSERT that leaves it out also works on a schema before 0012 (migration tests).
     language: Mapped[str] = mapped_column(String(2), server_default="en")
+    # Which writes the rules of C13 refuse (`enforce`), only warn of (`warn`), or neither
+    # (`off`); and whether it has 25+ employees in Ontario, whose rules apply only then.
+    compliance: Mapped[str] = mapped_column(String(8), default="warn", server_default="warn")
+    ontario25_plus: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
 
 
 class ApiKey(Base):
@@ -150,6 +156,14 @@ class Job(Base):
     language: Mapped[str] = mapped_column(String(2), server_default="en")
     translation_title: Mapped[str | None] = mapped_column(String(256))
     translation_description: Mapped[str | None] = mapped_column(Text)
+    # The posting statements of C13: AI used to screen applicants; an existing vacancy. Null:
+    # not stated.
+    ai_screening: Mapped[bool | None] = mapped_column(Boolean)
+    existing_vacancy: Mapped[bool | None] = mapped_column(Boolean)
+    # Taken down by the operator after a fraud report (C13): archived, and no write makes
+    # it active again. No Python default: the ORM then leaves it out of INSERTs, as schemas
+    # before migration 0013 (tests of older migrations) need.
+    taken_down: Mapped[bool] = mapped_column(Boolean, server_default=false())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
     # Raised by every write (`models.job_rows`, the upkeep UPDATEs): the API serves a cached
     # representation only while the row still has the version it was made from.
@@ -287,6 +301,26 @@ class OutboxEntry(Base):
     retry_from: Mapped[datetime | None] = mapped_column(UTCDateTime)
     application: Mapped[Application] = relationship(back_populates="outbox")
     __table_args__ = (Index("ix_outbox_status_next", "status", "next_attempt_at"),)
+
+
+class JobReport(Base):
+    """A fraud report on a job (C13), as the operator reads and resolves it. It outlives
+    its job (job_id null then): the operator's record of what was reported."""
+
+    __tablename__ = "job_reports"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id", ondelete="SET NULL"))
+    reason: Mapped[str] = mapped_column(String(16))
+    details: Mapped[str] = mapped_column(Text)
+    email: Mapped[str | None] = mapped_column(String(254))
+    status: Mapped[str] = mapped_column(String(12), default="open")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    resolved_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    note: Mapped[str | None] = mapped_column(Text)
+    __table_args__ = (
+        Index("ix_job_reports_status", "status", "id"),
+        Index("ix_job_reports_email", "email"),
+    )
 
 
 class IdempotencyKey(Base):

@@ -50,6 +50,18 @@ class PreconditionFailed(DomainError):
         self.etag = etag
 
 
+class JobTakenDown(DomainError):
+    """A write would make active again a job taken down after a report (C13)."""
+
+    code = "job_taken_down"
+
+
+class JobGone(DomainError):
+    """The job was taken down after a report: its public endpoints answer 410 (C13)."""
+
+    code = "job_removed"
+
+
 class ApplyViaUrl(DomainError):
     """An application sent to a job whose applicants go to the employer's own site (C8)."""
 

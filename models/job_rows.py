@@ -67,6 +67,9 @@ VALUES = (
     "language",
     "translation_title",
     "translation_description",
+    "ai_screening",
+    "existing_vacancy",
+    "taken_down",
 )
 # Set by every write beside them: computed, never read back into a StoredJob.
 DERIVED = ("search_text", "updated_at")
@@ -98,6 +101,9 @@ class StoredJob:
     language: str
     translation_title: str | None
     translation_description: str | None
+    ai_screening: bool | None
+    existing_vacancy: bool | None
+    taken_down: bool
     version: int
     updated_at: datetime | None  # the last stored change (C10); None before the first
     locations: tuple[Place, ...] | None = None

@@ -274,6 +274,15 @@ def _application_url(ctx: _Context, value: Any) -> None:
         ctx.out["application_url"] = checks.url(value, "applicationUrl", max_len=200)
 
 
+def _statement(column: str, field: str) -> Callable[[_Context, Any], None]:
+    """A posting statement of C13: true, false, or null for not stated."""
+
+    def rule(ctx: _Context, value: Any) -> None:
+        ctx.out[column] = None if value is None else checks.boolean(value, field)
+
+    return rule
+
+
 RULES: dict[str, Callable[[_Context, Any], None]] = {
     "referenceId": _reference_id,
     "title": _title,
@@ -291,6 +300,8 @@ RULES: dict[str, Callable[[_Context, Any], None]] = {
     "applicationUrl": _application_url,
     "language": _language,
     "translation": _translation,
+    "aiScreening": _statement("ai_screening", "aiScreening"),
+    "existingVacancy": _statement("existing_vacancy", "existingVacancy"),
 }
 
 

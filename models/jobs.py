@@ -30,10 +30,16 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from models import checks, job_rows, job_rules, tallies, warnings
+from models import checks, compliance, job_rows, job_rules, tallies, warnings
 from models.dates import default_close
 from models.entities import Employer, Job, JobLocation, Location
-from models.errors import DuplicateReferenceId, FieldError, NotFound, ValidationFailed
+from models.errors import (
+    DuplicateReferenceId,
+    FieldError,
+    JobTakenDown,
+    NotFound,
+    ValidationFailed,
+)
 from models.fast_reads import Precompiled, planned_for_values
 from models.feed import Position, stamp
 from models.job_rows import StoredJob
@@ -158,23 +164,46 @@ def post(
     answers the same errors, the used referenceId's 409 too, and writes nothing."""
     notes: list[warnings.Warning] = []
     changes = _validated(session, employer, body, job=None, today=today, notes=notes)
+    new = _merged(_new(employer.id, today), changes, today=today)
+    notes.extend(_comply(session, employer, new, body, None, today=today))
     if dry_run:
         _check_reference_free(session, employer, body, None)
-        return _would_create(session, employer, changes, notes, today=today)
-    written = _insert(session, employer, changes, today=today)
+        return _would_create(session, employer, new, notes, today=today)
+    written = _insert(session, new)
     if written is None:
         raise _taken(changes.get("reference_id"))
     job, listed = written
     return _applied(employer, job, "created", notes, listed, today=today)
 
 
-def _insert(
-    session: Session, employer: Employer, changes: dict[str, Any], *, today: date
-) -> tuple[StoredJob, list[int]] | None:
-    """The job and the places it listed; None, and nothing written, when the referenceId is
-    taken: by a concurrent request too, whose commit the insert waits for (PostgreSQL's ON
-    CONFLICT)."""
-    job = _merged(_new(employer.id, today), changes, today=today)
+def _comply(
+    session: Session,
+    employer: Employer,
+    job: StoredJob,
+    body: dict[str, Any],
+    stored: StoredJob | None,
+    *,
+    today: date,
+) -> list[warnings.Warning]:
+    """The C13 warnings of the merged job, or in `enforce` mode the 422 of the rules it
+    breaks: after the 409 of a used referenceId, as every 422 (C1)."""
+    try:
+        return compliance.check(
+            session.connection(),
+            job,
+            mode=employer.compliance,
+            ontario25_plus=employer.ontario25_plus,
+            today=today,
+        )
+    except ValidationFailed:
+        _check_reference_free(session, employer, body, stored)
+        raise
+
+
+def _insert(session: Session, job: StoredJob) -> tuple[StoredJob, list[int]] | None:
+    """The new job (`_merged` into `_new`) and the places it listed; None, and nothing
+    written, when the referenceId is taken: by a concurrent request too, whose commit the
+    insert waits for (PostgreSQL's ON CONFLICT)."""
     derived = _derived(job, stamp(session))
     written = job_rows.insert_job(session.connection(), job, derived)
     if written is None:
@@ -186,14 +215,13 @@ def _insert(
 def _would_create(
     session: Session,
     employer: Employer,
-    changes: dict[str, Any],
+    job: StoredJob,
     notes: list[warnings.Warning],
     *,
     today: date,
 ) -> Applied:
     """A dry run's create: the job as the insert would store it, read nothing but which of
     its places are not listed yet."""
-    job = _merged(_new(employer.id, today), changes, today=today)
     assert job.locations is not None  # a create writes them
     listed = job_rows.unlisted(session.connection(), [p.id for p in job.locations])
     return _applied(employer, job, "created", notes, listed, today=today, dry_run=True)
@@ -242,6 +270,9 @@ def _new(employer_id: int, today: date) -> StoredJob:
         language="en",
         translation_title=None,
         translation_description=None,
+        ai_screening=None,
+        existing_vacancy=None,
+        taken_down=False,
         version=1,
         updated_at=None,
         locations=(),
@@ -269,6 +300,10 @@ def put(
     every rule (C4). A merged job equal to the stored one, in the stored form of every
     field, is not written: its version, updatedAt and publishDate stay (C10). A dry run
     answers the same errors, the 409 of a used referenceId too, and writes nothing."""
+    if job.taken_down and body.get("status") == "active":  # 409 before 422 (C1)
+        raise JobTakenDown(
+            f"Job {job.id} was taken down after a report; it cannot be made active again."
+        )
     notes: list[warnings.Warning] = []
     changes = _validated(session, employer, body, job=job, today=today, notes=notes)
     connection = session.connection()
@@ -277,9 +312,13 @@ def put(
         stored = job_rows.complete(connection, job)
         merged = _filled(merged, stored)
         if _items(merged) == _items(stored):
+            # Unchanged, and checked all the same: in `enforce`, a job that does not comply
+            # fails every update until it does (C13).
+            notes.extend(_comply(session, employer, stored, body, job, today=today))
             return _applied(employer, stored, "unchanged", notes, [], today=today, dry_run=dry_run)
     else:  # changed: only the arrays it keeps are read
         merged = job_rows.complete(connection, merged)
+    notes.extend(_comply(session, employer, merged, body, job, today=today))
     if dry_run:
         _check_reference_free(session, employer, body, job)
         assert merged.locations is not None
@@ -356,9 +395,11 @@ def apply(
     changes = job_rules.validate(
         session, body, employer=employer, job=None, today=today, notes=notes
     )
+    new = _merged(_new(employer.id, today), changes, today=today)
+    notes.extend(_comply(session, employer, new, body, None, today=today))
     if dry_run:
-        return _would_create(session, employer, changes, notes, today=today)
-    written = _insert(session, employer, changes, today=today)
+        return _would_create(session, employer, new, notes, today=today)
+    written = _insert(session, new)
     if written is not None:
         created, listed = written
         return _applied(employer, created, "created", notes, listed, today=today)

@@ -6,15 +6,20 @@ from typing import Any
 
 
 def job_body(**overrides: Any) -> dict[str, Any]:
-    """A valid write-shape body (POST), every required property present."""
+    """A valid write-shape body (POST), every required property present; active in Toronto,
+    it complies with Ontario's rules (C13): pay, and both posting statements. A member
+    overridden with `...` is left out."""
     body: dict[str, Any] = {
         "title": "Senior Baker",
         "locations": [{"description": "Toronto, ON"}],
         "categories": [{"id": 12}],
         "positionType": {"id": 1},
+        "salary": {"amount": 52000, "period": {"id": 1}},
         "description": "<p>Bake <strong>bread</strong>.</p>",
         "applicantRoutingType": {"id": 1},
         "applicationEmail": "jobs@maple.test",
+        "aiScreening": False,
+        "existingVacancy": True,
     }
     body.update(overrides)
     return {k: v for k, v in body.items() if v is not ...}

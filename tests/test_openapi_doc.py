@@ -43,6 +43,9 @@ ENDPOINTS = [
     ("get", f"{V}/applications"),
     ("get", f"{V}/applications/{{id}}"),
     ("get", f"{V}/applications/{{id}}/resume"),
+    ("get", f"{V}/employer"),
+    ("put", f"{V}/employer"),
+    ("post", f"{V}/jobs/{{id}}/reports"),
     ("get", f"{V}/openapi.json"),
     ("post", f"{V}/webhooks"),
     ("get", f"{V}/webhooks"),
@@ -88,6 +91,9 @@ STATUSES = {
     ("get", f"{V}/applications"): {200, 400, 401, 500, 503},
     ("get", f"{V}/applications/{{id}}"): {200, 401, 404, 500, 503},
     ("get", f"{V}/applications/{{id}}/resume"): {200, 401, 404, 500, 503},
+    ("get", f"{V}/employer"): {200, 401, 500, 503},
+    ("post", f"{V}/jobs/{{id}}/reports"): {202, 400, 404, 410, 413, 415, 422, 429, 500, 503},
+    ("put", f"{V}/employer"): {200, 400, 401, 413, 415, 422, 500, 503},
     ("get", f"{V}/positiontypes"): {200, 304, 500, 503},
     ("get", f"{V}/categories"): {200, 304, 500, 503},
     ("get", f"{V}/locations"): {200, 304, 400, 500, 503},
@@ -131,6 +137,7 @@ STATUSES = {
 }
 
 PUBLIC = {
+    ("post", f"{V}/jobs/{{id}}/reports"),
     ("post", f"{V}/jobs/{{id}}/applications"),
     ("get", f"{V}/positiontypes"),
     ("get", f"{V}/categories"),
@@ -192,6 +199,9 @@ JOB: dict[str, Any] = {
         "description": "<p>Joignez-vous à nous.</p>",
     },
     "updatedAt": "2025-05-01T13:45:02.118Z",
+    "aiScreening": False,
+    "existingVacancy": None,
+    "takenDown": False,
 }
 
 URL_JOB = {

@@ -20,7 +20,13 @@ from sqlalchemy.orm import Session, sessionmaker
 from models import syncs
 from models.dates import today_in, utcnow
 from models.entities import Employer
-from models.errors import DomainError, DuplicateReferenceId, FieldError, ValidationFailed
+from models.errors import (
+    DomainError,
+    DuplicateReferenceId,
+    FieldError,
+    JobTakenDown,
+    ValidationFailed,
+)
 from workers.observability import SYNC_ITEMS
 
 log = logging.getLogger("jobpost.syncs")
@@ -36,6 +42,8 @@ def _errors_of(error: DomainError) -> list[FieldError]:
         return list(error.errors)
     if isinstance(error, DuplicateReferenceId):
         return [FieldError("referenceId", "duplicate", error.detail)]
+    if isinstance(error, JobTakenDown):  # C13: re-publishing what an operator took down
+        return [FieldError("status", "job_taken_down", error.detail)]
     return [FieldError("", "internal_error", error.detail)]
 
 

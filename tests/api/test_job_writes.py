@@ -35,7 +35,7 @@ FULL_URL_JOB = {
 def test_a_new_job_gets_its_defaults(api: Any, employer: Any) -> None:
     """C4/C5: status draft, closeDate publishDate + 60, confidential and autoRefresh false,
     no salary, referenceId null; publishDate is today by the service clock."""
-    job = create_job(api, employer)
+    job = create_job(api, employer, salary=...)
     assert job["publishDate"] == "2026-03-10" and job["closeDate"] == "2026-05-09"
     assert job["status"] == "draft" and job["referenceId"] is None
     assert job["confidential"] is False and job["autoRefresh"] is False

@@ -125,6 +125,87 @@ def test_a_database_away_or_unmigrated_is_one_line_not_a_traceback(
     assert printed.err.startswith(f"jobpost: {said}") and printed.err.count("\n") == 1
 
 
+def test_employers_set_changes_the_c13_settings_and_prints_them(
+    copy: sessionmaker[Session], capsys: Any
+) -> None:
+    with copy() as s:
+        employer = employers.create_employer(s, "Érable Inc")
+        s.commit()
+    argv = ["employers", "set", str(employer.id), "--compliance", "enforce"]
+    assert main([*argv, "--ontario-25-plus", "no", "--json"]) == 0
+    shown = orjson.loads(capsys.readouterr().out)
+    assert shown == {
+        "id": employer.id,
+        "name": "Érable Inc",
+        "plan": "standard",
+        "language": "en",
+        "compliance": "enforce",
+        "ontario25Plus": False,
+    }
+    assert main(["employers", "set", str(employer.id), "--ontario-25-plus", "yes"]) == 0
+    said = capsys.readouterr().out
+    assert said == (
+        f"Employer {employer.id}: language en, compliance enforce, 25+ employees in Ontario: yes.\n"
+    )
+    with copy() as s:
+        stored = employers.get_employer(s, employer.id)
+        assert (stored.compliance, stored.ontario25_plus) == ("enforce", True)
+    assert main(["employers", "set", "999", "--compliance", "off"]) == 1
+    assert "No employer has id 999" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["employers", "set", str(employer.id), "--compliance", "strict"])
+
+
+def test_reports_list_show_and_resolve(copy: sessionmaker[Session], capsys: Any) -> None:
+    from datetime import date, timedelta
+
+    from models import reports
+    from models.entities import Job
+
+    with copy() as s:
+        employer = employers.create_employer(s, "Report Ltd")
+        job = Job(
+            employer_id=employer.id,
+            title="Baker",
+            search_text="baker",
+            publish_date=date(2026, 3, 10),
+            close_date=date(2026, 3, 10) + timedelta(days=60),
+            status="active",
+            position_type_id=1,
+            description="<p>Bake.</p>",
+            routing_type=1,
+            application_email="jobs@maple.test",
+            updated_at=datetime(2026, 3, 10, tzinfo=UTC),
+        )
+        s.add(job)
+        s.flush()
+        first = reports.create(s, job.id, {"reason": "scam", "details": "A fee."}).id
+        second = reports.create(s, job.id, {"reason": "other", "details": "Odd."}).id
+        s.commit()
+    assert main(["reports", "--json"]) == 0
+    listed = orjson.loads(capsys.readouterr().out)["data"]
+    assert [(r["id"], r["status"], r["jobId"]) for r in listed] == [
+        (first, "open", job.id),
+        (second, "open", job.id),
+    ]
+    assert main(["reports", "show", str(first), "--json"]) == 0
+    assert orjson.loads(capsys.readouterr().out) == listed[0]
+    assert main(["reports", "resolve", str(first), "--dismiss", "--note", "fine"]) == 0
+    assert capsys.readouterr().out == f"Report {first}: dismissed.\n"
+    assert main(["reports", "resolve", str(second), "--take-down", "--json"]) == 0
+    assert orjson.loads(capsys.readouterr().out)["status"] == "taken_down"
+    assert main(["reports", "--status", "open", "--json"]) == 0
+    assert orjson.loads(capsys.readouterr().out) == {"data": []}
+    with copy() as s:
+        down = s.get(Job, job.id)
+        assert down is not None and down.taken_down and down.status == "archived"
+    assert main(["reports", "resolve", str(second), "--dismiss"]) == 1
+    assert "already taken_down" in capsys.readouterr().err
+    assert main(["reports", "show", "999"]) == 1
+    with pytest.raises(SystemExit):
+        main(["reports", "resolve", str(first)])  # --dismiss or --take-down: a usage error
+
+
 def test_employers_create_and_set_choose_the_language_of_the_emails(
     copy: sessionmaker[Session], capsys: Any
 ) -> None:
@@ -137,7 +218,8 @@ def test_employers_create_and_set_choose_the_language_of_the_emails(
     listed = {e["id"]: e["language"] for e in orjson.loads(capsys.readouterr().out)["employers"]}
     assert listed[created] == "fr" and listed[default] == "en"
     assert main(["employers", "set", str(created), "--language", "en", "--json"]) == 0
-    assert orjson.loads(capsys.readouterr().out) == {"employerId": created, "language": "en"}
+    shown = orjson.loads(capsys.readouterr().out)
+    assert (shown["id"], shown["language"]) == (created, "en")
     assert main(["employers", "set", str(default), "--json"]) == 0  # nothing given: unchanged
     assert orjson.loads(capsys.readouterr().out)["language"] == "en"
     with copy() as s:

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import syncs
+from models import reports, syncs
 from models.dates import utcnow
 from models.entities import Employer, Job, SyncItem, SyncRun
 from models.settings import Settings
@@ -310,3 +310,29 @@ def test_a_completed_run_emits_sync_completed_once_and_a_dry_run_none(
     data = json.loads(messages[0].payload)["data"]
     assert data == api.get(f"{SYNCS}/{real}", key=employer.key).json
     assert (data["status"], data["created"]) == ("completed", 2)
+
+
+def test_an_item_that_would_republish_a_taken_down_job_fails_with_job_taken_down(
+    api: Any, employer: Any, sessions: Any, settings: Settings, session: Session
+) -> None:
+    """C11 and C13: the item fails with the entry job_taken_down; the job stays down and
+    the run goes on."""
+    job = api.post("/api/v1.1/jobs", json=item("DOWN", status="active"), key=employer.key).json
+    reported = api.post(
+        f"/api/v1.1/jobs/{job['id']}/reports",
+        json={"reason": "scam", "details": "Asks for a fee."},
+        remote_addr="203.0.113.7",
+    )
+    assert reported.status_code == 202, reported.text
+    with session_scope(sessions) as s:
+        reports.resolve(s, reported.json["id"], take_down=True, note=None)
+    body = {"mode": "upsert", "jobs": [item("DOWN", status="active"), item("NEXT")]}
+    started = api.post(SYNCS, json=body, key=employer.key)
+    assert started.status_code == 202, started.text
+    run_id = started.json["id"]
+    assert process(sessions, settings, run_id, utcnow()) == "completed"
+    assert [o[:2] for o in outcomes(session, run_id)] == [("DOWN", "failed"), ("NEXT", "created")]
+    items = api.get(f"{SYNCS}/{run_id}/items", key=employer.key).json["data"]
+    assert [(e["field"], e["code"]) for e in items[0]["errors"]] == [("status", "job_taken_down")]
+    read = api.get(f"/api/v1.1/jobs/{job['id']}", key=employer.key).json
+    assert read["status"] == "archived" and read["takenDown"] is True

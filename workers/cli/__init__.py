@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy.exc import DBAPIError
 
-from models import logs
+from models import compliance, logs
 from models.employers import PLANS
 from models.engines import database_said
 from models.errors import DomainError
@@ -24,7 +24,7 @@ from models.i18n import DEFAULT, LANGUAGES
 from models.secrets import MissingKey
 from models.settings import Settings
 from models.syncs import STATUSES
-from workers.cli import database, employers, operations, services, syncs, webhooks
+from workers.cli import database, employers, operations, reports, services, syncs, webhooks
 from workers.cli.command import Command, Handler, json_flag
 
 
@@ -50,6 +50,8 @@ def parser() -> argparse.ArgumentParser:
     c = cmd(emp, "set", employers.employers_set, "change an employer's settings (C13)")
     c.add_argument("id", type=int)
     c.add_argument("--language", choices=LANGUAGES, help="of the emails it receives")
+    c.add_argument("--compliance", choices=compliance.MODES)
+    c.add_argument("--ontario-25-plus", choices=("yes", "no"), dest="ontario25_plus")
     c = cmd(emp, "set-plan", employers.employers_set_plan, "change an employer's plan")
     c.add_argument("id", type=int)
     c.add_argument("plan", choices=PLANS)
@@ -120,6 +122,22 @@ def parser() -> argparse.ArgumentParser:
     which.add_argument("application_id", nargs="?", type=int)
     which.add_argument("--all-failed", action="store_true")
     json_flag(retry)
+
+    c = cmd(sub, "reports", reports.reports_list, "fraud reports (all, or of one status)")
+    c.add_argument("--status", choices=("open", "dismissed", "taken_down"))
+    more = c.add_subparsers(dest="sub")
+    show = more.add_parser("show", help="one report")
+    show.set_defaults(handler=reports.reports_show)
+    show.add_argument("id", type=int)
+    json_flag(show)
+    resolve = more.add_parser("resolve", help="dismiss a report, or take its job down")
+    resolve.set_defaults(handler=reports.reports_resolve)
+    resolve.add_argument("id", type=int)
+    how = resolve.add_mutually_exclusive_group(required=True)
+    how.add_argument("--dismiss", action="store_true")
+    how.add_argument("--take-down", action="store_true")
+    resolve.add_argument("--note")
+    json_flag(resolve)
 
     cmd(sub, "queues", operations.queues, "depth of each Celery queue and the workers seen")
 

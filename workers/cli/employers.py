@@ -46,13 +46,23 @@ def employers_set_plan(args: argparse.Namespace, command: Command) -> int:
 
 
 def employers_set(args: argparse.Namespace, command: Command) -> int:
-    """`employers set ID [--language L]`: what is not given is left as it is (C13)."""
+    """`jobpost employers set ID [--language L] [--compliance M] [--ontario-25-plus yes|no]`
+    (C13): what is not given is left as it is; prints the employer as GET /employer does."""
+    ontario = None if args.ontario25_plus is None else args.ontario25_plus == "yes"
     with session_scope(command.sessions) as s:
-        employer = employers.get_employer(s, args.id)
         if args.language is not None:
-            employer = employers.set_language(s, args.id, args.language)
-        settings = {"employerId": employer.id, "language": employer.language}
-    out(args, settings, f"Employer {employer.id}: language {settings['language']}.")
+            employers.set_language(s, args.id, args.language)
+        employer = employers.set_compliance(
+            s, args.id, mode=args.compliance, ontario25_plus=ontario
+        )
+        shown = employers.settings_shape(employer)
+    out(
+        args,
+        shown,
+        f"Employer {shown['id']}: language {shown['language']}, compliance "
+        f"{shown['compliance']}, 25+ employees in Ontario: "
+        f"{'yes' if shown['ontario25Plus'] else 'no'}.",
+    )
     return 0
 
 
