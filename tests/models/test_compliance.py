@@ -153,6 +153,18 @@ def test_a_canadian_experience_requirement_is_found_in_every_writing(
     assert found == [("description", "canadian_experience_requirement")]
 
 
+@pytest.mark.parametrize(
+    "description",
+    [
+        '<p><a href="https://x.test/?q=&gt;canadian experience">Apply</a></p>',  # as nh3 stores it
+        '<p><a href="https://x.test/?q=>canadian experience">Apply</a></p>',  # ">" quoted
+        "<p>Canadian-born founders; experience with ovens</p>",
+    ],
+)
+def test_words_a_reader_does_not_see_together_are_no_requirement(description: str) -> None:
+    assert check(job(description=description), {"ON"}) == []
+
+
 def test_canadian_experience_is_never_an_error() -> None:
     broken = job(description="<p>Canadian experience required.</p>")
     found = compliance.findings(broken, {"ON"}, ontario25_plus=True, today=TODAY)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import sys
+import unicodedata
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -11,6 +13,7 @@ import pytest
 from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from models import reference
 from models.engines import make_engine
 from models.entities import Base, Category, Location, LocationName, PositionType, SalaryPeriod
 from models.errors import FieldError
@@ -149,6 +152,25 @@ def test_fold_ignores_case_accents_and_punctuation(written: str, name: str) -> N
 def test_fold_keeps_like_wildcards() -> None:
     """C6 (for the locations list too): % and _ are literal characters in `q`."""
     assert fold("50%_") == "50%_"
+
+
+def _fold_by_character(text: str) -> str:
+    """fold as first written: every character tested for a combining mark."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    bare = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    return " ".join(bare.casefold().translate(reference._FOLD_TABLE).split())
+
+
+def test_fold_drops_every_combining_mark_as_a_test_per_character_would() -> None:
+    """The one-translate fold equals the per-character one over every code point."""
+    assert not any(unicodedata.combining(chr(c)) for c in range(0x20000, sys.maxunicode + 1))
+    for start in range(0, sys.maxunicode + 1, 4096):
+        chunk = "".join(
+            f"a{chr(c)}é "
+            for c in range(start, min(start + 4096, sys.maxunicode + 1))
+            if not 0xD800 <= c <= 0xDFFF
+        )
+        assert fold(chunk) == _fold_by_character(chunk), hex(start)
 
 
 # --- resolve by description -------------------------------------------------------------------
