@@ -373,6 +373,7 @@ def report_page(report: ReportForm, lang: Language, links: Links) -> str:
         policy=f"{FRAUD_POLICY}?lang={lang.code}",
         reasons=[(value, lang.gettext(words)) for value, words in REASON_WORDS.items()],
         form=report.form,
+        form_key=FORM_KEY,
         action=report.action,
         max_details=report.max_details,
     )

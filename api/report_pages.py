@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import falcon
 
-from api import forms, html_render
+from api import forms, html_render, idempotency
 from api.body import media_type, read_bytes
+from api.errors import Problem
 from api.pages import (
     links,
+    new_token,
     page_language,
     public_job,
     send_gone,
@@ -25,6 +27,7 @@ from models import reports
 from models.entities import Job
 from models.errors import FieldError, JobGone, NotFound, ValidationFailed
 from models.i18n import N_, Language
+from models.idempotency import Busy, Scope
 from models.settings import Settings
 
 FIELDS = ("reason", "details", "email")
@@ -54,11 +57,15 @@ class ReportForm:
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         job = self._job(req, resp, job_id)
         if job is not None:
-            self._page(req, resp, job, html_render.FormState(), 200)
+            self._page(req, resp, job, html_render.FormState(token=new_token()), 200)
+            resp.set_header("Cache-Control", "private, no-cache")  # its token is this visitor's
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         try:
             fields = self._read(req)
+            if self._answered_by_key(req, resp, job_id, fields):
+                return
+            self.twin.check_rate(req)
         except falcon.HTTPError as e:
             _refused(req, resp, e, job_id)
             return
@@ -73,15 +80,69 @@ class ReportForm:
                 return
         resp.status = 303
         resp.location = f"/jobs/{job.id}/reported?lang={page_language(req, job).code}"
+        idempotency.finish(req, resp)
 
     def _read(self, req: falcon.Request) -> dict[str, str]:
-        """413, 415, 429, then 400: the form's text fields."""
+        """413, 415, then 400 (an unreadable form counts against the rate first, as C1 puts
+        429 before 400): the form's text fields."""
         data = read_bytes(req, REPORT_BODY_LIMIT)
         if media_type(req) != "multipart/form-data":
             raise falcon.HTTPUnsupportedMediaType()
-        self.twin.check_rate(req)
-        parsed = forms.parse_multipart(req.content_type or "", data)
+        try:
+            parsed = forms.parse_multipart(req.content_type or "", data)
+        except falcon.HTTPError:
+            self.twin.check_rate(req)
+            raise
         return {k: v for k, v in parsed.items() if isinstance(v, str)}
+
+    def _answered_by_key(
+        self, req: falcon.Request, resp: falcon.Response, job_id: str, fields: dict[str, str]
+    ) -> bool:
+        """The form's one-time token is its Idempotency-Key, as the application form's is
+        (C10): a report sent twice is stored once, and the second is answered the first's
+        303. Its keys are the job's reports' (scope `report`), apart from its applications'."""
+        token = fields.get(html_render.FORM_KEY)
+        try:
+            scope = Scope("report", path_id(job_id))
+        except NotFound:
+            return False  # the 404 page comes next
+        if token is None:
+            return False
+        idempotency.check_key(token)
+        content = ["report", idempotency.form_content(fields)]
+        keys: idempotency.Keys = req.context.idempotency_keys
+        outcome = keys.begin(req, scope, token, idempotency.fingerprint(req, content))
+        lang = page_language(req)
+        _ = lang.gettext
+        back = f"/jobs/{scope.id}/report?lang={lang.code}"
+        if outcome is Busy.IN_FLIGHT:
+            page = html_render.error_page(
+                _("Your report is being sent"),
+                _(
+                    "This form was sent a moment ago and is still being processed; it will not "
+                    "be sent twice. Reload this page in a moment to see the confirmation."
+                ),
+                lang,
+                links(req),
+                back=back,
+            )
+            send_html(resp, page, lang, 409)
+            resp.set_header("Retry-After", idempotency.RETRY_AFTER)
+        elif outcome is Busy.REUSED:
+            page = html_render.error_page(
+                _("This form was sent already"),
+                _(
+                    "A report was sent from this page already. To send another, open the form "
+                    "again."
+                ),
+                lang,
+                links(req),
+                back=back,
+            )
+            send_html(resp, page, lang, 422)
+        elif outcome is not None:
+            idempotency.replay(resp, outcome)
+        return outcome is not None
 
     def _job(self, req: falcon.Request, resp: falcon.Response, raw_id: str) -> Job | None:
         """The active job reported on, or None once its 404 or 410 page is sent."""
@@ -102,7 +163,12 @@ class ReportForm:
         errors: list[FieldError],
     ) -> None:
         lang = page_language(req, job)
-        state = html_render.FormState(values={k: fields[k] for k in FIELDS if k in fields})
+        token = fields.get(html_render.FORM_KEY)
+        state = html_render.FormState(
+            values={k: fields[k] for k in FIELDS if k in fields},
+            # The same token: the key was released, and the corrected form reports once.
+            token=token or new_token(),
+        )
         for error in errors:
             message = lang.gettext(MESSAGES.get((error.field, error.code), FALLBACK))
             state.errors.setdefault(error.field, []).append(message)
@@ -141,6 +207,13 @@ def _refused(
         message = _(
             "Too many reports were sent from your network. Try again in %(seconds)s seconds."
         ) % {"seconds": wait}
+    elif (
+        status == 400
+        and isinstance(error, Problem)
+        and error.problem_code == "invalid_idempotency_key"
+    ):
+        heading = _("The form could not be read")
+        message = _("Please open the form again and send it from there.")
     elif status == 413:
         heading = _("Report too long")
         message = _("Please shorten your report and send it again.")

@@ -411,3 +411,54 @@ def test_the_operators_email_is_written_with_the_report_only_when_reports_email_
     assert mails(sessions) == 2 and queued == [r.id for r in stored(sessions)[1:]]
     assert send(app, job["id"], {"reason": "x", "details": ""}).status_code == 422
     assert mails(sessions) == 2
+
+
+# --- the form's one-time token (C10), as the application form's -------------------------------
+
+
+def token_of(page: str) -> str:
+    found = re.search(r'<input type="hidden" name="idempotencyKey" value="([^"]+)">', page)
+    assert found, "no one-time token in the form"
+    return found[1]
+
+
+def test_a_report_form_sent_twice_stores_one_report_and_answers_the_same_303(
+    app: WsgiApp, api: Api, employer: Account, sessions: sessionmaker[Session]
+) -> None:
+    job = active_job(api, employer)
+    form = pages(app).simulate_get(f"/jobs/{job['id']}/report?lang=fr")
+    token = token_of(form.text)
+    assert form.headers["cache-control"] == "private, no-cache"
+    assert token != token_of(pages(app).simulate_get(f"/jobs/{job['id']}/report").text)
+    fields = {**REPORT, "idempotencyKey": token}
+    first = send(app, job["id"], fields, "fr")
+    again = send(app, job["id"], fields, "fr")
+    assert first.status_code == again.status_code == 303
+    assert again.headers["location"] == first.headers["location"]
+    assert again.headers["idempotent-replayed"] == "true"
+    assert len(stored(sessions)) == 1
+    other = send(app, job["id"], {**fields, "details": "Something else."}, "fr")
+    assert "Ce formulaire a déjà été envoyé" in text(assert_html(other, 422))
+    assert len(stored(sessions)) == 1
+
+
+def test_a_corrected_form_keeps_its_token_and_reports_once(
+    app: WsgiApp, api: Api, employer: Account, sessions: sessionmaker[Session]
+) -> None:
+    job = active_job(api, employer)
+    token = token_of(pages(app).simulate_get(f"/jobs/{job['id']}/report").text)
+    refused = send(app, job["id"], {"reason": "scam", "details": " ", "idempotencyKey": token})
+    assert token_of(assert_html(refused, 422)) == token
+    fixed = {**REPORT, "idempotencyKey": token}
+    assert send(app, job["id"], fixed).status_code == 303
+    assert send(app, job["id"], fixed).headers["idempotent-replayed"] == "true"
+    assert len(stored(sessions)) == 1
+
+
+def test_a_token_that_is_no_key_is_a_400_page(
+    app: WsgiApp, api: Api, employer: Account, sessions: sessionmaker[Session]
+) -> None:
+    job = active_job(api, employer)
+    result = send(app, job["id"], {**REPORT, "idempotencyKey": "x" * 256})
+    assert "The form could not be read" in assert_html(result, 400)
+    assert stored(sessions) == []
