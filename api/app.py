@@ -21,6 +21,7 @@ from api import (
     observability,
     ratelimit,
     reference,
+    report_pages,
     reports,
     syncs,
     webhooks,
@@ -61,6 +62,7 @@ class Collaborators:
     enqueue_sync: syncs.EnqueueSync = _no_sync_broker  # a queued sync run, after commit (C11)
     enqueue_webhooks: webhooks.EnqueueWebhooks = webhooks.nothing  # deliveries, after commit
     url_policy: UrlPolicy | None = None  # tests: a resolver of their own (C12)
+    enqueue_report: reports.EnqueueReport = reports.no_broker  # the operator's email (C13)
 
 
 def create_app(
@@ -107,6 +109,12 @@ def create_app(
     )
     # Half as much for the public pages (C13): each worker's memory stays within its bound.
     pages_kept = cache.Representations[PageKey](int(settings.job_cache_mb * 2**19))
+    reported = reports.Reports(
+        limiter,
+        settings.trusted_proxies,
+        notify=settings.reports_email is not None,
+        enqueue=parts.enqueue_report,
+    )
     routes: dict[str, object] = {
         f"{API}/jobs": jobs.JobCollection(
             clock, base, now=parts.now, lag=settings.change_feed_lag_seconds
@@ -122,7 +130,7 @@ def create_app(
         f"{API}/syncs/{{sync_id}}/start": syncs.SyncStart(*sync_parts),
         f"{API}/syncs/{{sync_id}}/cancel": syncs.SyncCancel(*sync_parts),
         f"{API}/syncs/{{sync_id}}/items": syncs.SyncItems(*sync_parts),
-        f"{API}/jobs/{{job_id}}/reports": reports.Reports(limiter, settings.trusted_proxies),
+        f"{API}/jobs/{{job_id}}/reports": reported,
         f"{API}/employer": employer.EmployerSettings(),
         f"{API}/webhooks": webhooks.Collection(hooks),
         f"{API}/webhooks/{{webhook_id}}": webhooks.Item(hooks),
@@ -138,6 +146,10 @@ def create_app(
         "/jobs/{job_id}": JobPage(settings.timezone, base, pages_kept),  # C8 public pages (HTML)
         "/jobs/{job_id}/apply": ApplyForm(intake, settings.timezone),
         "/jobs/{job_id}/applied": Applied(),
+        "/jobs/{job_id}/report": report_pages.ReportForm(reported),  # C13
+        "/jobs/{job_id}/reported": report_pages.Reported(settings),
+        "/policies/job-fraud": report_pages.FraudPolicy(settings),
+        "/policies/privacy": report_pages.PrivacyPolicy(settings),
         "/healthz": health.Health(),
         "/readyz": health.Ready(parts.ready_checks, settings.ready_timeout_seconds),
         "/metrics": observability.Metrics(
@@ -180,6 +192,7 @@ def get_app() -> WsgiApp:
         enqueue=lambda app_id, rid: enqueue.deliver(publisher, app_id, rid),
         enqueue_sync=lambda run_id, rid: enqueue.sync(publisher, run_id, rid),
         enqueue_webhooks=lambda ids: enqueue.deliver_webhooks(publisher, ids),
+        enqueue_report=lambda report_id: enqueue.deliver_report(publisher, report_id),
         ready_checks={
             "database": health.database_check(engine),
             "broker": lambda: broker.ping(settings.broker_url, timeout),

@@ -40,6 +40,21 @@ PER_PERIOD = {
 }
 SCHEMA_UNIT = {1: "YEAR", 2: "MONTH", 3: "WEEK", 4: "DAY", 5: "HOUR"}
 EMPLOYMENT_TYPE = {1: "FULL_TIME", 2: "PART_TIME", 3: "CONTRACTOR", 4: "TEMPORARY", 5: "VOLUNTEER"}
+# C13 Pay transparency: the public page's statements, when the employer made them.
+AI_STATEMENTS = {
+    True: N_(
+        "This employer uses artificial intelligence to screen, assess or select applicants "
+        "for this job."
+    ),
+    False: N_(
+        "This employer does not use artificial intelligence to screen, assess or select "
+        "applicants for this job."
+    ),
+}
+VACANCY_STATEMENTS = {
+    True: N_("This posting is for an existing vacancy."),
+    False: N_("This posting is not for an existing vacancy."),
+}
 RESUME_TYPES = ".pdf,.doc,.docx,.odt,.rtf,.txt"
 REGIONS = ("Province", "Territory")  # places whose name is translated (cities keep theirs)
 
@@ -69,6 +84,10 @@ STYLE = (
     "[aria-invalid=true]{border:2px solid #b3261e}"
     ".summary{border:2px solid #b3261e;border-radius:.4rem;padding:.5rem 1rem;margin:1rem 0}"
     ".hp{display:none}"
+    "fieldset{border:0;padding:0;margin:1rem 0 0}legend{font-weight:600}"
+    ".choice{font-weight:400;margin-top:.25rem}"
+    ".choice input{display:inline;width:auto;margin:0 .5rem 0 0}"
+    ".statements,.report{border-top:1px solid #ddd;margin-top:1.5rem;padding-top:.5rem}"
     ".switch{text-align:right;margin:0}"
 )
 _STYLE_HASH = base64.b64encode(hashlib.sha256(STYLE.encode()).digest()).decode()
@@ -290,7 +309,20 @@ def job_page(
         form_key=FORM_KEY,
         action=action,
         resume_types=RESUME_TYPES,
+        statements=statements(job, lang),
+        report_url=f"/jobs/{job.id}/report?lang={lang.code}",
+        policy_url=f"{FRAUD_POLICY}?lang={lang.code}",
     )
+
+
+def statements(job: Job, lang: Language) -> list[str]:
+    """The AI and vacancy statements the job makes (C13), in the page's language."""
+    said = []
+    if job.ai_screening is not None:
+        said.append(lang.gettext(AI_STATEMENTS[job.ai_screening]))
+    if job.existing_vacancy is not None:
+        said.append(lang.gettext(VACANCY_STATEMENTS[job.existing_vacancy]))
+    return said
 
 
 def applied_page(job: Job | None, lang: Language, links: Links, *, back: str) -> str:
@@ -306,6 +338,68 @@ def applied_page(job: Job | None, lang: Language, links: Links, *, back: str) ->
 
 def apply_elsewhere_page(job: Job, url: str, lang: Language, links: Links) -> str:
     return _render("apply_elsewhere.html", lang, links, text=job_text(job, lang), url=url)
+
+
+FRAUD_POLICY = "/policies/job-fraud"
+PRIVACY_POLICY = "/policies/privacy"
+# The report form's reasons (models.reports.REASONS) in words.
+REASON_WORDS = {
+    "scam": N_("A scam (it asks for money or personal details, or the job is not real)"),
+    "misleading": N_("Misleading (the pay, the employer or the job are not as described)"),
+    "discriminatory": N_("Discriminatory"),
+    "other": N_("Another problem"),
+}
+
+
+@dataclass(frozen=True)
+class ReportForm:
+    """The report form's page: the job it is about, its address, and what was typed."""
+
+    job: Job
+    action: str
+    form: FormState
+    max_details: int
+
+
+def report_page(report: ReportForm, lang: Language, links: Links) -> str:
+    job = report.job
+    return _render(
+        "report.html",
+        lang,
+        links,
+        text=job_text(job, lang),
+        employer=employer_name(job, lang),
+        back=f"/jobs/{job.id}?lang={lang.code}",
+        policy=f"{FRAUD_POLICY}?lang={lang.code}",
+        reasons=[(value, lang.gettext(words)) for value, words in REASON_WORDS.items()],
+        form=report.form,
+        form_key=FORM_KEY,
+        action=report.action,
+        max_details=report.max_details,
+    )
+
+
+def reported_page(lang: Language, links: Links, *, days: int, back: str | None) -> str:
+    policy = f"{FRAUD_POLICY}?lang={lang.code}"
+    return _render("reported.html", lang, links, days=days, policy=policy, back=back)
+
+
+def fraud_policy_page(lang: Language, links: Links, *, days: int) -> str:
+    privacy = f"{PRIVACY_POLICY}?lang={lang.code}"
+    return _render("policy_fraud.html", lang, links, days=days, privacy=privacy)
+
+
+def privacy_policy_page(
+    lang: Language, links: Links, *, contact: str | None, mail_from: str, retention: int
+) -> str:
+    return _render(
+        "policy_privacy.html",
+        lang,
+        links,
+        contact=contact,
+        mail_from=mail_from,
+        retention=retention,
+    )
 
 
 def error_page(

@@ -32,7 +32,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import logs, outbox, syncs, webhook_delivery
+from models import logs, outbox, reports, syncs, webhook_delivery
 from models.dates import utcnow
 
 QueueDepths = Callable[[], dict[str, int]]
@@ -109,6 +109,13 @@ _database_reads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="metrics-
 _broker_reads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="metrics-broker")
 
 
+def _by_status(name: str, documentation: str, counts: dict[str, int]) -> GaugeMetricFamily:
+    gauge = GaugeMetricFamily(name, documentation, labels=["status"])
+    for status, n in counts.items():
+        gauge.add_metric([status], n)
+    return gauge
+
+
 class StateCollector(Collector):
     """Outbox and queue figures, read at scrape time from the database and the broker."""
 
@@ -136,7 +143,7 @@ class StateCollector(Collector):
             up.add_metric(["database"], 0)
             return
         up.add_metric(["database"], 1)
-        (counts, age), (hooks, hooks_age), runs = read
+        (counts, age), (hooks, hooks_age), runs, (reported, mails) = read
         entries = GaugeMetricFamily(
             "jobpost_outbox_entries",
             "Outbox entries (copies to email), by status.",
@@ -169,11 +176,23 @@ class StateCollector(Collector):
         for status, n in runs.items():
             syncs_by_status.add_metric([status], n)
         yield syncs_by_status
+        yield _by_status("jobpost_job_reports", "Fraud reports (C13), by status.", reported)
+        yield _by_status(
+            "jobpost_report_mails",
+            "The operator's emails of fraud reports (C13), by status, as the outbox's.",
+            mails,
+        )
 
     def _read_outbox(
         self,
-    ) -> tuple[tuple[dict[str, int], float], tuple[dict[str, int], float], dict[str, int]]:
-        """The outbox's figures, the webhook deliveries' (C12), the sync runs' (C11)."""
+    ) -> tuple[
+        tuple[dict[str, int], float],
+        tuple[dict[str, int], float],
+        dict[str, int],
+        tuple[dict[str, int], dict[str, int]],
+    ]:
+        """The outbox's figures, the webhook deliveries' (C12), the sync runs' (C11), the
+        fraud reports' and their emails' (C13)."""
         now = utcnow()
         with self.sessions() as session:
             return (
@@ -183,6 +202,7 @@ class StateCollector(Collector):
                     webhook_delivery.oldest_pending_age(session, now=now),
                 ),
                 syncs.counts_by_status(session.connection()),
+                (reports.counts(session), outbox.counts(session, outbox.REPORTS)),
             )
 
     def _queues(self, up: GaugeMetricFamily) -> Iterator[Metric]:

@@ -19,9 +19,10 @@ from api import cache, forms, html_render, idempotency, languages, query
 from api import errors as problems
 from api.applications import Intake, job_scope
 from api.responses import path_id
+from models import reports
 from models.applications import Upload, elsewhere
 from models.entities import Job
-from models.errors import ApplyViaUrl, FieldError, NotFound, ValidationFailed
+from models.errors import ApplyViaUrl, FieldError, JobGone, NotFound, ValidationFailed
 from models.i18n import N_, Language, language
 from models.idempotency import Busy
 from models.public_jobs import public_state
@@ -73,7 +74,7 @@ def links(req: falcon.Request, base: str = "") -> html_render.Links:
     return html_render.Links({code: f"{base}{req.path}?lang={code}" for code in ("en", "fr")})
 
 
-PAGES = "/jobs/"  # the applicant's pages; the API lives under /api/
+PAGES = ("/jobs/", "/policies/")  # the public pages; the API lives under /api/
 
 
 def serialize_error(req: falcon.Request, resp: falcon.Response, error: falcon.HTTPError) -> None:
@@ -98,6 +99,30 @@ def serialize_error(req: falcon.Request, resp: falcon.Response, error: falcon.HT
         heading = _("This request could not be answered")
         message = _("Please go back to the job and try again.")
     send_html(resp, html_render.error_page(heading, message, lang, links(req)), lang, status)
+
+
+def send_gone(req: falcon.Request, resp: falcon.Response) -> None:
+    """410: the job was taken down after a fraud report (C13)."""
+    lang = page_language(req)
+    page = html_render.error_page(
+        lang.gettext("Job removed"),
+        lang.gettext("This job was removed after a review of a report about it."),
+        lang,
+        links(req),
+    )
+    send_html(resp, page, lang, 410)
+
+
+def send_missing(req: falcon.Request, resp: falcon.Response, raw_id: str) -> None:
+    """The page of a job that is not public: 410 when it was taken down, else 404."""
+    try:
+        job_id = path_id(raw_id)
+    except NotFound:
+        job_id = None
+    if job_id is not None and reports.taken_down(req.context.db.session, job_id):
+        send_gone(req, resp)
+    else:
+        send_not_found(req, resp)
 
 
 def send_not_found(req: falcon.Request, resp: falcon.Response) -> None:
@@ -152,7 +177,7 @@ class JobPage:
         session = req.context.db.session
         state = public_state(session.connection(), number)
         if state is None:
-            send_not_found(req, resp)
+            send_missing(req, resp, job_id)
             return
         lang = language(languages.choose(req, state.language))
         base = query.base_url(req, self.public_base_url)
@@ -199,7 +224,7 @@ class ApplyRedirect:
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         job = public_job(req.context.db.session, job_id)
         if job is None:
-            send_not_found(req, resp)
+            send_missing(req, resp, job_id)
             return
         resp.status = 302
         chosen = languages.from_query(req)  # kept for the form's page (C13)
@@ -239,6 +264,9 @@ class ApplyForm(ApplyRedirect):
             return
         except NotFound:
             send_not_found(req, resp)
+            return
+        except JobGone:
+            send_gone(req, resp)
             return
         except falcon.HTTPError as e:
             send_error(req, resp, e, job_id)

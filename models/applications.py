@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session, lazyload
 from models import checks, resumes
 from models.checks import Invalid
 from models.entities import Application, Employer, Job, OutboxEntry, Resume
-from models.errors import ApplyViaUrl, FieldError, NotFound, ValidationFailed
+from models.errors import ApplyViaUrl, FieldError, JobGone, NotFound, ValidationFailed
 from models.fast_reads import planned_for_values
 from models.feed import Position, stamp
 from models.reference import URL_ROUTE
@@ -69,6 +69,8 @@ def open_job(session: Session, job_id: int) -> Job:
         populate_existing=True,
         with_for_update={"read": True, "of": Job},
     )
+    if job is not None and job.taken_down:  # C13: removed after a report, said so
+        raise JobGone(f"Job {job_id} was removed after a report.")
     if job is None or job.status != "active":
         raise NotFound(f"No open job has id {job_id}.")
     if url := elsewhere(job):

@@ -323,6 +323,25 @@ class JobReport(Base):
     )
 
 
+class ReportMail(Base):
+    """Delivery state of the operator's email of one fraud report (C13): the outbox's
+    columns and transitions (models.outbox.REPORTS), keyed by the report."""
+
+    __tablename__ = "report_mails"
+    report_id: Mapped[int] = mapped_column(
+        ForeignKey("job_reports.id", ondelete="CASCADE"), primary_key=True
+    )
+    status: Mapped[str] = mapped_column(String(10), default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    enqueued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    retry_from: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    __table_args__ = (Index("ix_report_mails_status_next", "status", "next_attempt_at"),)
+
+
 class IdempotencyKey(Base):
     """An Idempotency-Key within its scope (C10): marked while its first request runs (the
     holder's `token`, until `lease_until`), then the response to replay (`status` set), for

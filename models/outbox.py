@@ -1,5 +1,9 @@
 """The delivery outbox (C8): claims with a lease, retries kept in the database.
 
+It holds two kinds of email (`Box`): the employer's copy of an application (C8, the table
+`outbox`, by application) and the operator's email of a fraud report (C13, `report_mails`,
+by report). Both have the same columns and go through the same transitions below.
+
 Every transition is one conditional UPDATE, so it behaves the same on SQLite and
 PostgreSQL and holds no lock while a worker talks to the SMTP server. The transitions of a
 delivery are written against the table rather than the entity: they run once per copy, and
@@ -16,12 +20,29 @@ from typing import Any, cast
 from sqlalchemy import ColumnElement, Row, Table, Update, and_, bindparam, func, or_, select, update
 from sqlalchemy.orm import Session
 
-from models.entities import Application, Employer, OutboxEntry, Resume
+from models.entities import Application, Employer, Job, JobReport, OutboxEntry, ReportMail, Resume
 
 OUTBOX = cast(Table, OutboxEntry.__table__)
+REPORT_MAILS = cast(Table, ReportMail.__table__)
 APPLICATIONS = cast(Table, Application.__table__)
 RESUMES = cast(Table, Resume.__table__)
 EMPLOYERS = cast(Table, Employer.__table__)
+
+
+@dataclass(frozen=True)
+class Box:
+    """One kind of email in the outbox: its table, and the column naming what it is about."""
+
+    table: Table
+    key: str
+
+    @property
+    def key_column(self) -> ColumnElement[int]:
+        return cast(ColumnElement[int], self.table.c[self.key])
+
+
+COPIES = Box(OUTBOX, "application_id")  # C8
+REPORTS = Box(REPORT_MAILS, "report_id")  # C13
 
 
 @dataclass(frozen=True)
@@ -88,17 +109,63 @@ class Claim:
         return connection.execute(self.read, params).one()
 
 
-def _finishing(**values: object) -> Update:
+_REPORTS_C = REPORT_MAILS.c
+_REPORT_CLAIM = (
+    update(REPORT_MAILS)
+    .where(
+        _REPORTS_C.report_id == bindparam("entry"),
+        or_(
+            and_(_REPORTS_C.status == "pending", _REPORTS_C.next_attempt_at <= bindparam("now")),
+            and_(_REPORTS_C.status == "sending", _REPORTS_C.lease_until < bindparam("now")),
+        ),
+    )
+    .values(status="sending", attempts=_REPORTS_C.attempts + 1, lease_until=bindparam("lease"))
+)
+_REPORT_READ = (
+    select(
+        _REPORTS_C.attempts,
+        _REPORTS_C.retry_from,
+        _REPORTS_C.lease_until,
+        JobReport.id,
+        JobReport.job_id,
+        JobReport.reason,
+        JobReport.details,
+        JobReport.email,
+        JobReport.created_at,
+        Job.title.label("job_title"),
+        Job.reference_id.label("job_reference_id"),
+        Employer.name.label("employer_name"),
+    )
+    .join(JobReport, JobReport.id == _REPORTS_C.report_id)
+    .outerjoin(Job, Job.id == JobReport.job_id)
+    .outerjoin(Employer, Employer.id == Job.employer_id)
+    .where(_REPORTS_C.report_id == bindparam("entry"))
+)
+
+
+def claim_report(
+    session: Session, report_id: int, *, now: datetime, timing: Timing
+) -> Row[Any] | None:
+    """The claim of C8 on a report's email (C13), then what the email says: the report and
+    its job as they are now (None if not won). Two statements: a report is rare."""
+    lease = now + timedelta(seconds=timing.lease_seconds)
+    params = {"entry": report_id, "now": now, "lease": lease}
+    if session.connection().execute(_REPORT_CLAIM, params).rowcount != 1:
+        return None
+    return session.execute(_REPORT_READ, {"entry": report_id}).one()
+
+
+def _finishing(box: Box = COPIES, **values: object) -> Update:
     """sending → another state, for the entry bound as `entry` under the claim whose lease
     is bound as `lease`; the lease ends. A worker whose lease ran out, and whose entry another
     worker has claimed since, changes nothing: its late outcome (a retry, say) must not undo
     the other's (sent). The lease is the claim's own: attempts would not tell the claims apart
     once an operator's retry has set them back to 0."""
-    c = OUTBOX.c
+    c = box.table.c
     return (
-        update(OUTBOX)
+        update(box.table)
         .where(
-            c.application_id == bindparam("entry"),
+            box.key_column == bindparam("entry"),
             c.status == "sending",
             c.lease_until == bindparam("lease"),
         )
@@ -106,23 +173,33 @@ def _finishing(**values: object) -> Update:
     )
 
 
-_SENT = _finishing(status="sent", sent_at=bindparam("now"), last_error=None)  # built once
+_SENT = {  # built once
+    box.key: _finishing(box, status="sent", sent_at=bindparam("now"), last_error=None)
+    for box in (COPIES, REPORTS)
+}
 
 
-def _finish(session: Session, application_id: int, lease: datetime, **values: object) -> bool:
-    return _run(session, _finishing(**values), {"entry": application_id, "lease": lease})
+def _finish(
+    session: Session, application_id: int, lease: datetime, box: Box = COPIES, **values: object
+) -> bool:
+    return _run(session, _finishing(box, **values), {"entry": application_id, "lease": lease})
 
 
 def _run(session: Session, statement: Update, params: dict[str, Any]) -> bool:
     return int(session.connection().execute(statement, params).rowcount) == 1
 
 
-def mark_sent(session: Session, application_id: int, *, now: datetime, lease: datetime) -> bool:
-    return _run(session, _SENT, {"entry": application_id, "now": now, "lease": lease})
+def mark_sent(
+    session: Session, application_id: int, *, now: datetime, lease: datetime, box: Box = COPIES
+) -> bool:
+    params = {"entry": application_id, "now": now, "lease": lease}
+    return _run(session, _SENT[box.key], params)
 
 
-def mark_failed(session: Session, application_id: int, error: str, *, lease: datetime) -> bool:
-    return _finish(session, application_id, lease, status="failed", last_error=error[:2000])
+def mark_failed(
+    session: Session, application_id: int, error: str, *, lease: datetime, box: Box = COPIES
+) -> bool:
+    return _finish(session, application_id, lease, box, status="failed", last_error=error[:2000])
 
 
 def backoff(attempts: int, timing: Timing, rng: random.Random | None = None) -> float:
@@ -142,6 +219,7 @@ def mark_retry(
     attempts: int,
     lease: datetime,
     timing: Timing,
+    box: Box = COPIES,
 ) -> str:
     """A transient failure: pending again at a later time, or failed once retries run out.
 
@@ -152,13 +230,14 @@ def mark_retry(
     deadline = since + timedelta(hours=timing.retry_hours)
     if now >= deadline:
         gave_up = f"gave up after {attempts} attempts: {error}"
-        mark_failed(session, application_id, gave_up, lease=lease)
+        mark_failed(session, application_id, gave_up, lease=lease, box=box)
         return "failed"
     next_at = min(now + timedelta(seconds=backoff(attempts, timing)), deadline)
     _finish(
         session,
         application_id,
         lease,
+        box,
         status="pending",
         next_attempt_at=next_at,
         enqueued_at=None,
@@ -167,7 +246,9 @@ def mark_retry(
     return "pending"
 
 
-def sweep(session: Session, *, now: datetime, timing: Timing, limit: int = 1000) -> list[int]:
+def sweep(
+    session: Session, *, now: datetime, timing: Timing, limit: int = 1000, box: Box = COPIES
+) -> list[int]:
     """Entries to enqueue now: pending and due and not enqueued within the grace, or left
     `sending` past their lease (a worker died mid-send). Marks them enqueued (C8).
 
@@ -175,26 +256,21 @@ def sweep(session: Session, *, now: datetime, timing: Timing, limit: int = 1000)
     marking it enqueued after its lease ran out keeps the next sweeps off it. If that message
     is lost too, the grace brings it round again, as for a pending entry."""
     grace = now - timedelta(seconds=timing.sweep_grace_seconds)
-    stale = or_(OutboxEntry.enqueued_at.is_(None), OutboxEntry.enqueued_at < grace)
-    unswept = or_(stale, OutboxEntry.enqueued_at < OutboxEntry.lease_until)  # since it ran out
+    c, key = box.table.c, box.key_column
+    stale = or_(c.enqueued_at.is_(None), c.enqueued_at < grace)
+    unswept = or_(stale, c.enqueued_at < c.lease_until)  # since it ran out
     due = or_(
-        and_(OutboxEntry.status == "pending", OutboxEntry.next_attempt_at <= now, stale),
-        and_(OutboxEntry.status == "sending", OutboxEntry.lease_until < now, unswept),
+        and_(c.status == "pending", c.next_attempt_at <= now, stale),
+        and_(c.status == "sending", c.lease_until < now, unswept),
     )
     # One statement: a sweep overlapping another waits on its row locks, then finds those
     # rows no longer due (just enqueued) and leaves them alone.
-    batch = (
-        select(OutboxEntry.application_id)
-        .where(due)
-        .order_by(OutboxEntry.next_attempt_at)
-        .limit(limit)
-    )
+    batch = select(key).where(due).order_by(c.next_attempt_at).limit(limit)
     marked = session.scalars(
-        update(OutboxEntry)
-        .where(due, OutboxEntry.application_id.in_(batch.scalar_subquery()))
+        update(box.table)
+        .where(due, key.in_(batch.scalar_subquery()))
         .values(enqueued_at=now)
-        .returning(OutboxEntry.application_id)
-        .execution_options(synchronize_session=False)
+        .returning(key)
     )
     return sorted(marked)
 
@@ -217,8 +293,9 @@ def retry_failed(session: Session, application_id: int | None, *, now: datetime)
     return sorted(retried)
 
 
-def counts(session: Session) -> dict[str, int]:
-    rows = session.execute(select(OutboxEntry.status, func.count()).group_by(OutboxEntry.status))
+def counts(session: Session, box: Box = COPIES) -> dict[str, int]:
+    status = box.table.c.status
+    rows = session.execute(select(status, func.count()).group_by(status))
     found = {status: int(n) for status, n in rows}
     return {s: found.get(s, 0) for s in ("pending", "sending", "sent", "failed")}
 

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from models import checks, job_events, webhooks
 from models.dates import utcnow
-from models.entities import Job, JobReport
+from models.entities import Job, JobReport, ReportMail
 from models.errors import FieldError, JobGone, NotFound, ValidationFailed
 
 REASONS = ("scam", "misleading", "discriminatory", "other")
@@ -55,6 +55,11 @@ def read_body(body: dict[str, Any]) -> tuple[str, str, str | None]:
     return reason, details, email
 
 
+def taken_down(session: Session, job_id: int) -> bool:
+    """Whether the job was taken down: its public pages say it was removed (410, C13)."""
+    return bool(session.scalar(select(Job.taken_down).where(Job.id == job_id)))
+
+
 def job_for_report(session: Session, job_id: int) -> Job:
     """The job a report may be about: an active one. A taken-down job is 410; a draft, an
     archived or an unknown job is 404 (C13)."""
@@ -66,21 +71,36 @@ def job_for_report(session: Session, job_id: int) -> Job:
     return job
 
 
-def create(session: Session, job_id: int, body: dict[str, Any]) -> JobReport:
-    """Store a report on an active job (`job_for_report`), after the 404 or 410 (C1)."""
+def create(
+    session: Session, job_id: int, body: dict[str, Any], *, notify: bool = False
+) -> JobReport:
+    """Store a report on an active job (`job_for_report`), after the 404 or 410 (C1). With
+    `notify` (REPORTS_EMAIL set), the operator's email goes in the outbox in the same
+    transaction (C13), for the workers to send."""
     job_for_report(session, job_id)
     reason, details, email = read_body(body)
+    now = utcnow()
     report = JobReport(
         job_id=job_id,
         reason=reason,
         details=details,
         email=email,
         status="open",
-        created_at=utcnow(),
+        created_at=now,
     )
     session.add(report)
     session.flush()
+    if notify:
+        session.add(ReportMail(report_id=report.id, next_attempt_at=now, enqueued_at=now))
+        session.flush()
     return report
+
+
+def counts(session: Session) -> dict[str, int]:
+    """Reports by status, for `jobpost_job_reports{status}` (C13)."""
+    rows = session.execute(select(JobReport.status, func.count()).group_by(JobReport.status))
+    found = {status: int(n) for status, n in rows}
+    return {s: found.get(s, 0) for s in STATUSES}
 
 
 @dataclass(frozen=True)

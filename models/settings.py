@@ -34,6 +34,7 @@ VARIABLES = (
     "TRUSTED_PROXIES", "GUNICORN_CMD_ARGS", "SYNC_RETENTION_DAYS", "SYNC_LEASE_SECONDS",
     "WEBHOOK_ALLOW_HTTP", "WEBHOOK_ALLOW_PRIVATE",
     "WEBHOOK_RETRY_SCHEDULE", "JOBPOST_SECRET_KEY", "CHANGE_FEED_LAG_SECONDS",
+    "REPORTS_EMAIL", "REPORT_REVIEW_DAYS", "PRIVACY_CONTACT",
 )  # fmt: skip
 
 
@@ -172,6 +173,30 @@ def _sender(raw: str) -> str:
             "not a valid email address (jobs@example.com or Jobs <jobs@example.com>)"
         ) from None
     return raw
+
+
+def _recipient(raw: str) -> str | None:
+    """REPORTS_EMAIL: one bare address (C4's rules), or unset: no report is emailed (C13)."""
+    if not raw.strip():
+        return None
+    try:
+        return checks.email(raw.strip(), "REPORTS_EMAIL", max_len=254)
+    except checks.Invalid:
+        raise ValueError("not one valid email address (reports@example.com)") from None
+
+
+PRIVACY_CONTACT_MAX = 500
+
+
+def _contact(raw: str) -> str | None:
+    """PRIVACY_CONTACT: text shown as given on the privacy policy (C13): one line of at most
+    PRIVACY_CONTACT_MAX characters; unset means the operator and MAIL_FROM."""
+    text = raw.strip()
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise ValueError("must be one line of text, without control characters")
+    if len(text) > PRIVACY_CONTACT_MAX:
+        raise ValueError(f"must be at most {PRIVACY_CONTACT_MAX} characters")
+    return text or None
 
 
 def _every(raw: str) -> float | None:
@@ -348,6 +373,9 @@ class Settings:
     webhook_allow_private: bool = False  # C12: development and tests only
     webhook_retry_schedule: tuple[float, ...] = (5, 300, 1800, 7200, 18000, 36000, 36000)
     secret_key: str | None = None  # JOBPOST_SECRET_KEY; else the key file (models.secrets)
+    reports_email: str | None = None  # C13: where fraud reports go; None: no email
+    report_review_days: int = 2  # C13: stated on the fraud policy page
+    privacy_contact: str | None = None  # C13: None: "the operator of this service", MAIL_FROM
 
     def __repr__(self) -> str:
         """Every field, but no password: URLs show theirs as HIDDEN, SMTP_PASSWORD is HIDDEN."""
@@ -413,4 +441,9 @@ class Settings:
                 e, "WEBHOOK_RETRY_SCHEDULE", "5,300,1800,7200,18000,36000,36000", _schedule
             ),
             secret_key=_read(e, "JOBPOST_SECRET_KEY", "", _fernet_key, secret=True),
+            reports_email=_read(e, "REPORTS_EMAIL", "", _recipient),
+            report_review_days=int(
+                _read(e, "REPORT_REVIEW_DAYS", "2", _number(1, whole=True, most=365))
+            ),
+            privacy_contact=_read(e, "PRIVACY_CONTACT", "", _contact),
         )

@@ -391,3 +391,77 @@ def test_every_page_in_each_language_fits_a_narrow_phone_and_the_form_works(
         assert scroll_width(page) <= NARROW["width"]
     [application] = call(server.base, "GET", "/api/v1.1/applications", key)["data"]
     assert application["phone"] == "+1 514 555 0199"
+
+
+@pytest.mark.parametrize(
+    ("code", "words"),
+    [
+        (
+            "en",
+            {
+                "report": "Report this job",
+                "fix": "1 field needs fixing",
+                "thanks": "Thank you",
+                "policy": "Job fraud policy",
+                "privacy": "Privacy policy",
+                "removed": "Job removed",
+                "ai": "This employer uses artificial intelligence",
+            },
+        ),
+        (
+            "fr",
+            {
+                "report": "Signaler cette offre",
+                "fix": "1 champ est à corriger",
+                "thanks": "Merci",
+                "policy": "Politique sur les offres d’emploi frauduleuses",
+                "privacy": "Politique de confidentialité",
+                "removed": "Offre retirée",
+                "ai": "Cet employeur utilise l’intelligence artificielle",
+            },
+        ),
+    ],
+)
+def test_the_report_pages_fit_a_narrow_phone_and_the_report_form_works(
+    chromium: Path, server: Server, tmp_path: Path, code: str, words: dict[str, str]
+) -> None:
+    """C13 at 360 px: the job page's statements and report link, the report form with its
+    errors, its thank-you page, both policy pages and the 410 page, in English and French,
+    without horizontal scrolling; the report is stored and its job can be taken down."""
+    from models import reports
+
+    key = employer_key(server, "Boulangerie Érable")
+    body = job_body(status="active", aiScreening=True, existingVacancy=False, language=code)
+    job = call(server.base, "POST", "/api/v1.1/jobs", key, body)
+    with phone(chromium, tmp_path, NARROW, [], locale=f"{code}-CA") as page:
+        page.goto(f"{server.base}/jobs/{job['id']}")
+        assert words["ai"] in (page.locator(".statements").text_content() or "")
+        assert scroll_width(page) <= NARROW["width"]
+        with page.expect_navigation():
+            page.click(f"text={words['report']}")
+        assert page.url == f"{server.base}/jobs/{job['id']}/report?lang={code}"
+        assert scroll_width(page) <= NARROW["width"]
+        page.check("input[name=reason][value=misleading]")
+        page.fill("#details", "   ")  # passes the browser's `required`, not the service's
+        with page.expect_navigation():
+            page.click("button[type=submit]")
+        assert words["fix"] in page.locator(".summary").inner_text()
+        assert scroll_width(page) <= NARROW["width"]
+        page.fill("#details", "The pay in the posting is not the pay offered at the interview.")
+        with page.expect_navigation():
+            page.click("button[type=submit]")
+        assert page.url == f"{server.base}/jobs/{job['id']}/reported?lang={code}"
+        assert page.locator("h1").inner_text() == words["thanks"]
+        assert scroll_width(page) <= NARROW["width"]
+        for path, heading in (("job-fraud", "policy"), ("privacy", "privacy")):
+            page.goto(f"{server.base}/policies/{path}")
+            assert page.locator("h1").inner_text() == words[heading]
+            assert scroll_width(page) <= NARROW["width"]
+        with session_scope(server.sessions) as s:
+            [report] = reports.listing(s, "open")
+            assert report.reason == "misleading" and report.job_id == job["id"]
+            reports.resolve(s, report.id, take_down=True, note=None)
+        response = page.goto(f"{server.base}/jobs/{job['id']}")
+        assert response is not None and response.status == 410
+        assert page.locator("h1").inner_text() == words["removed"]
+        assert scroll_width(page) <= NARROW["width"]

@@ -60,6 +60,11 @@ ENDPOINTS = [
     ("get", "/jobs/{id}/apply"),
     ("post", "/jobs/{id}/apply"),
     ("get", "/jobs/{id}/applied"),
+    ("get", "/jobs/{id}/report"),
+    ("post", "/jobs/{id}/report"),
+    ("get", "/jobs/{id}/reported"),
+    ("get", "/policies/job-fraud"),
+    ("get", "/policies/privacy"),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),
@@ -86,7 +91,19 @@ STATUSES = {
     ("get", f"{V}/jobs/{{id}}"): {200, 304, 401, 404, 500, 503},
     ("put", f"{V}/jobs/{{id}}"): {200, 400, 401, 404, 409, 412, 413, 415, 422, 500, 503},
     ("delete", f"{V}/jobs/{{id}}"): {204, 400, 401, 404, 412, 413, 415, 500, 503},
-    ("post", f"{V}/jobs/{{id}}/applications"): {202, 400, 404, 409, 413, 415, 422, 429, 500, 503},
+    ("post", f"{V}/jobs/{{id}}/applications"): {
+        202,
+        400,
+        404,
+        409,
+        410,
+        413,
+        415,
+        422,
+        429,
+        500,
+        503,
+    },
     ("get", f"{V}/jobs/{{id}}/applications"): {200, 400, 401, 404, 500, 503},
     ("get", f"{V}/applications"): {200, 400, 401, 500, 503},
     ("get", f"{V}/applications/{{id}}"): {200, 401, 404, 500, 503},
@@ -119,10 +136,15 @@ STATUSES = {
         500,
         503,
     },
-    ("get", "/jobs/{id}"): {200, 404, 500, 503},
-    ("get", "/jobs/{id}/apply"): {302, 404, 500, 503},
-    ("post", "/jobs/{id}/apply"): {303, 400, 404, 409, 413, 415, 422, 429, 500, 503},
+    ("get", "/jobs/{id}"): {200, 404, 410, 500, 503},
+    ("get", "/jobs/{id}/apply"): {302, 404, 410, 500, 503},
+    ("post", "/jobs/{id}/apply"): {303, 400, 404, 409, 410, 413, 415, 422, 429, 500, 503},
     ("get", "/jobs/{id}/applied"): {200, 404, 500, 503},
+    ("get", "/jobs/{id}/report"): {200, 404, 410, 500, 503},  # C13
+    ("post", "/jobs/{id}/report"): {303, 400, 404, 409, 410, 413, 415, 422, 429, 500, 503},
+    ("get", "/jobs/{id}/reported"): {200, 404, 500, 503},
+    ("get", "/policies/job-fraud"): {200, 500, 503},
+    ("get", "/policies/privacy"): {200, 500, 503},
     ("get", "/healthz"): {200, 500},
     ("get", "/readyz"): {200, 500, 503},
     ("get", "/metrics"): {200, 500},
@@ -148,6 +170,11 @@ PUBLIC = {
     ("get", "/jobs/{id}/apply"),
     ("post", "/jobs/{id}/apply"),
     ("get", "/jobs/{id}/applied"),
+    ("get", "/jobs/{id}/report"),
+    ("post", "/jobs/{id}/report"),
+    ("get", "/jobs/{id}/reported"),
+    ("get", "/policies/job-fraud"),
+    ("get", "/policies/privacy"),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),
@@ -375,9 +402,12 @@ def test_security_is_the_api_key_except_on_public_operations() -> None:
 def test_every_error_is_a_problem() -> None:
     for method, path, operation in operations():
         for status, response in operation["responses"].items():
-            if int(status) >= 400 and not path.startswith("/jobs/"):
+            if int(status) >= 400 and not path.startswith(PAGES):
                 content = resolve(response["$ref"])["content"]
                 assert list(content) == [PROBLEM], (method, path, status)
+
+
+PAGES = ("/jobs/", "/policies/")  # the public pages (C8, C13)
 
 
 # Answered by the HTTP server before the application: a problem on the pages too.
@@ -387,7 +417,7 @@ SERVER_ONLY = {403, 414, 417, 431}
 def test_every_error_of_a_page_is_a_page_unless_the_http_server_answers_it() -> None:
     """C8: an applicant's browser shows a page, never a problem, for what the app answers."""
     for method, path, operation in operations():
-        if not path.startswith("/jobs/"):
+        if not path.startswith(PAGES):
             continue
         for status, answer in operation["responses"].items():
             content = (resolve(answer["$ref"]) if "$ref" in answer else answer).get("content", {})

@@ -184,6 +184,7 @@ def make_celery(
         task_default_queue=EMAIL_QUEUE,
         task_routes={
             "jobpost.deliver": {"queue": EMAIL_QUEUE},
+            "jobpost.deliver_report": {"queue": EMAIL_QUEUE},  # C13: the operator's email
             # Webhooks are network waits as copies are: the same workers overlap both (C12).
             "jobpost.deliver_webhook": {"queue": EMAIL_QUEUE},
             "jobpost.sync": {"queue": SYNCS_QUEUE},

@@ -20,6 +20,7 @@ from models.entities import Application
 from models.settings import Settings
 from models.unit_of_work import autocommit_sessions, commit, session_scope
 from workers.mail import mime, relay
+from workers.mail import report as report_mail
 from workers.mail.content import ApplicationCopy
 
 log = logging.getLogger("jobpost.delivery")
@@ -123,9 +124,7 @@ def _send(
     claimed: Row[Any],
 ) -> str:
     """Send the claimed copy and record how it went, in the claiming session."""
-    application_id, attempts = claimed.id, claimed.attempts
-    lease_left = (claimed.lease_until - utcnow()).total_seconds()
-    deadline = time.monotonic() + SEND_SHARE_OF_LEASE * lease_left
+    application_id = claimed.id
     copy = copy_of(claimed, claimed.resume if claimed.resume_filename else None, claimed.language)
     try:
         message = mime.render(copy, mail_from=settings.mail_from)
@@ -135,31 +134,91 @@ def _send(
         )
         log.error("application %s: the copy could not be written: %s", application_id, e)
         return "failed"
+    since = claimed.retry_from or copy.received_at
+    return _attempt(s, steps, settings, t, claimed, message, since, outbox.COPIES)
+
+
+def deliver_report(sessions: sessionmaker[Session], settings: Settings, report_id: int) -> str:
+    """One attempt of the operator's email of a report (C13), as `deliver` makes a copy's:
+    "skipped", "sent", "retry" or "failed". REPORTS_EMAIL unset since the report was made
+    fails it: there is no one to send it to."""
+    t = timing(settings)
+    steps = autocommit_sessions(sessions)
+    each_commits = steps is not sessions
+    with session_scope(steps) as s:
+        claimed = outbox.claim_report(s, report_id, now=utcnow(), timing=t)
+        if claimed is None:
+            return "skipped"
+        if not each_commits:
+            commit(s)
+        box = outbox.REPORTS
+        if settings.reports_email is None:
+            outbox.mark_failed(
+                s, report_id, "REPORTS_EMAIL is not set", lease=claimed.lease_until, box=box
+            )
+            log.warning("report %s: REPORTS_EMAIL is not set; its email is not sent", report_id)
+            return "failed"
+        try:
+            message = report_mail.render(
+                claimed,
+                to=settings.reports_email,
+                mail_from=settings.mail_from,
+                base_url=settings.public_base_url,
+            )
+        except ValueError as e:
+            error = f"the email could not be written: {e}"
+            outbox.mark_failed(s, report_id, error, lease=claimed.lease_until, box=box)
+            log.error("report %s: %s", report_id, error)
+            return "failed"
+        since = claimed.retry_from or claimed.created_at
+        return _attempt(s, steps, settings, t, claimed, message, since, box)
+
+
+def _attempt(
+    s: Session,
+    steps: sessionmaker[Session],
+    settings: Settings,
+    t: outbox.Timing,
+    claimed: Row[Any],
+    message: mime.Outgoing,
+    since: datetime,
+    box: outbox.Box,
+) -> str:
+    """Send a claimed entry's message and record how it went, in the claiming session."""
+    key, attempts = claimed.id, claimed.attempts
+    what = "application" if box is outbox.COPIES else "report"
+    lease_left = (claimed.lease_until - utcnow()).total_seconds()
+    deadline = time.monotonic() + SEND_SHARE_OF_LEASE * lease_left
     try:
         relay.send(message, smtp_settings(settings), deadline=deadline)
     except relay.PermanentFailure as e:
-        outbox.mark_failed(s, application_id, str(e), lease=claimed.lease_until)
-        log.warning("application %s: permanent failure: %s", application_id, e)
+        outbox.mark_failed(s, key, str(e), lease=claimed.lease_until, box=box)
+        log.warning("%s %s: permanent failure: %s", what, key, e)
         return "failed"
     except relay.TransientFailure as e:
         state = outbox.mark_retry(
             s,
-            application_id,
+            key,
             str(e),
             now=utcnow(),
-            since=claimed.retry_from or copy.received_at,
+            since=since,
             attempts=attempts,
             lease=claimed.lease_until,
             timing=t,
+            box=box,
         )
-        log.info("application %s: transient failure (%s): %s", application_id, state, e)
+        log.info("%s %s: transient failure (%s): %s", what, key, state, e)
         return "retry" if state == "pending" else "failed"
-    _record_sent(s, steps, application_id, claimed.lease_until)
+    _record_sent(s, steps, key, claimed.lease_until, box)
     return "sent"
 
 
 def _record_sent(
-    s: Session, steps: sessionmaker[Session], application_id: int, lease: datetime
+    s: Session,
+    steps: sessionmaker[Session],
+    application_id: int,
+    lease: datetime,
+    box: outbox.Box = outbox.COPIES,
 ) -> None:
     """Mark the copy sent, and commit. The relay has the copy: a mark that fails for any
     reason the database gives (a lost connection, a lock or statement timeout, a trigger's
@@ -168,7 +227,7 @@ def _record_sent(
     hand the copy to another worker, which would send it again."""
     deadline = time.monotonic() + (lease - utcnow()).total_seconds()
     try:
-        outbox.mark_sent(s, application_id, now=utcnow(), lease=lease)
+        outbox.mark_sent(s, application_id, now=utcnow(), lease=lease, box=box)
         commit(s)
         return
     except SQLAlchemyError as e:
@@ -183,7 +242,7 @@ def _record_sent(
         )
         try:
             with session_scope(steps) as fresh:
-                outbox.mark_sent(fresh, application_id, now=utcnow(), lease=lease)
+                outbox.mark_sent(fresh, application_id, now=utcnow(), lease=lease, box=box)
             return
         except SQLAlchemyError as e:
             failure = e

@@ -30,6 +30,20 @@ def deliver(app: Celery, application_id: int, request_id: str | None = None) -> 
     return True
 
 
+DELIVER_REPORT = "jobpost.deliver_report"
+
+
+def deliver_report(app: Celery, report_id: int) -> bool:
+    """Enqueue the operator's email of one fraud report (C13); False (logged) when the broker
+    is down: the outbox row is committed, and the sweeper enqueues it."""
+    try:
+        app.send_task(DELIVER_REPORT, args=[report_id], retry=False, retry_policy=NO_RETRY)
+    except Exception as e:  # any broker error: the sweeper will pick the entry up
+        log.warning("enqueue failed for report %s: %s", report_id, e)
+        return False
+    return True
+
+
 SYNC = "jobpost.sync"
 
 

@@ -50,7 +50,7 @@ def multiprocess() -> bool:
 
 def outcome(task_name: str, state: str, retval: Any) -> str:
     if state == "SUCCESS":
-        if task_name in ("jobpost.deliver", "jobpost.deliver_webhook"):
+        if task_name in ("jobpost.deliver", "jobpost.deliver_report", "jobpost.deliver_webhook"):
             return DELIVERY_OUTCOMES.get(str(retval), SUCCEEDED)
         return SUCCEEDED
     return RETRIED if state == "RETRY" else ERROR

@@ -54,6 +54,13 @@ def deliver(task: Task, application_id: int, request_id: str | None = None) -> s
     return delivery.deliver(context.sessions(), context.settings, application_id)
 
 
+@shared_task(name="jobpost.deliver_report", bind=True)
+def deliver_report(task: Task, report_id: int) -> str:
+    """One attempt of the operator's email of a fraud report (C13), on the email queue."""
+    context = task_context(task.app)
+    return delivery.deliver_report(context.sessions(), context.settings, report_id)
+
+
 @shared_task(name="jobpost.deliver_webhook", bind=True)
 def deliver_webhook(task: Task, delivery_id: int) -> str:
     """One attempt of one webhook delivery (C12), in any pool, on the email queue."""
@@ -132,12 +139,15 @@ def run_sweep(
     (the transport keeps them: `workers.broker.forget_taken`)."""
     with session_scope(factory) as session:
         ids = outbox.sweep(session, now=utcnow(), timing=delivery.timing(s))
+        mails = outbox.sweep(session, now=utcnow(), timing=delivery.timing(s), box=outbox.REPORTS)
         hooks = webhook_deliveries.sweep(session, now=utcnow(), timing=webhook_delivery.timing(s))
         runs = syncs.sweep(session, now=utcnow(), grace_seconds=s.outbox_sweep_grace_seconds)
     sender = celery or make_celery(s)
     try:
         for application_id in ids:
             enqueue.deliver(sender, application_id)
+        for report_id in mails:  # C13: the operator's emails of reports
+            enqueue.deliver_report(sender, report_id)
         enqueue.deliver_webhooks(sender, hooks)
         for run_id in runs:  # C11: lost messages, leases run out
             enqueue.sync(sender, run_id)
@@ -150,8 +160,9 @@ def run_sweep(
         log.warning("sweep: cannot delete the broker's taken messages: %s", e)
     return changed(
         "sweep",
-        len(ids) + len(hooks) + len(runs),
-        f"outbox entries ({len(ids)}), webhook deliveries and {len(runs)} sync runs enqueued",
+        len(ids) + len(mails) + len(hooks) + len(runs),
+        f"outbox entries ({len(ids)} copies, {len(mails)} report emails), webhook deliveries "
+        f"and {len(runs)} sync runs enqueued",
     )
 
 

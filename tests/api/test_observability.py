@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api import health, ratelimit
 from api.app import Collaborators, create_app
-from models import logs
+from models import logs, reports
 from models.dates import utcnow
 from models.entities import Application, WebhookDelivery, WebhookEndpoint
 from models.settings import Settings
@@ -304,6 +304,36 @@ def test_request_metrics_are_labelled_by_route_template_not_path(api: Api, emplo
     routes = {dict(labels)["route"] for labels in samples(after, "http_requests_total")}
     assert not [r for r in routes if any(part.isdigit() for part in r.split("/"))], routes
     assert "987654" not in after and "/no/such/page" not in after
+
+
+def test_report_metrics_count_reports_and_their_emails_by_status(
+    settings: Settings, sessions: sessionmaker[Session], clock: Any, employer: Any
+) -> None:
+    """C13: `jobpost_job_reports{status}`, and the operator's emails as the copies'."""
+    told = dataclasses.replace(settings, reports_email="trust@example.com")
+    api = build(told, sessions, clock)
+    empty = scrape(api)
+    assert samples(empty, "jobpost_job_reports") == {
+        (("status", s),): 0 for s in ("open", "dismissed", "taken_down")
+    }
+    ids = []
+    for _ in range(3):
+        job = create_job(api, employer, status="active")
+        sent = api.post(f"{API}/jobs/{job['id']}/reports", json={"reason": "scam", "details": "x"})
+        assert sent.status_code == 202, sent.text
+        ids.append(sent.json["id"])
+    with sessions() as s:
+        reports.resolve(s, ids[0], take_down=True, note=None)
+        reports.resolve(s, ids[1], take_down=False, note="fine")
+        s.commit()
+    text = scrape(api)
+    assert samples(text, "jobpost_job_reports") == {
+        (("status", "open"),): 1,
+        (("status", "dismissed"),): 1,
+        (("status", "taken_down"),): 1,
+    }
+    assert value(text, "jobpost_report_mails", status="pending") == 3
+    assert value(text, "jobpost_report_mails", status="sent") == 0
 
 
 def test_outbox_metrics_reflect_a_pending_application(

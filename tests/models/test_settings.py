@@ -55,6 +55,12 @@ from workers.cli import main
         ("WEBHOOK_RETRY_SCHEDULE", "5,,300"),
         ("WEBHOOK_RETRY_SCHEDULE", "5,-1"),
         ("WEBHOOK_RETRY_SCHEDULE", "5,1e12"),
+        ("REPORTS_EMAIL", "reports"),  # C13, C14
+        ("REPORTS_EMAIL", "a@example.com, b@example.com"),
+        ("REPORT_REVIEW_DAYS", "0"),
+        ("REPORT_REVIEW_DAYS", "1.5"),
+        ("REPORT_REVIEW_DAYS", "366"),
+        ("PRIVACY_CONTACT", "x" * 501),
     ],
 )
 def test_a_value_jobpost_cannot_use_is_refused_by_name(name: str, value: str) -> None:
@@ -139,6 +145,25 @@ def test_empty_means_the_default_and_good_values_are_taken() -> None:
     assert settings.application_retention_days == 0
     assert settings.redis_url == "rediss://cache.internal:6380/1"
     assert settings.public_base_url == "https://jobs.example.com"
+
+
+def test_report_and_privacy_settings_default_and_are_read() -> None:
+    """C13, C14: no reports email, 2 days, and the operator with MAIL_FROM by default."""
+    default = Settings.from_env({})
+    assert (default.reports_email, default.report_review_days) == (None, 2)
+    assert default.privacy_contact is None
+    settings = Settings.from_env(
+        {
+            "REPORTS_EMAIL": " trust@example.com ",
+            "REPORT_REVIEW_DAYS": "5",
+            "PRIVACY_CONTACT": " Zoé Tremblay, privacy@example.com ",
+        }
+    )
+    assert settings.reports_email == "trust@example.com"
+    assert settings.report_review_days == 5
+    assert settings.privacy_contact == "Zoé Tremblay, privacy@example.com"
+    with pytest.raises(ValueError, match=r"^PRIVACY_CONTACT=.*: must be one line"):
+        Settings.from_env({"PRIVACY_CONTACT": "Ada\nLovelace"})
 
 
 def never(*args: object, **kwargs: object) -> None:

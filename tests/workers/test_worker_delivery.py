@@ -33,10 +33,10 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import Collaborators, create_app
-from models import applications, employers, jobs
+from models import applications, employers, jobs, reports
 from models.dates import today_in
 from models.engines import database_said, make_engine
-from models.entities import Application, Job, OutboxEntry
+from models.entities import Application, Job, OutboxEntry, ReportMail
 from models.migrate import upgrade
 from models.settings import Settings
 from models.unit_of_work import autocommit_sessions, make_sessionmaker, session_scope
@@ -1075,3 +1075,87 @@ def test_in_each_pool_a_warm_shutdown_hands_back_the_reserved_tasks_unclaimed(
 def test_only_a_threads_worker_reserves_more_than_it_runs() -> None:
     assert prefetch_multiplier(worker_pool(4, "threads")) == 2
     assert prefetch_multiplier(worker_pool(4)) == prefetch_multiplier(worker_pool(1)) == 1
+
+
+# --- C13: the operator's email of a fraud report, the outbox's second kind ---------------------
+
+REPORTS_EMAIL = "trust@jobs.test"
+
+
+def report_on(s: Stack, job_id: int, **body: Any) -> int:
+    """A report, committed with its email in the outbox (REPORTS_EMAIL set), not enqueued."""
+    fields = {"reason": "scam", "details": "Asks for a $200 fee.\nThen goes quiet.", **body}
+    with session_scope(s.sessions) as session:
+        return reports.create(session, job_id, fields, notify=True).id
+
+
+def mail_of(s: Stack, report_id: int) -> Entry:
+    with session_scope(s.sessions) as session:
+        row = session.get_one(ReportMail, report_id)
+        return Entry(row.status, row.attempts, row.last_error, None)
+
+
+def report_runs(worker: Worker) -> list[str]:
+    pattern = r"Task jobpost\.deliver_report\[[^\]]+\] succeeded in [0-9.e-]+s: '(\w+)'"
+    return re.findall(pattern, worker.text())
+
+
+@pytest.mark.parametrize("stack", MAIN_STACKS, indirect=True)
+def test_a_worker_emails_a_report_to_the_operator_once(stack: Stack, sink: SinkServer) -> None:
+    received = sink.start()
+    job_id = open_job(stack, referenceId="BAK-9")
+    report_id = report_on(stack, job_id, email="zoé@exemple.ca")
+    worker = stack.start_worker(sink.port, extra={"REPORTS_EMAIL": REPORTS_EMAIL})
+    assert enqueue.deliver_report(stack.celery, report_id)
+    wait_for(lambda: mail_of(stack, report_id).status == "sent", timeout=60, what="sent")
+    [message] = received.messages
+    assert message["To"] == REPORTS_EMAIL
+    assert message["Subject"] == f"Fraud report #{report_id} (scam): Senior Baker"
+    assert message["Reply-To"] == "zoé@exemple.ca"
+    assert message["Message-ID"] == f"<report-{report_id}@{MAIL_DOMAIN}>"
+    body = message.get_body(("plain",))
+    assert body is not None
+    words = body.get_content().replace("\r\n", "\n")
+    assert "Asks for a $200 fee.\nThen goes quiet." in words
+    assert f"Job:       {job_id}" in words and "Reference: BAK-9" in words
+    assert f"jobpost reports resolve {report_id} --take-down" in words
+    # A stray task message and the sweeper send nothing again (C8's guarantees).
+    assert enqueue.deliver_report(stack.celery, report_id)
+    wait_for(lambda: len(report_runs(worker)) >= 2, timeout=30, what="the stray run")
+    assert report_runs(worker) == ["sent", "skipped"]
+    assert stack.sweep() == 0
+    assert len(received.messages) == 1 and mail_of(stack, report_id).attempts == 1
+
+
+@pytest.mark.parametrize("stack", MAIN_STACKS, indirect=True)
+def test_a_report_email_waits_out_an_smtp_outage_and_the_sweep_sends_it(
+    stack: Stack, sink: SinkServer
+) -> None:
+    job_id = open_job(stack)
+    report_id = report_on(stack, job_id)
+    stack.start_worker(sink.port, extra={"REPORTS_EMAIL": REPORTS_EMAIL})  # nothing listens
+    assert enqueue.deliver_report(stack.celery, report_id)
+
+    def retried() -> bool:
+        e = mail_of(stack, report_id)
+        return e.status == "pending" and e.attempts >= 1
+
+    wait_for(retried, timeout=60, what="a failed first attempt")
+    assert "Connection" in (mail_of(stack, report_id).last_error or "")
+    received = sink.start()
+    sent = lambda: mail_of(stack, report_id).status == "sent"  # noqa: E731
+    wait_for(sent, timeout=60, what="the report email sent", every=stack.sweep)
+    assert [m["Message-ID"] for m in received.messages] == [f"<report-{report_id}@{MAIL_DOMAIN}>"]
+
+
+@pytest.mark.parametrize("stack", [EMBEDDED_SQLITE], indirect=True)
+def test_a_report_email_is_failed_when_reports_email_was_unset_since(
+    stack: Stack, sink: SinkServer
+) -> None:
+    """A worker without REPORTS_EMAIL has no one to send to: failed, with the reason."""
+    sink.start()
+    report_id = report_on(stack, open_job(stack))
+    assert stack.settings.reports_email is None
+    assert delivery.deliver_report(stack.sessions, stack.settings, report_id) == "failed"
+    assert mail_of(stack, report_id).last_error == "REPORTS_EMAIL is not set"
+    assert delivery.deliver_report(stack.sessions, stack.settings, report_id) == "skipped"
