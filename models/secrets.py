@@ -11,9 +11,10 @@ import binascii
 import secrets
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from cryptography.fernet import Fernet
+if TYPE_CHECKING:
+    from cryptography.fernet import Fernet
 
 KEY_FILE = "secret.key"
 SECRET_PREFIX = "whsec_"
@@ -68,7 +69,7 @@ def ensure_key_file(settings: KeySource) -> Path | None:
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.touch(mode=0o600)
-        path.write_text(Fernet.generate_key().decode("ascii") + "\n")
+        path.write_text(_fernet_class().generate_key().decode("ascii") + "\n")
     return path
 
 
@@ -77,12 +78,20 @@ def new_secret() -> str:
     return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(32)).decode("ascii")
 
 
+def _fernet_class() -> type[Fernet]:
+    """Imported on first use: cryptography adds 6 to 7 MB to a process, and a web process
+    needs it only when an employer registers an endpoint or rotates its secret."""
+    from cryptography.fernet import Fernet
+
+    return Fernet
+
+
 def encrypt(text: str, key: bytes) -> str:
-    return Fernet(key).encrypt(text.encode()).decode("ascii")
+    return _fernet_class()(key).encrypt(text.encode()).decode("ascii")
 
 
 def decrypt(token: str, key: bytes) -> str:
-    return Fernet(key).decrypt(token.encode("ascii")).decode()
+    return _fernet_class()(key).decrypt(token.encode("ascii")).decode()
 
 
 def signing_secrets(endpoint: Any, now: datetime, key: bytes) -> list[str]:

@@ -101,3 +101,18 @@ def test_importing_every_module_reads_configures_and_builds_nothing(tmp_path: Pa
     assert done.stdout.split(maxsplit=1) == [str(len(modules)), "[]\n"]
     assert list(tmp_path.iterdir()) == []
     assert len(modules) > 40  # every package was walked
+
+
+def test_the_web_app_loads_cryptography_only_when_a_secret_is_used() -> None:
+    """Each web process stays under its memory bound (issue 15): Fernet is imported by the
+    first webhook secret written or read, not by every worker at start."""
+    script = (
+        "import sys, api.app, models.secrets as s; print('cryptography' in sys.modules);"
+        "s.decrypt(s.encrypt('x', b'A' * 43 + b'='), b'A' * 43 + b'=');"
+        "print('cryptography' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True"]
