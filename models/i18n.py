@@ -11,13 +11,13 @@ from __future__ import annotations
 import functools
 import gettext as gettext_module
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from babel import Locale
-from babel.dates import format_date
+from babel.dates import format_date, format_datetime, format_time
 from babel.numbers import format_currency, format_decimal
 from babel.support import Translations
 from jinja2 import Environment, FileSystemLoader, pass_context, select_autoescape
@@ -64,6 +64,13 @@ class Language:
         if self.code == "fr" and day.day == 1:
             return format_date(day, "d'er' MMMM y", locale=self.locale)
         return format_date(day, "long", locale=self.locale)
+
+    def moment(self, when: datetime) -> str:
+        """`November 25, 2026, 1:40 p.m. EST`, `25 novembre 2026, 13 h 40 HNE`: an aware
+        moment in its own zone."""
+        time = format_time(when, "short", locale=self.locale)
+        zone = format_datetime(when, "z", locale=self.locale)
+        return f"{self.date(when.date())}, {time} {zone}"
 
     def money(self, amount: Decimal) -> str:
         """`$60,000`, `60 000 $`: dollars in the locale's pattern, no cents when whole."""

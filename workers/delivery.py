@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from sqlalchemy import Row
@@ -53,7 +53,10 @@ def smtp_settings(settings: Settings) -> relay.SmtpSettings:
 
 
 def copy_of(
-    a: Application | Row[Any], resume: bytes | None, language: str | None = None
+    a: Application | Row[Any],
+    resume: bytes | None,
+    language: str | None = None,
+    timezone: tzinfo = UTC,
 ) -> ApplicationCopy:
     """The employer's copy of an application, from its stored snapshot (C8): an Application,
     or a row with the same names (what `deliver` claims)."""
@@ -73,6 +76,7 @@ def copy_of(
         resume_content_type=a.resume_content_type,
         resume=resume,
         language=language or "en",
+        timezone=timezone,
     )
 
 
@@ -125,7 +129,8 @@ def _send(
 ) -> str:
     """Send the claimed copy and record how it went, in the claiming session."""
     application_id = claimed.id
-    copy = copy_of(claimed, claimed.resume if claimed.resume_filename else None, claimed.language)
+    resume = claimed.resume if claimed.resume_filename else None
+    copy = copy_of(claimed, resume, claimed.language, settings.timezone)
     try:
         message = mime.render(copy, mail_from=settings.mail_from)
     except ValueError as e:  # the copy's own data makes no safe message: no retry mends it

@@ -20,6 +20,7 @@ from email.message import EmailMessage, Message
 from email.policy import EmailPolicy
 from pathlib import Path
 from typing import Any, cast
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -90,13 +91,35 @@ def test_subject_has_no_brackets_without_reference_id(smtp_sink: Any) -> None:
     assert received["Subject"] == "New application: Développeuse Python"
 
 
+@pytest.mark.parametrize(
+    ("language", "shown"),
+    [
+        ("en", "Received: May 6, 2024, 10:30\u202fa.m. EDT"),
+        ("fr", "Date de réception\u00a0: 6 mai 2024, 10 h 30 HAE"),
+    ],
+)
+def test_the_time_received_is_in_the_services_zone_and_the_employers_language(
+    language: str, shown: str
+) -> None:
+    """C13: dates follow the locale (Babel); the time is the service's (TIMEZONE)."""
+    copy = dataclasses.replace(COPY, language=language, timezone=ZoneInfo("America/Toronto"))
+    text = parsed(copy).get_body(("plain",))
+    assert text is not None
+    assert shown in text.get_content()
+
+
 def test_both_parts_list_every_applicant_field(smtp_sink: Any) -> None:
     received = deliver(smtp_sink)
     text = received.get_body(("plain",))
     page = received.get_body(("html",))
     assert text is not None and page is not None
     text_body, html_body = (part.get_content().replace("\r\n", "\n") for part in (text, page))
-    values = ["Côté, Élodie", "elodie@example.org", "+1 (514) 555-0199", "2024-05-06T14:30:00Z"]
+    values = [
+        "Côté, Élodie",
+        "elodie@example.org",
+        "+1 (514) 555-0199",
+        "May 6, 2024, 2:30\u202fp.m. UTC",
+    ]
     values += ["Développeuse Python", "REF-2024-01", "Acme Québec"]
     for value in values:
         assert value in text_body

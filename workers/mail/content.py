@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from email.headerregistry import Address
 from email.utils import parseaddr
 from pathlib import Path
@@ -36,6 +36,7 @@ class ApplicationCopy:
     resume_content_type: str | None
     resume: bytes | None
     language: str = i18n.DEFAULT  # the employer's (C13)
+    timezone: tzinfo = UTC  # the service's (TIMEZONE): the time the copy shows
 
 
 def message_id(application_id: int, domain: str) -> str:
@@ -79,8 +80,9 @@ def sender_domain(mail_from: str) -> str:
 
 def summary_rows(copy: ApplicationCopy) -> list[tuple[str, str]]:
     """The labelled fields that both bodies list, in order, in the copy's language."""
-    _ = i18n.language(copy.language).gettext
-    received = utc(copy.received_at).isoformat().replace("+00:00", "Z")
+    lang = i18n.language(copy.language)
+    _ = lang.gettext
+    received = lang.moment(utc(copy.received_at).astimezone(copy.timezone))
     resume = (copy.resume_filename or _("attached")) if copy.resume is not None else _("none")
     job_id = str(copy.job_id) if copy.job_id is not None else _("none (job deleted)")
     return [
