@@ -7,7 +7,7 @@ import dataclasses
 import sys
 from collections.abc import Callable, Sequence
 
-from bench import api, engine, sync, upkeep, workers
+from bench import api, compliance, engine, sync, upkeep, workers
 from bench.options import Options
 
 # A bench takes the options, prints its table and writes var/bench/<name>.json; it returns
@@ -17,6 +17,7 @@ Bench = Callable[[Options], bool]
 
 BENCHES: dict[str, Bench] = {
     "api": api.run,
+    "compliance": compliance.run,  # C13's rules: CPU per write in warn over off (issue 19)
     # Later benches plug in here, in the order `python -m bench` runs them:
     "workers": workers.run,  # applications accepted; Celery delivery throughput
     "engine": engine.run,  # C12's delivery engine: overlapped sends to a relay with latency
