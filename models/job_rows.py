@@ -493,3 +493,106 @@ def _sqlite_items(
         .returning(_locations.c.id)
     )
     return [int(row[0]) for row in listed]
+
+
+# --- many jobs at once: a sync run's batch (models.sync_batches) -------------------------------
+
+
+def lock_many(
+    connection: Connection, employer_id: int, reference_ids: list[str]
+) -> dict[str, StoredJob]:
+    """The employer's jobs holding these referenceIds, whole, locked until commit (in id
+    order, as any two batches lock them): two statements whatever their number."""
+    if not reference_ids:
+        return {}
+    rows = connection.execute(
+        select(*_ROW)
+        .where(
+            _jobs.c.employer_id == employer_id,
+            _jobs.c.reference_id.in_(bindparam("refs", expanding=True)),
+        )
+        .order_by(_jobs.c.id)
+        .with_for_update(),
+        {"refs": reference_ids},
+    ).all()
+    jobs = {int(row[0]): _job(tuple(row)) for row in rows}
+    if not jobs:
+        return {}
+    items = _items()
+    place = _locations.c
+    children: dict[int, list[tuple[Any, ...]]] = {job_id: [] for job_id in jobs}
+    for job_id, *rest in connection.execute(
+        select(items.c.job_id, items.c.kind, items.c.item, *PLACE_COLUMNS[1:])
+        .select_from(
+            items.outerjoin(_locations, and_(items.c.kind == _LOCATION, place.id == items.c.item))
+        )
+        .where(items.c.job_id.in_(bindparam("ids", expanding=True)))
+        .order_by(items.c.job_id, items.c.kind, items.c.position),
+        {"ids": list(jobs)},
+    ):
+        children[job_id].append(tuple(rest))
+    whole = {}
+    for job_id, job in jobs.items():
+        places, categories = _gather(children[job_id])
+        whole[cast(str, job.reference_id)] = _with(job, places, categories)
+    return whole
+
+
+def insert_many(
+    connection: Connection, written: list[tuple[StoredJob, dict[str, Any]]]
+) -> dict[str, tuple[int, list[int]]]:
+    """Insert new jobs (each with what is derived from it, `insert_job`) with their
+    locations and categories, and list their places (C3), in a few statements whatever
+    their number: by referenceId, each job's id and the places it listed, each place
+    credited to the first job in order that names it. A job whose referenceId the employer
+    already holds (a concurrent write's) is not written and not in the answer."""
+    if not written:
+        return {}
+    dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
+    rows = [
+        {**job.values(), **derived, "employer_id": job.employer_id, "version": 1}
+        for job, derived in written
+    ]
+    statement = (
+        dialect.insert(_jobs)
+        .on_conflict_do_nothing(index_elements=[_jobs.c.employer_id, _jobs.c.reference_id])
+        .returning(_jobs.c.id, _jobs.c.reference_id)
+    )
+    ids = {str(ref): int(job_id) for job_id, ref in connection.execute(statement, rows)}
+    kept = [job for job, _derived in written if job.reference_id in ids]
+    for table, column, kind in _ITEM_TABLES:
+        items = [
+            {"job_id": ids[cast(str, job.reference_id)], "position": i, column: item}
+            for job in kept
+            for i, item in enumerate(_item_ids(job, kind))
+        ]
+        if items:
+            connection.execute(insert(table), items)
+    named = sorted({place.id for job in kept for place in job.locations or ()})
+    listed: set[int] = set()
+    if named:
+        listed = {
+            int(row[0])
+            for row in connection.execute(
+                update(_locations)
+                .where(
+                    _locations.c.id.in_(bindparam("named", expanding=True)),
+                    _locations.c.listed.is_(False),
+                )
+                .values(listed=True)
+                .returning(_locations.c.id),
+                {"named": named},
+            )
+        }
+    found: dict[str, tuple[int, list[int]]] = {}
+    for job in kept:
+        mine = [p.id for p in job.locations or () if p.id in listed]
+        listed.difference_update(mine)
+        found[cast(str, job.reference_id)] = (ids[cast(str, job.reference_id)], mine)
+    return found
+
+
+def _item_ids(job: StoredJob, kind: str) -> list[int]:
+    if kind == "location_ids":
+        return [p.id for p in job.locations or ()]
+    return list(job.category_ids or ())
