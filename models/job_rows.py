@@ -35,6 +35,7 @@ from sqlalchemy import (
     union_all,
     update,
 )
+from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects import postgresql, sqlite
 
 from models.entities import Job, JobCategory, JobLocation, Location
@@ -548,17 +549,13 @@ def insert_many(
     already holds (a concurrent write's) is not written and not in the answer."""
     if not written:
         return {}
-    dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
-    rows = [
-        {**job.values(), **derived, "employer_id": job.employer_id, "version": 1}
-        for job, derived in written
-    ]
-    statement = (
-        dialect.insert(_jobs)
-        .on_conflict_do_nothing(index_elements=[_jobs.c.employer_id, _jobs.c.reference_id])
-        .returning(_jobs.c.id, _jobs.c.reference_id)
-    )
-    ids = {str(ref): int(job_id) for job_id, ref in connection.execute(statement, rows)}
+    rows = [{**job.values(), **derived, "employer_id": job.employer_id} for job, derived in written]
+    if connection.dialect.name == "postgresql":  # one statement of arrays, whatever their number
+        columns = {name: [row[name] for row in rows] for name in _INSERTED}
+        inserted = connection.execute(_pg_insert_many(), columns)
+    else:
+        inserted = connection.execute(_sqlite_insert_many(), [row | {"version": 1} for row in rows])
+    ids = {str(ref): int(job_id) for job_id, ref in inserted}
     kept = [job for job, _derived in written if job.reference_id in ids]
     for table, column, kind in _ITEM_TABLES:
         items = [
@@ -566,7 +563,13 @@ def insert_many(
             for job in kept
             for i, item in enumerate(_item_ids(job, kind))
         ]
-        if items:
+        if not items:
+            continue
+        if connection.dialect.name == "postgresql":
+            names = ("job_id", "position", column)
+            arrays = {name: [item[name] for item in items] for name in names}
+            connection.execute(_pg_rows(table.name, names), arrays)
+        else:
             connection.execute(insert(table), items)
     named = sorted({place.id for job in kept for place in job.locations or ()})
     listed: set[int] = set()
@@ -596,3 +599,42 @@ def _item_ids(job: StoredJob, kind: str) -> list[int]:
     if kind == "location_ids":
         return [p.id for p in job.locations or ()]
     return list(job.category_ids or ())
+
+
+_INSERTED = ("employer_id", *VALUES, *DERIVED)  # version: the column's default, 1
+
+
+def _unnested(table: Table, names: tuple[str, ...]) -> Any:
+    """Rows of `table`'s columns `names` from one array parameter each (PostgreSQL)."""
+    columns = [table.c[name] for name in names]
+    arrays = [
+        sql_cast(bindparam(c.name, type_=postgresql.ARRAY(c.type)), postgresql.ARRAY(c.type))
+        for c in columns
+    ]
+    rows = func.unnest(*arrays).table_valued(*names).render_derived()
+    return select(*(rows.c[name] for name in names))
+
+
+@functools.cache
+def _pg_insert_many() -> Executable:
+    return (
+        postgresql.insert(_jobs)
+        .from_select(list(_INSERTED), _unnested(_jobs, _INSERTED))
+        .on_conflict_do_nothing(index_elements=[_jobs.c.employer_id, _jobs.c.reference_id])
+        .returning(_jobs.c.id, _jobs.c.reference_id)
+    )
+
+
+@functools.cache
+def _pg_rows(table_name: str, names: tuple[str, ...]) -> Executable:
+    table = {t.name: t for t, _column, _ids in _ITEM_TABLES}[table_name]
+    return insert(table).from_select(list(names), _unnested(table, names))
+
+
+@functools.cache
+def _sqlite_insert_many() -> Executable:
+    return (
+        sqlite.insert(_jobs)
+        .on_conflict_do_nothing(index_elements=[_jobs.c.employer_id, _jobs.c.reference_id])
+        .returning(_jobs.c.id, _jobs.c.reference_id)
+    )
