@@ -16,12 +16,15 @@ oldest change for as long as its writes take, not its checks.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, update
+from sqlalchemy import Connection, Integer, bindparam, func, update
+from sqlalchemy import cast as sql_cast
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 
 from models import job_rows, jobs
@@ -35,7 +38,7 @@ from models.errors import (
 )
 from models.feed import stamp
 from models.job_rows import StoredJob
-from models.syncs import RECORD, RUNS, Claimed, Lost, Outcome, Pending, failed, read_item
+from models.syncs import ITEMS, RECORD, RUNS, Claimed, Lost, Outcome, Pending, failed, read_item
 
 
 def errors_of(error: DomainError) -> list[FieldError]:
@@ -175,7 +178,61 @@ def _record(
     ).rowcount
     if moved != 1:
         raise Lost(run.id)
-    connection.execute(RECORD, rows)
+    if connection.dialect.name != "postgresql":
+        connection.execute(RECORD, rows)
+        return
+    arrays = {name: [row[key] for row in rows] for name, key in _RECORDED.items()}
+    span = {"run": run.id, "first": rows[0]["pos"], "last": rows[-1]["pos"]}
+    if connection.execute(_record_many(), span | arrays).rowcount != len(rows):
+        raise Lost(run.id)  # an item no longer pending: only another holder could do that
+
+
+# The outcome arrays' names, and the key of each in a row of RECORD's parameters.
+_RECORDED = {
+    "positions": "pos",
+    "outcomes": "new_outcome",
+    "jobs": "job",
+    "errors": "new_errors",
+    "warnings": "new_warnings",
+}
+
+
+@functools.cache
+def _record_many() -> Any:
+    """The outcomes of a batch in one UPDATE from arrays (PostgreSQL), its rows bounded by
+    the batch's first and last positions. Planned with statistics taken while the table was
+    empty, an UPDATE of one item read every pending item of the run (and the dead index
+    entries of those done) to find it: 9.7 ms of the database's CPU an item in the sync
+    bench. The bounds keep any plan to the batch's own entries."""
+    types = {
+        "positions": ITEMS.c.position.type,
+        "outcomes": ITEMS.c.outcome.type,
+        "jobs": ITEMS.c.job_id.type,
+        "errors": ITEMS.c.errors.type,
+        "warnings": ITEMS.c.warnings.type,
+    }
+    arrays = [
+        sql_cast(bindparam(name, type_=postgresql.ARRAY(t)), postgresql.ARRAY(t))
+        for name, t in types.items()
+    ]
+    given = func.unnest(*arrays).table_valued(*types).render_derived()
+    return (
+        update(ITEMS)
+        .where(
+            ITEMS.c.run_id == bindparam("run", type_=Integer),
+            ITEMS.c.position == given.c.positions,
+            ITEMS.c.position.between(
+                bindparam("first", type_=Integer), bindparam("last", type_=Integer)
+            ),
+            ITEMS.c.outcome == "pending",
+        )
+        .values(
+            outcome=given.c.outcomes,
+            job_id=given.c.jobs,
+            errors=given.c.errors,
+            warnings=given.c.warnings,
+        )
+    )
 
 
 def _text(entries: list[dict[str, Any]]) -> str | None:
