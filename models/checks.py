@@ -6,7 +6,6 @@ modules catch it per field so that every broken rule is reported, not only the f
 
 from __future__ import annotations
 
-import functools
 import re
 from datetime import date
 from decimal import Decimal
@@ -107,22 +106,13 @@ ENCODED_WORD = "=?"
 def email(value: Any, field: str, *, max_len: int) -> str:
     """Address syntax only: no DNS look-up; special-use test domains are accepted (C4)."""
     text = string(value, field, max_len=max_len, trim=True)
-    if not _valid_email(text):
-        raise Invalid(field, "invalid_format", f"{field} is not a valid email address.")
-    if ENCODED_WORD in text:  # valid syntax, but mail software would decode it (C8)
-        raise Invalid(field, "invalid_format", f"{field} must not contain “=?”.")
-    return text
-
-
-@functools.lru_cache(maxsize=4096)
-def _valid_email(text: str) -> bool:
-    """Kept per process: an employer's jobs repeat a few addresses, and checking one costs
-    more than the rest of a job's rules but its description (a sync run's profile)."""
     try:
         validate_email(text, check_deliverability=False, test_environment=True)
     except EmailNotValidError:
-        return False
-    return True
+        raise Invalid(field, "invalid_format", f"{field} is not a valid email address.") from None
+    if ENCODED_WORD in text:  # valid syntax, but mail software would decode it (C8)
+        raise Invalid(field, "invalid_format", f"{field} must not contain “=?”.")
+    return text
 
 
 def url(value: Any, field: str, *, max_len: int) -> str:

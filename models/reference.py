@@ -125,11 +125,8 @@ _FOLD_TABLE = str.maketrans(dict.fromkeys("'’‘ʼʻ`", None) | dict.fromkeys(
 
 def fold(text: str) -> str:
     """The comparison key of a name: accents, case, apostrophes and separators ignored."""
-    if text.isascii():  # nothing to decompose: the same key, without a call per character
-        bare = text
-    else:
-        decomposed = unicodedata.normalize("NFKD", text)
-        bare = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    decomposed = unicodedata.normalize("NFKD", text)
+    bare = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
     return " ".join(bare.casefold().translate(_FOLD_TABLE).split())
 
 
