@@ -35,6 +35,7 @@ from sqlalchemy import (
     union_all,
     update,
 )
+from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects import postgresql, sqlite
 
 from models.entities import Job, JobCategory, JobLocation, Location
@@ -493,3 +494,147 @@ def _sqlite_items(
         .returning(_locations.c.id)
     )
     return [int(row[0]) for row in listed]
+
+
+# --- many jobs at once: a sync run's batch (models.sync_batches) -------------------------------
+
+
+def lock_many(
+    connection: Connection, employer_id: int, reference_ids: list[str]
+) -> dict[str, StoredJob]:
+    """The employer's jobs holding these referenceIds, whole, locked until commit (in id
+    order, as any two batches lock them): two statements whatever their number."""
+    if not reference_ids:
+        return {}
+    rows = connection.execute(
+        select(*_ROW)
+        .where(
+            _jobs.c.employer_id == employer_id,
+            _jobs.c.reference_id.in_(bindparam("refs", expanding=True)),
+        )
+        .order_by(_jobs.c.id)
+        .with_for_update(),
+        {"refs": reference_ids},
+    ).all()
+    jobs = {int(row[0]): _job(tuple(row)) for row in rows}
+    if not jobs:
+        return {}
+    items = _items()
+    place = _locations.c
+    children: dict[int, list[tuple[Any, ...]]] = {job_id: [] for job_id in jobs}
+    for job_id, *rest in connection.execute(
+        select(items.c.job_id, items.c.kind, items.c.item, *PLACE_COLUMNS[1:])
+        .select_from(
+            items.outerjoin(_locations, and_(items.c.kind == _LOCATION, place.id == items.c.item))
+        )
+        .where(items.c.job_id.in_(bindparam("ids", expanding=True)))
+        .order_by(items.c.job_id, items.c.kind, items.c.position),
+        {"ids": list(jobs)},
+    ):
+        children[job_id].append(tuple(rest))
+    whole = {}
+    for job_id, job in jobs.items():
+        places, categories = _gather(children[job_id])
+        whole[cast(str, job.reference_id)] = _with(job, places, categories)
+    return whole
+
+
+def insert_many(
+    connection: Connection, written: list[tuple[StoredJob, dict[str, Any]]]
+) -> dict[str, tuple[int, list[int]]]:
+    """Insert new jobs (each with what is derived from it, `insert_job`) with their
+    locations and categories, and list their places (C3), in a few statements whatever
+    their number: by referenceId, each job's id and the places it listed, each place
+    credited to the first job in order that names it. A job whose referenceId the employer
+    already holds (a concurrent write's) is not written and not in the answer."""
+    if not written:
+        return {}
+    rows = [{**job.values(), **derived, "employer_id": job.employer_id} for job, derived in written]
+    if connection.dialect.name == "postgresql":  # one statement of arrays, whatever their number
+        columns = {name: [row[name] for row in rows] for name in _INSERTED}
+        inserted = connection.execute(_pg_insert_many(), columns)
+    else:
+        inserted = connection.execute(_sqlite_insert_many(), [row | {"version": 1} for row in rows])
+    ids = {str(ref): int(job_id) for job_id, ref in inserted}
+    kept = [job for job, _derived in written if job.reference_id in ids]
+    for table, column, kind in _ITEM_TABLES:
+        items = [
+            {"job_id": ids[cast(str, job.reference_id)], "position": i, column: item}
+            for job in kept
+            for i, item in enumerate(_item_ids(job, kind))
+        ]
+        if not items:
+            continue
+        if connection.dialect.name == "postgresql":
+            names = ("job_id", "position", column)
+            arrays = {name: [item[name] for item in items] for name in names}
+            connection.execute(_pg_rows(table.name, names), arrays)
+        else:
+            connection.execute(insert(table), items)
+    named = sorted({place.id for job in kept for place in job.locations or ()})
+    listed: set[int] = set()
+    if named:
+        listed = {
+            int(row[0])
+            for row in connection.execute(
+                update(_locations)
+                .where(
+                    _locations.c.id.in_(bindparam("named", expanding=True)),
+                    _locations.c.listed.is_(False),
+                )
+                .values(listed=True)
+                .returning(_locations.c.id),
+                {"named": named},
+            )
+        }
+    found: dict[str, tuple[int, list[int]]] = {}
+    for job in kept:
+        mine = [p.id for p in job.locations or () if p.id in listed]
+        listed.difference_update(mine)
+        found[cast(str, job.reference_id)] = (ids[cast(str, job.reference_id)], mine)
+    return found
+
+
+def _item_ids(job: StoredJob, kind: str) -> list[int]:
+    if kind == "location_ids":
+        return [p.id for p in job.locations or ()]
+    return list(job.category_ids or ())
+
+
+_INSERTED = ("employer_id", *VALUES, *DERIVED)  # version: the column's default, 1
+
+
+def _unnested(table: Table, names: tuple[str, ...]) -> Any:
+    """Rows of `table`'s columns `names` from one array parameter each (PostgreSQL)."""
+    columns = [table.c[name] for name in names]
+    arrays = [
+        sql_cast(bindparam(c.name, type_=postgresql.ARRAY(c.type)), postgresql.ARRAY(c.type))
+        for c in columns
+    ]
+    rows = func.unnest(*arrays).table_valued(*names).render_derived()
+    return select(*(rows.c[name] for name in names))
+
+
+@functools.cache
+def _pg_insert_many() -> Executable:
+    return (
+        postgresql.insert(_jobs)
+        .from_select(list(_INSERTED), _unnested(_jobs, _INSERTED))
+        .on_conflict_do_nothing(index_elements=[_jobs.c.employer_id, _jobs.c.reference_id])
+        .returning(_jobs.c.id, _jobs.c.reference_id)
+    )
+
+
+@functools.cache
+def _pg_rows(table_name: str, names: tuple[str, ...]) -> Executable:
+    table = {t.name: t for t, _column, _ids in _ITEM_TABLES}[table_name]
+    return insert(table).from_select(list(names), _unnested(table, names))
+
+
+@functools.cache
+def _sqlite_insert_many() -> Executable:
+    return (
+        sqlite.insert(_jobs)
+        .on_conflict_do_nothing(index_elements=[_jobs.c.employer_id, _jobs.c.reference_id])
+        .returning(_jobs.c.id, _jobs.c.reference_id)
+    )

@@ -300,6 +300,44 @@ def put(
     every rule (C4). A merged job equal to the stored one, in the stored form of every
     field, is not written: its version, updatedAt and publishDate stay (C10). A dry run
     answers the same errors, the 409 of a used referenceId too, and writes nothing."""
+    planned = plan_put(session, employer, job, body, today=today, dry_run=dry_run)
+    if isinstance(planned, Applied):
+        return planned
+    if dry_run:
+        _check_reference_free(session, employer, body, job)
+        merged = planned.job
+        assert merged.locations is not None
+        ids = [p.id for p in merged.locations] if "locations" in planned.changes else []
+        listed = job_rows.unlisted(session.connection(), ids) if ids else []
+        notes = planned.notes
+        return _applied(employer, merged, "updated", notes, listed, today=today, dry_run=True)
+    return write_update(session, employer, planned, today=today)
+
+
+@dataclass(frozen=True)
+class Change:
+    """A write that passed every rule and changes its job (`plan_put`, `plan_create`): the
+    job as it will be stored (whole), the job as stored (None for a create), the validated
+    changes and the warnings so far. Nothing is written yet: `write_update` writes an
+    update; sync runs write their creates together (models.sync_batches)."""
+
+    job: StoredJob
+    stored: StoredJob | None
+    changes: dict[str, Any]
+    notes: list[warnings.Warning]
+
+
+def plan_put(
+    session: Session,
+    employer: Employer,
+    job: StoredJob,
+    body: dict[str, Any],
+    *,
+    today: date,
+    dry_run: bool = False,
+) -> Applied | Change:
+    """`put`'s rules, without its write: the unchanged result (C10), or the change to write.
+    Reads the job's locations and categories unless `job` holds them (a sync run's batch)."""
     if job.taken_down and body.get("status") == "active":  # 409 before 422 (C1)
         raise JobTakenDown(
             f"Job {job.id} was taken down after a report; it cannot be made active again."
@@ -319,16 +357,17 @@ def put(
     else:  # changed: only the arrays it keeps are read
         merged = job_rows.complete(connection, merged)
     notes.extend(_comply(session, employer, merged, body, job, today=today))
-    if dry_run:
-        _check_reference_free(session, employer, body, job)
-        assert merged.locations is not None
-        ids = [p.id for p in merged.locations] if "locations" in changes else []
-        listed = job_rows.unlisted(connection, ids) if ids else []
-        return _applied(employer, merged, "updated", notes, listed, today=today, dry_run=True)
+    return Change(merged, job, changes, notes)
+
+
+def write_update(session: Session, employer: Employer, change: Change, *, today: date) -> Applied:
+    """Write a planned update (`plan_put`) of the job locked in this transaction."""
+    merged, changes, job = change.job, change.changes, change.stored
+    assert job is not None
     derived = _derived(merged, stamp(session))  # after the lock, as late as it can (C10)
     try:
         listed = job_rows.update_job(
-            connection,
+            session.connection(),
             merged,
             derived,
             locations="locations" in changes,
@@ -338,7 +377,39 @@ def put(
         raise _taken(merged.reference_id) from None
     # The version as the database counted it (locked), and the change's time (C10).
     merged = replace(merged, version=job.version + 1, updated_at=derived["updated_at"])
-    return _applied(employer, merged, "updated", notes, listed, today=today)
+    return _applied(employer, merged, "updated", change.notes, listed, today=today)
+
+
+def plan_create(
+    session: Session, employer: Employer, body: dict[str, Any], *, today: date
+) -> Change:
+    """A create's rules (PUT without id, no job holds the referenceId), without its write."""
+    notes: list[warnings.Warning] = []
+    changes = job_rules.validate(
+        session, body, employer=employer, job=None, today=today, notes=notes
+    )
+    new = _merged(_new(employer.id, today), changes, today=today)
+    notes.extend(_comply(session, employer, new, body, None, today=today))
+    return Change(new, None, changes, notes)
+
+
+def insert_values(change: Change, at: datetime) -> tuple[StoredJob, dict[str, Any]]:
+    """A planned create's job and what its insert stores beside it, stamped `at` (C10)."""
+    return change.job, _derived(change.job, at)
+
+
+def created(
+    employer: Employer,
+    change: Change,
+    job_id: int,
+    at: datetime,
+    listed: list[int],
+    *,
+    today: date,
+) -> Applied:
+    """The result of a planned create that was inserted as `job_id` at `at`."""
+    job = replace(change.job, id=job_id, updated_at=at)
+    return _applied(employer, job, "created", change.notes, listed, today=today)
 
 
 def _filled(job: StoredJob, stored: StoredJob) -> StoredJob:
@@ -391,18 +462,13 @@ def apply(
     expect(job)
     if job is not None:
         return put(session, employer, job, body, today=today, dry_run=dry_run)
-    notes: list[warnings.Warning] = []
-    changes = job_rules.validate(
-        session, body, employer=employer, job=None, today=today, notes=notes
-    )
-    new = _merged(_new(employer.id, today), changes, today=today)
-    notes.extend(_comply(session, employer, new, body, None, today=today))
+    change = plan_create(session, employer, body, today=today)
     if dry_run:
-        return _would_create(session, employer, new, notes, today=today)
-    written = _insert(session, new)
+        return _would_create(session, employer, change.job, change.notes, today=today)
+    written = _insert(session, change.job)
     if written is not None:
-        created, listed = written
-        return _applied(employer, created, "created", notes, listed, today=today)
+        job, listed = written
+        return _applied(employer, job, "created", change.notes, listed, today=today)
     job = job_rows.lock(connection, employer.id, reference_id=ref)
     if job is None:  # the winner was deleted meanwhile: nothing sensible but to retry
         raise DuplicateReferenceId("The referenceId is being changed; retry the request.")

@@ -1,8 +1,10 @@
-"""The worker's side of a sync run (C11): claim it, apply its items in order, one
-transaction each, then finish it; hand it on when the task's time is up.
+"""The worker's side of a sync run (C11): claim it, apply its items in order, a batch per
+transaction (models.sync_batches), then finish it; hand it on when the task's time is up.
 
-One session (and its connection) serves the whole run, and the statements that run once per
-item are built once (models.syncs), so an item costs its job write and two small UPDATEs.
+One session (and its connection) serves the whole run. A batch that raises anything but a
+rule's error is rolled back and its items applied one transaction each, as is a dry run, and
+the first batch after taking a run back from a worker that died: that worker may have died
+of one of them, and the item blamed for it (models.syncs `claim`) must be that one.
 """
 
 from __future__ import annotations
@@ -17,34 +19,18 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import syncs
+from models import job_rows, sync_batches, syncs
 from models.dates import today_in, utcnow
 from models.entities import Employer
-from models.errors import (
-    DomainError,
-    DuplicateReferenceId,
-    FieldError,
-    JobTakenDown,
-    ValidationFailed,
-)
+from models.errors import DomainError, FieldError
 from workers.observability import SYNC_ITEMS
 
 log = logging.getLogger("jobpost.syncs")
 
-BATCH = 200  # pending items read at once
+BATCH = 250  # pending items read, and applied, in one transaction
 # A task applies items for at most this long, then hands the run to the next task: well
 # inside Celery's time limit (workers.app.TASK_TIME_LIMIT) and the run's lease.
 BUDGET_SECONDS = 150.0
-
-
-def _errors_of(error: DomainError) -> list[FieldError]:
-    if isinstance(error, ValidationFailed):
-        return list(error.errors)
-    if isinstance(error, DuplicateReferenceId):
-        return [FieldError("referenceId", "duplicate", error.detail)]
-    if isinstance(error, JobTakenDown):  # C13: re-publishing what an operator took down
-        return [FieldError("status", "job_taken_down", error.detail)]
-    return [FieldError("", "internal_error", error.detail)]
 
 
 def process(
@@ -111,6 +97,7 @@ def _apply_all(
     lease = timedelta(seconds=lease_seconds)
     deadline = time.monotonic() + budget_seconds
     after = 0
+    careful = held.dry_run or held.resumed
     while True:
         batch = syncs.pending(session.connection(), held.id, after=after, limit=BATCH)
         session.commit()
@@ -119,12 +106,43 @@ def _apply_all(
             session.commit()
             return "completed"
         today = today_in(timezone)
-        for item in batch:
-            if time.monotonic() > deadline:
-                return _hand_on(session, held, now(), hand_on)
-            outcome = _apply_one(session, held, employer, item, today, now() + lease)
+        if careful or len(batch) == 1:
+            for item in batch:
+                if time.monotonic() > deadline:
+                    return _hand_on(session, held, now(), hand_on)
+                outcome = _apply_one(session, held, employer, item, today, now() + lease)
+                SYNC_ITEMS.labels(outcome).inc()
+                after = item.position
+            careful = held.dry_run
+            continue
+        if time.monotonic() > deadline:
+            return _hand_on(session, held, now(), hand_on)
+        for outcome in _apply_batch(session, held, employer, batch, today, now() + lease):
             SYNC_ITEMS.labels(outcome).inc()
-            after = item.position
+        after = batch[-1].position
+
+
+def _apply_batch(
+    session: Session,
+    held: syncs.Claimed,
+    employer: Employer,
+    batch: list[syncs.Pending],
+    today: date,
+    lease_until: datetime,
+) -> list[str]:
+    """The batch in one transaction; if it raises anything but `Lost`, one per item."""
+    try:
+        outcomes = sync_batches.apply_batch(
+            session, held, employer, batch, today=today, lease_until=lease_until
+        )
+        session.commit()
+        return outcomes
+    except syncs.Lost:
+        raise
+    except Exception:
+        log.warning("sync run %s: a batch failed; its items one by one", held.id, exc_info=True)
+        session.rollback()
+    return [_apply_one(session, held, employer, item, today, lease_until) for item in batch]
 
 
 def _apply_one(
@@ -144,16 +162,30 @@ def _apply_one(
         raise
     except DomainError as e:
         session.rollback()
-        syncs.record(session.connection(), held, item, syncs.failed(_errors_of(e)), lease_until)
+        _failed(session, held, employer, item, sync_batches.errors_of(e), lease_until)
         outcome = "failed"
     except Exception:
         log.exception("sync run %s: item %s failed", held.id, item.reference_id)
         session.rollback()
         error = FieldError("", "internal_error", "The job could not be applied.")
-        syncs.record(session.connection(), held, item, syncs.failed([error]), lease_until)
+        _failed(session, held, employer, item, [error], lease_until)
         outcome = "failed"
     session.commit()
     return outcome
+
+
+def _failed(
+    session: Session,
+    held: syncs.Claimed,
+    employer: Employer,
+    item: syncs.Pending,
+    errors: list[FieldError],
+    lease_until: datetime,
+) -> None:
+    """Record the item's failure, naming the job its referenceId names, if any (C11)."""
+    connection = session.connection()
+    job_id = job_rows.holder(connection, employer.id, item.reference_id)
+    syncs.record(connection, held, item, syncs.failed(errors, job_id), lease_until)
 
 
 def _hand_on(

@@ -483,7 +483,7 @@ def test_a_snapshot_archives_what_it_leaves_out_and_nothing_else(
     listed = items_of(api, employer, run["id"])
     assert [(i["referenceId"], i["outcome"], i["jobId"]) for i in listed] == [
         ("KEEP", "updated", kept["id"]),
-        ("FAILS", "failed", None),
+        ("FAILS", "failed", failing["id"]),  # a failed item names the job it failed to change
         ("GONE-A", "archived", gone_a["id"]),
         ("GONE-B", "archived", gone_b["id"]),
     ]

@@ -336,3 +336,132 @@ def test_an_item_that_would_republish_a_taken_down_job_fails_with_job_taken_down
     assert [(e["field"], e["code"]) for e in items[0]["errors"]] == [("status", "job_taken_down")]
     read = api.get(f"/api/v1.1/jobs/{job['id']}", key=employer.key).json
     assert read["status"] == "archived" and read["takenDown"] is True
+
+
+# --- batches (models.sync_batches) ---------------------------------------------------------------
+
+
+def items_page(api: Any, account: Any, run_id: int) -> list[dict[str, Any]]:
+    data: list[dict[str, Any]] = api.get(f"{SYNCS}/{run_id}/items", key=account.key).json["data"]
+    return data
+
+
+def test_a_place_new_to_the_list_is_location_added_on_the_first_item_of_a_batch_naming_it(
+    api: Any, employer: Any, sessions: Any, settings: Settings
+) -> None:
+    """As a PUT loop would say it: only the write that adds the place (C10)."""
+    first = {"description": "Vanderhoof, BC"}
+    other = {"description": "Fort St. James, BC"}
+    refs = {"A": [first], "B": [first], "C": [{"description": "Toronto, ON"}, other]}
+    body = {"mode": "upsert", "jobs": [item(r, locations=where) for r, where in refs.items()]}
+    run_id = api.post(SYNCS, json=body, key=employer.key).json["id"]
+    assert process(sessions, settings, run_id, utcnow()) == "completed"
+    added = [
+        [w["field"] for w in i["warnings"] if w["code"] == "location_added"]
+        for i in items_page(api, employer, run_id)
+    ]
+    assert added == [["locations[0].description"], [], ["locations[1].description"]]
+
+
+def test_a_batch_that_raises_is_rolled_back_and_its_items_applied_one_by_one(
+    api: Any,
+    employer: Any,
+    sessions: Any,
+    settings: Settings,
+    session: Session,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from models import job_rows
+
+    existing = api.post("/api/v1.1/jobs", json=item("OLD", title="Old"), key=employer.key).json
+    real = job_rows.insert_many
+
+    def insert_then_fail(connection: Any, written: Any) -> Any:
+        real(connection, written)  # written, then lost with the batch's transaction
+        raise RuntimeError("the database went away mid-batch")
+
+    monkeypatch.setattr(job_rows, "insert_many", insert_then_fail)
+    body = {
+        "mode": "upsert",
+        "jobs": [item("A"), {"referenceId": "OLD", "title": "New"}, item("B")],
+    }
+    run_id = api.post(SYNCS, json=body, key=employer.key).json["id"]
+    assert process(sessions, settings, run_id, utcnow()) == "completed"
+    assert [o[:2] for o in outcomes(session, run_id)] == [
+        ("A", "created"),
+        ("OLD", "updated"),
+        ("B", "created"),
+    ]
+    assert jobs_named(session, employer.id) == {"A": 1, "OLD": 2, "B": 1}  # none twice
+    assert [i["jobId"] for i in items_page(api, employer, run_id)][1] == existing["id"]
+
+
+def test_a_referenceid_created_meanwhile_is_updated_as_put_would_not_created_twice(
+    api: Any,
+    employer: Any,
+    sessions: Any,
+    settings: Settings,
+    session: Session,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The batch read no job R, then found R taken at its insert (a concurrent PUT's)."""
+    from models import job_rows
+
+    run_id = new_run(api, employer, ["R", "S"])
+    existing = api.post("/api/v1.1/jobs", json=item("R", title="Theirs"), key=employer.key).json
+    real = job_rows.lock_many
+    monkeypatch.setattr(
+        job_rows,
+        "lock_many",
+        lambda c, e, refs: {k: v for k, v in real(c, e, refs).items() if k != "R"},
+    )
+    assert process(sessions, settings, run_id, utcnow()) == "completed"
+    assert [o[:2] for o in outcomes(session, run_id)] == [("R", "updated"), ("S", "created")]
+    assert items_page(api, employer, run_id)[0]["jobId"] == existing["id"]
+    assert jobs_named(session, employer.id) == {"R": 2, "S": 1}
+
+
+def test_after_taking_a_run_back_the_first_batch_is_applied_one_item_at_a_time(
+    api: Any,
+    employer: Any,
+    sessions: Any,
+    settings: Settings,
+    session: Session,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The dead worker may have died of any item of its batch: applied one by one, the
+    next death is blamed on the item that caused it (C11)."""
+    from models import sync_batches
+
+    run_id = new_run(api, employer, ["A", "B", "C", "D", "E"])
+    t0 = utcnow()
+    assert claim(sessions, run_id, t0) is not None  # and dies
+    batches: list[list[str]] = []
+    real = sync_batches.apply_batch
+
+    def spy(session: Session, run: Any, employer_row: Any, batch: Any, **kw: Any) -> Any:
+        batches.append([p.reference_id for p in batch])
+        return real(session, run, employer_row, batch, **kw)
+
+    monkeypatch.setattr(sync_batches, "apply_batch", spy)
+    monkeypatch.setattr(syncing, "BATCH", 2)
+    assert process(sessions, settings, run_id, t0 + timedelta(seconds=LEASE + 1)) == "completed"
+    assert batches == [["C", "D"]]  # A and B one by one; E alone
+    assert [o[:2] for o in outcomes(session, run_id)] == [(r, "created") for r in "ABCDE"]
+
+
+def test_a_failed_item_names_the_job_its_referenceid_names(
+    api: Any, employer: Any, sessions: Any, settings: Settings, session: Session
+) -> None:
+    """C11: jobId is null only when no job exists; in a batch and one by one (a dry run)."""
+    job = api.post("/api/v1.1/jobs", json=item("HAS"), key=employer.key).json
+    jobs = [{"referenceId": "HAS", "title": ""}, {"referenceId": "NONE", "title": "x"}]
+    for dry in (False, True):
+        body = {"mode": "upsert", "jobs": jobs, "dryRun": dry}
+        run_id = api.post(SYNCS, json=body, key=employer.key).json["id"]
+        assert process(sessions, settings, run_id, utcnow()) == "completed"
+        listed = items_page(api, employer, run_id)
+        assert [(i["outcome"], i["jobId"]) for i in listed] == [
+            ("failed", job["id"]),
+            ("failed", None),
+        ]

@@ -96,7 +96,7 @@ def test_a_run_taken_while_the_broker_was_down_is_enqueued_by_the_sweeper(stack:
 
 @pytest.mark.parametrize("stack", delivery_tests.MAIN_STACKS, indirect=True)
 def test_a_worker_killed_mid_run_loses_nothing_and_applies_nothing_twice(stack: Stack) -> None:
-    total = 1500
+    total = 5000  # several seconds of batches: the kill lands mid-run
     api = api_of(stack)
     employer_id, key = employer_key(stack)
     run_id = start(api, key, total)
