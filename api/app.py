@@ -107,6 +107,7 @@ def create_app(
     )
     # Half as much for the public pages (C13): each worker's memory stays within its bound.
     pages_kept = cache.Representations[PageKey](int(settings.job_cache_mb * 2**19))
+    retention = settings.application_retention_days
     routes: dict[str, object] = {
         f"{API}/jobs": jobs.JobCollection(
             clock, base, now=parts.now, lag=settings.change_feed_lag_seconds
@@ -135,8 +136,9 @@ def create_app(
         f"{API}/locations": reference.Locations(base),
         f"{API}/locations/{{location_id}}": reference.LocationItem(),
         f"{API}/openapi.json": OpenApi(),
-        "/jobs/{job_id}": JobPage(settings.timezone, base, pages_kept),  # C8 public pages (HTML)
-        "/jobs/{job_id}/apply": ApplyForm(intake, settings.timezone),
+        # C8 public pages (HTML); the form's privacy notice states the retention (C13).
+        "/jobs/{job_id}": JobPage(settings.timezone, base, pages_kept, retention_days=retention),
+        "/jobs/{job_id}/apply": ApplyForm(intake, settings.timezone, retention_days=retention),
         "/jobs/{job_id}/applied": Applied(),
         "/healthz": health.Health(),
         "/readyz": health.Ready(parts.ready_checks, settings.ready_timeout_seconds),

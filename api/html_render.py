@@ -259,9 +259,11 @@ def job_page(
     form: FormState | None = None,
     *,
     action: str,
+    retention_days: int = 180,
 ) -> str:
     """The public job page (C8): the job, and the form (Email) or a link (URL). `action` is
-    the form's address, the page's language in it so the answers keep it (C13)."""
+    the form's address, the page's language in it so the answers keep it (C13); the form's
+    privacy notice states APPLICATION_RETENTION_DAYS (`retention_days`)."""
     text = job_text(job, lang)
     # Translated as a whole: French puts a narrow no-break space before the semicolon (OQLF).
     separator = lang.gettext("; ")
@@ -290,6 +292,8 @@ def job_page(
         form_key=FORM_KEY,
         action=action,
         resume_types=RESUME_TYPES,
+        confidential=job.confidential,
+        retention_days=retention_days,
     )
 
 
