@@ -115,6 +115,7 @@ def create_app(
         notify=settings.reports_email is not None,
         enqueue=parts.enqueue_report,
     )
+    retention = settings.application_retention_days
     routes: dict[str, object] = {
         f"{API}/jobs": jobs.JobCollection(
             clock, base, now=parts.now, lag=settings.change_feed_lag_seconds
@@ -143,8 +144,9 @@ def create_app(
         f"{API}/locations": reference.Locations(base),
         f"{API}/locations/{{location_id}}": reference.LocationItem(),
         f"{API}/openapi.json": OpenApi(),
-        "/jobs/{job_id}": JobPage(settings.timezone, base, pages_kept),  # C8 public pages (HTML)
-        "/jobs/{job_id}/apply": ApplyForm(intake, settings.timezone),
+        # C8 public pages (HTML); the form's privacy notice states the retention (C13).
+        "/jobs/{job_id}": JobPage(settings.timezone, base, pages_kept, retention_days=retention),
+        "/jobs/{job_id}/apply": ApplyForm(intake, settings.timezone, retention_days=retention),
         "/jobs/{job_id}/applied": Applied(),
         "/jobs/{job_id}/report": report_pages.ReportForm(reported),  # C13
         "/jobs/{job_id}/reported": report_pages.Reported(settings),

@@ -13,13 +13,13 @@ from sqlalchemy.orm import Session
 
 from api import feed, forms, query
 from api.auth import access_of, employer_of, require_employer
+from api.body import read_json
 from api.clients import client_address, rate_key
 from api.errors import Problem
 from api.idempotency import Endpoint, idempotent
 from api.ratelimit import Limiter
-from api.representations import timestamp
 from api.responses import INT32_MAX, int32, path_id, send_json
-from models import applications, jobs, resumes, webhooks
+from models import applications, jobs, privacy, resumes, webhooks
 from models.dates import utcnow
 from models.entities import Application
 from models.errors import FieldError
@@ -52,28 +52,7 @@ def private(resp: falcon.Response) -> None:
     resp.set_header("Cache-Control", "no-store")
 
 
-def represent(a: Application) -> dict[str, Any]:
-    resume = None
-    if a.resume_filename:
-        resume = {
-            "filename": a.resume_filename,
-            "size": a.resume_size,
-            "contentType": a.resume_content_type,
-        }
-    return {
-        "id": a.id,
-        "jobId": a.job_id,
-        "name": a.name,
-        "email": a.email,
-        "phone": a.phone,
-        "coverLetter": a.cover_letter,
-        "receivedAt": timestamp(a.received_at),
-        "resume": resume,
-        "status": a.outbox.status,
-        "attempts": a.outbox.attempts,
-        "sentAt": timestamp(a.outbox.sent_at),
-        "lastError": a.outbox.last_error,
-    }
+represent = applications.shape
 
 
 class Intake:
@@ -110,6 +89,7 @@ class Intake:
         submission = applications.check(fields)
         application = applications.submit(session, job, submission)
         app_id, request_id = application.id, req.context.request_id
+        req.context.application_id = app_id  # its Idempotency-Key record names it (C13)
         after_commit(session, lambda: self.enqueue(app_id, request_id))
         self.announce(req, session, job.employer_id, application)
         return application
@@ -124,7 +104,9 @@ class Intake:
             base = query.base_url(req, self.public_base_url)
             resume_url = f"{base}/api/v1.1/applications/{a.id}/resume"
         data = {**represent(a), "resumeUrl": resume_url}
-        message = webhooks.emit(session, employer_id, "application.received", data, now=utcnow())
+        message = webhooks.emit(
+            session, employer_id, "application.received", data, application_id=a.id, now=utcnow()
+        )
         deliveries = webhooks.pending_of(session, [message])
         if deliveries:
             after_commit(session, lambda: self.enqueue_webhooks(deliveries))
@@ -292,6 +274,14 @@ class Item:
         )
         private(resp)
         send_json(resp, represent(a))
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, application_id: str) -> None:
+        """Erase the application and every copy of it (C13): 204, or 404 when it is not
+        this employer's (erased already included)."""
+        read_json(req, optional=True)  # a body is not needed, but must be JSON if sent (C1)
+        target = path_id(application_id, "application")
+        privacy.erase_one(req.context.db.session, employer_of(req), target, now=utcnow())
+        resp.status = falcon.HTTP_204
 
 
 @falcon.before(require_employer)

@@ -278,9 +278,11 @@ def job_page(
     form: FormState | None = None,
     *,
     action: str,
+    retention_days: int = 180,
 ) -> str:
     """The public job page (C8): the job, and the form (Email) or a link (URL). `action` is
-    the form's address, the page's language in it so the answers keep it (C13)."""
+    the form's address, the page's language in it so the answers keep it (C13); the form's
+    privacy notice states APPLICATION_RETENTION_DAYS (`retention_days`)."""
     text = job_text(job, lang)
     # Translated as a whole: French puts a narrow no-break space before the semicolon (OQLF).
     separator = lang.gettext("; ")
@@ -312,6 +314,8 @@ def job_page(
         statements=statements(job, lang),
         report_url=f"/jobs/{job.id}/report?lang={lang.code}",
         policy_url=f"{FRAUD_POLICY}?lang={lang.code}",
+        confidential=job.confidential,
+        retention_days=retention_days,
     )
 
 

@@ -249,7 +249,8 @@ def finish(req: falcon.Request, resp: falcon.Response) -> None:
         resp.render_body() or b"",
     )
     session: Session = req.context.db.session
-    if not idempotency.record(session, held.claim, response):
+    created = getattr(req.context, "application_id", None)  # set by the intake (C13)
+    if not idempotency.record(session, held.claim, response, application_id=created):
         # This request outlived its lease and another took the key: undo this one's work.
         raise in_use()
     after_commit(session, lambda: setattr(held, "recorded", True))

@@ -164,8 +164,11 @@ class JobPage:
         timezone: ZoneInfo,
         public_base_url: str | None = None,
         kept: cache.Representations[PageKey] | None = None,
+        *,
+        retention_days: int = 180,
     ) -> None:
         self.timezone, self.public_base_url = timezone, public_base_url
+        self.retention_days = retention_days  # stated by the form's privacy notice (C13)
         self.kept = kept if kept is not None else cache.Representations[PageKey](0)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
@@ -205,7 +208,13 @@ class JobPage:
         )
         form = html_render.FormState(token=TOKEN_MARK)
         return html_render.job_page(
-            job, self.timezone, lang, page_links, form, action=form_action(job.id, lang)
+            job,
+            self.timezone,
+            lang,
+            page_links,
+            form,
+            action=form_action(job.id, lang),
+            retention_days=self.retention_days,
         )
 
 
@@ -239,8 +248,8 @@ class ApplyForm(ApplyRedirect):
     by URL gets a page with the link, not a redirect: `form-action 'self'` would block it.
     """
 
-    def __init__(self, intake: Intake, timezone: ZoneInfo) -> None:
-        self.intake, self.timezone = intake, timezone
+    def __init__(self, intake: Intake, timezone: ZoneInfo, *, retention_days: int = 180) -> None:
+        self.intake, self.timezone, self.retention_days = intake, timezone, retention_days
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         fields: dict[str, Any] = {}
@@ -361,7 +370,13 @@ class ApplyForm(ApplyRedirect):
         # The form's page in the other language is the job's page (the form is POSTed).
         versions = html_render.Links({code: f"/jobs/{job.id}?lang={code}" for code in ("en", "fr")})
         page = html_render.job_page(
-            job, self.timezone, lang, versions, state, action=form_action(job.id, lang)
+            job,
+            self.timezone,
+            lang,
+            versions,
+            state,
+            action=form_action(job.id, lang),
+            retention_days=self.retention_days,
         )
         send_html(resp, page, lang, 422)
         resp.set_header("Cache-Control", "no-store")  # the page holds the applicant's data

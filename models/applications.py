@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import Select, bindparam, delete, func, select, tuple_
 from sqlalchemy.orm import Session, lazyload
 
-from models import checks, resumes
+from models import checks, resumes, webhooks
 from models.checks import Invalid
 from models.entities import Application, Employer, Job, OutboxEntry, Resume
 from models.errors import ApplyViaUrl, FieldError, JobGone, NotFound, ValidationFailed
@@ -195,6 +195,35 @@ def submit(session: Session, job: Job, sub: Submission) -> Application:
         session.add(Resume(application_id=application.id, data=sub.resume[2]))
         session.flush()
     return application
+
+
+def _instant(moment: datetime | None) -> str | None:
+    return None if moment is None else webhooks.timestamp(moment)
+
+
+def shape(a: Application) -> dict[str, Any]:
+    """The employer's view of an application (C8): the API's, the CLI export's (C13)."""
+    resume = None
+    if a.resume_filename:
+        resume = {
+            "filename": a.resume_filename,
+            "size": a.resume_size,
+            "contentType": a.resume_content_type,
+        }
+    return {
+        "id": a.id,
+        "jobId": a.job_id,
+        "name": a.name,
+        "email": a.email,
+        "phone": a.phone,
+        "coverLetter": a.cover_letter,
+        "receivedAt": _instant(a.received_at),
+        "resume": resume,
+        "status": a.outbox.status,
+        "attempts": a.outbox.attempts,
+        "sentAt": _instant(a.outbox.sent_at),
+        "lastError": a.outbox.last_error,
+    }
 
 
 def get(session: Session, employer: Employer, application_id: int) -> Application:

@@ -361,6 +361,8 @@ class IdempotencyKey(Base):
     etag: Mapped[str | None] = mapped_column(String(200))
     content_type: Mapped[str | None] = mapped_column(String(200))
     body: Mapped[bytes | None] = mapped_column(LargeBinary)
+    # The application the recorded response created, so its erasure finds the key (C13).
+    application_id: Mapped[int | None] = mapped_column(Integer, index=True)
     __table_args__ = (Index("ix_idempotency_keys_first_used_at", "first_used_at"),)
 
 
@@ -397,6 +399,8 @@ class WebhookMessage(Base):
     type: Mapped[str] = mapped_column(String(40))
     payload: Mapped[str] = mapped_column(Text)  # {"type", "timestamp", "data"}
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # The application an `application.received` event carries, so its erasure finds it (C13).
+    application_id: Mapped[int | None] = mapped_column(Integer, index=True)
     __table_args__ = (
         Index("ix_webhook_messages_employer", "employer_id"),
         {"sqlite_autoincrement": True},

@@ -122,6 +122,7 @@ def claim(session: Session, scope: Scope, key: str, fingerprint: str, now: datet
                 etag=None,
                 content_type=None,
                 body=None,
+                application_id=None,
             )
             .execution_options(synchronize_session=False)
         )
@@ -130,9 +131,12 @@ def claim(session: Session, scope: Scope, key: str, fingerprint: str, now: datet
     return Busy.IN_FLIGHT
 
 
-def record(session: Session, held: Claim, response: Recorded) -> bool:
-    """Record the response, in the request's transaction; False if the key is no longer this
-    request's (its lease lapsed and another request took it)."""
+def record(
+    session: Session, held: Claim, response: Recorded, *, application_id: int | None = None
+) -> bool:
+    """Record the response, in the request's transaction, with the application it created
+    if any (its erasure deletes the key, C13); False if the key is no longer this request's
+    (its lease lapsed and another request took it)."""
     result = session.execute(
         update(IdempotencyKey)
         .where(
@@ -146,6 +150,7 @@ def record(session: Session, held: Claim, response: Recorded) -> bool:
             etag=response.etag,
             content_type=response.content_type,
             body=response.body,
+            application_id=application_id,
         )
         .execution_options(synchronize_session=False)
     )
@@ -163,6 +168,17 @@ def release(session: Session, held: Claim) -> None:
         )
         .execution_options(synchronize_session=False)
     )
+
+
+def erase(session: Session, application_ids: list[int]) -> int:
+    """Delete the keys whose recorded response created these applications (C13): a retry
+    with such a key is then a new request."""
+    result = session.execute(
+        delete(IdempotencyKey)
+        .where(IdempotencyKey.application_id.in_(application_ids))
+        .execution_options(synchronize_session=False)
+    )
+    return int(result.rowcount)  # type: ignore[attr-defined]
 
 
 def purge(session: Session, *, now: datetime) -> int:

@@ -105,12 +105,14 @@ def emit_batch(
     *,
     now: datetime,
     message_ids: list[str] | None = None,
+    application_ids: list[int | None] | None = None,
 ) -> list[str]:
     """Many events of one type, in three statements whatever their number: find the employers
     with an endpoint that takes `type`, write their messages (one executemany), then every
     delivery (one INSERT … SELECT). An event no endpoint takes writes nothing. Returns the
     ids of the messages written, in the order of `events`. `message_ids`, one per event,
-    replaces the random ids: the daily `job.expiring` scan's ids say what it emitted."""
+    replaces the random ids: the daily `job.expiring` scan's ids say what it emitted.
+    `application_ids`, one per event, names the application each carries (C13's erasure)."""
     if not events:
         return []
     employers = {employer for employer, _ in events}
@@ -122,6 +124,7 @@ def emit_batch(
         )
     )
     given = message_ids or [new_message_id() for _ in events]
+    subjects = application_ids or [None] * len(events)
     rows: list[dict[str, Any]] = [
         {
             "message_id": message_id,
@@ -129,8 +132,9 @@ def emit_batch(
             "type": type,
             "payload": body(type, data, now),
             "created_at": now,
+            "application_id": subject,
         }
-        for message_id, (employer, data) in zip(given, events, strict=True)
+        for message_id, (employer, data), subject in zip(given, events, subjects, strict=True)
         if employer in listening
     ]
     if not rows:
@@ -161,13 +165,17 @@ def emit(
     data: Any,
     *,
     endpoint_id: int | None = None,
+    application_id: int | None = None,
     now: datetime,
 ) -> str:
     """One event of `employer_id`; with `endpoint_id` (`webhook.test`), to that enabled
     endpoint of the employer only, whatever its events. Returns the message id; when no
     endpoint is to receive the event nothing is written and the id names no message."""
     if endpoint_id is None:
-        [written] = emit_batch(session, type, [(employer_id, data)], now=now) or [new_message_id()]
+        subject = [application_id]
+        events = [(employer_id, data)]
+        written_ids = emit_batch(session, type, events, now=now, application_ids=subject)
+        [written] = written_ids or [new_message_id()]
         return written
     message_id = new_message_id()
     target = and_(E.id == endpoint_id, E.employer_id == employer_id, E.status == "enabled")

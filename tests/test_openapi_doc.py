@@ -42,6 +42,7 @@ ENDPOINTS = [
     ("get", f"{V}/jobs/{{id}}/applications"),
     ("get", f"{V}/applications"),
     ("get", f"{V}/applications/{{id}}"),
+    ("delete", f"{V}/applications/{{id}}"),
     ("get", f"{V}/applications/{{id}}/resume"),
     ("get", f"{V}/employer"),
     ("put", f"{V}/employer"),

@@ -24,7 +24,16 @@ from models.i18n import DEFAULT, LANGUAGES
 from models.secrets import MissingKey
 from models.settings import Settings
 from models.syncs import STATUSES
-from workers.cli import database, employers, operations, reports, services, syncs, webhooks
+from workers.cli import (
+    applications,
+    database,
+    employers,
+    operations,
+    reports,
+    services,
+    syncs,
+    webhooks,
+)
 from workers.cli.command import Command, Handler, json_flag
 
 
@@ -138,6 +147,13 @@ def parser() -> argparse.ArgumentParser:
     how.add_argument("--take-down", action="store_true")
     resolve.add_argument("--note")
     json_flag(resolve)
+
+    apps = sub.add_parser("applications", help="an applicant's data (C13 Privacy)")
+    app = apps.add_subparsers(dest="sub", required=True)
+    c = cmd(app, "export", applications.applications_export, "print all held for an address")
+    c.add_argument("--email", required=True, type=applications.address, help="any case")
+    c = cmd(app, "erase", applications.applications_erase, "erase all held for an address")
+    c.add_argument("--email", required=True, type=applications.address, help="any case")
 
     cmd(sub, "queues", operations.queues, "depth of each Celery queue and the workers seen")
 

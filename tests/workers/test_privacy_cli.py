@@ -1,0 +1,200 @@
+"""`jobpost applications export|erase --email` (C13 Privacy, C14): everything held for an
+address, matched in any case, across employers; its erasure as the API's, with counts."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from sqlalchemy import Engine, func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from models import applications, employers, jobs, reports, webhooks
+from models.dates import utcnow
+from models.engines import make_engine
+from models.entities import (
+    Application,
+    JobReport,
+    OutboxEntry,
+    Resume,
+    WebhookDelivery,
+    WebhookEndpoint,
+    WebhookMessage,
+)
+from models.unit_of_work import make_sessionmaker
+from tests.conftest import copy_database
+from tests.factories import job_body
+from workers.cli import main
+
+pytestmark = pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
+PDF = b"%PDF-1.4\n1 0 obj<</Type/Catalog>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n"
+TODAY = datetime(2026, 3, 10, tzinfo=UTC).date()
+
+
+@pytest.fixture
+def copy(
+    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[sessionmaker[Session]]:
+    url = copy_database(engine, tmp_path / "jobpost.db")
+    monkeypatch.setenv("DATABASE_URL", url)
+    monkeypatch.setenv("JOBPOST_VAR_DIR", str(tmp_path))
+    copy_engine = make_engine(url)
+    yield make_sessionmaker(copy_engine)
+    copy_engine.dispose()
+
+
+def held(sessions: sessionmaker[Session]) -> dict[str, Any]:
+    """Two employers' applications from Ada (in two cases), one from Grace, Ada's report."""
+    with sessions() as s:
+        made: dict[str, Any] = {}
+        for name in ("Maple", "Birch"):
+            employer = employers.create_employer(s, name, "standard")
+            s.add(
+                WebhookEndpoint(
+                    employer_id=employer.id,
+                    url="https://hooks.example/x",
+                    events='["*"]',
+                    status="enabled",
+                    secret="sealed",
+                    created_at=utcnow(),
+                    updated_at=utcnow(),
+                )
+            )
+            s.flush()
+            made[name] = jobs.create(s, employer, job_body(status="active"), today=TODAY).id
+        resume = {"filename": "cv.pdf", "content": base64.b64encode(PDF).decode()}
+        sent: list[tuple[int, dict[str, Any]]] = [
+            (made["Maple"], {"name": "Ada", "email": "Ada@Example.com", "resume": resume}),
+            (made["Birch"], {"name": "Ada", "email": "ada@example.com"}),
+            (made["Maple"], {"name": "Grace", "email": "grace@example.com"}),
+        ]
+        ids = []
+        for job_id, fields in sent:
+            opened = applications.open_job(s, job_id)
+            a = applications.submit(s, opened, applications.check(fields))
+            data = applications.shape(a)
+            webhooks.emit(
+                s,
+                opened.employer_id,
+                "application.received",
+                data,
+                application_id=a.id,
+                now=utcnow(),
+            )
+            ids.append(a.id)
+        report = reports.create(
+            s,
+            made["Birch"],
+            {"reason": "scam", "details": "Asks for money.", "email": "ADA@example.com"},
+        )
+        made.update(ids=ids, report=report.id)
+        s.commit()
+        return made
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:
+    code = main(list(argv))
+    text = capsys.readouterr().out
+    return code, orjson.loads(text) if text.startswith("{") else text
+
+
+def test_export_prints_everything_held_for_the_address_in_any_case(
+    copy: sessionmaker[Session], capsys: pytest.CaptureFixture[str]
+) -> None:
+    made = held(copy)
+    ada, _, grace = made["ids"]
+    code, found = run(capsys, "applications", "export", "--email", "ADA@EXAMPLE.COM")
+    assert code == 0
+    assert set(found) == {"email", "applications", "deliveries", "reports"}
+    assert found["email"] == "ADA@EXAMPLE.COM"
+    assert [a["id"] for a in found["applications"]] == [ada, ada + 1]
+    first = found["applications"][0]
+    assert first["resume"] == {
+        "filename": "cv.pdf",
+        "size": len(PDF),
+        "contentType": "application/pdf",
+    }
+    assert set(first) == {
+        "id", "jobId", "name", "email", "phone", "coverLetter", "receivedAt", "resume",
+        "status", "attempts", "sentAt", "lastError",
+    }  # fmt: skip
+    kinds = sorted((d["kind"], d["applicationId"]) for d in found["deliveries"])
+    assert kinds == [("email", ada), ("email", ada + 1), ("webhook", ada), ("webhook", ada + 1)]
+    hook = next(d for d in found["deliveries"] if d["kind"] == "webhook")
+    assert hook["event"] == "application.received" and hook["id"].startswith("msg_")
+    assert hook["status"] == "pending"
+    [report] = found["reports"]
+    assert report["id"] == made["report"] and report["email"] == "ADA@example.com"
+    assert set(report) == {
+        "id", "jobId", "reason", "details", "email", "status", "createdAt", "resolvedAt", "note"
+    }  # fmt: skip
+    assert grace not in [a["id"] for a in found["applications"]]
+
+
+def test_erase_erases_it_all_prints_the_counts_and_a_second_time_none(
+    copy: sessionmaker[Session], capsys: pytest.CaptureFixture[str]
+) -> None:
+    made = held(copy)
+    _, _, grace = made["ids"]
+    code, counts = run(capsys, "applications", "erase", "--email", "ada@EXAMPLE.com", "--json")
+    assert code == 0
+    assert counts == {"applications": 2, "resumes": 1, "deliveries": 4, "reports": 1}
+    with copy() as s:
+        assert list(s.scalars(select(Application.id))) == [grace]
+        assert s.scalar(select(func.count()).select_from(Resume)) == 0
+        assert list(s.scalars(select(OutboxEntry.application_id))) == [grace]
+        report = s.get(JobReport, made["report"])
+        assert report is not None and report.email is None and report.details  # kept, unnamed
+        payloads = [orjson.loads(p) for p in s.scalars(select(WebhookMessage.payload))]
+        assert sorted((p["data"]["id"], p["data"].get("erased")) for p in payloads) == [
+            (made["ids"][0], True),
+            (made["ids"][1], True),
+            (grace, None),
+        ]
+        cancelled = s.scalar(
+            select(func.count())
+            .select_from(WebhookDelivery)
+            .where(WebhookDelivery.status == "cancelled")
+        )
+        assert cancelled == 2
+    code, again = run(capsys, "applications", "erase", "--email", "ada@example.com", "--json")
+    assert (code, again) == (0, {"applications": 0, "resumes": 0, "deliveries": 0, "reports": 0})
+    code, empty = run(capsys, "applications", "export", "--email", "ada@example.com")
+    assert empty == {
+        "email": "ada@example.com",
+        "applications": [],
+        "deliveries": [],
+        "reports": [],
+    }
+
+
+def test_an_address_with_no_data_erases_nothing_and_says_so(
+    copy: sessionmaker[Session], capsys: pytest.CaptureFixture[str]
+) -> None:
+    held(copy)
+    code, text = run(capsys, "applications", "erase", "--email", "nobody@example.com")
+    assert code == 0
+    assert text.strip() == (
+        "Erased for nobody@example.com: 0 applications, 0 resumes, 0 deliveries, 0 reports."
+    )
+    with copy() as s:
+        assert s.scalar(select(func.count()).select_from(Application)) == 3
+
+
+@pytest.mark.parametrize("command", ["export", "erase"])
+@pytest.mark.parametrize("address", ["not-an-address", "ada@", "a b@example.com", ""])
+def test_a_malformed_address_is_a_usage_error(
+    copy: sessionmaker[Session], capsys: pytest.CaptureFixture[str], command: str, address: str
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["applications", command, "--email", address])
+    assert stopped.value.code == 2
+    assert "is not a valid email address" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stopped:
+        main(["applications", command])
+    assert stopped.value.code == 2
