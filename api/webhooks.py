@@ -32,6 +32,10 @@ def nothing(delivery_ids: list[int]) -> None:
     """No broker wired: the sweeper enqueues due deliveries later."""
 
 
+# An operator has to set the key and restart: minutes, not the database's seconds.
+KEY_RETRY_AFTER_SECONDS = 60
+
+
 @dataclass(frozen=True)
 class Context:
     """What the webhook resources share: the settings for the key and the URL rules, the
@@ -44,13 +48,19 @@ class Context:
     enqueue: EnqueueWebhooks = nothing
 
     def key(self) -> bytes:
-        """The Fernet key; without one, the write cannot be made: one log line naming the
-        variable, and a 500 to the client, which learns nothing more (C1, C12)."""
+        """The Fernet key; without one, no secret can be written: one log line naming the
+        variable, and a 503 `secret_key_missing` that names no setting (C1, C12)."""
         try:
             return load_key(self.keys)
         except MissingKey as e:
             log.error("webhook secrets: %s", e)
-            raise Problem(500, "internal_error", "The service cannot store secrets now.") from None
+            raise Problem(
+                503,
+                "secret_key_missing",
+                "Webhook secrets cannot be stored until the operator configures the service's "
+                "secret key; nothing was written.",
+                headers={"Retry-After": str(KEY_RETRY_AFTER_SECONDS)},
+            ) from None
 
     def location(self, req: falcon.Request, endpoint_id: int) -> str:
         return f"{query.base_url(req, self.public_base_url)}/api/v1.1/webhooks/{endpoint_id}"
@@ -100,11 +110,11 @@ class Collection:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req)
-        write = webhooks.check_write(body, self.context.policy, create=True)
-        session, now = _session(req), self.context.now()
-        endpoint, secret = webhooks.create_endpoint(
-            session, access_of(req).employer_id, write, self.context.key(), now=now
-        )
+        key = self.context.key()  # before any rule: no name is resolved for a refused write
+        session, now, employer_id = _session(req), self.context.now(), access_of(req).employer_id
+        full = webhooks.endpoints_full(session, employer_id)
+        write = webhooks.check_write(body, self.context.policy, create=True, full=full)
+        endpoint, secret = webhooks.create_endpoint(session, employer_id, write, key, now=now)
         resp.location = self.context.location(req, endpoint.id)
         private(resp)
         send_json(resp, represent(endpoint, secret), 201)

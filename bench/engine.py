@@ -17,7 +17,10 @@ Webhooks are measured apart, the same way: a receiver (`bench/webhook_receiver.p
 process, many connections at once) answers each POST 100 ms late, then at once; the baseline
 is a bare loop of 16 threads, each keeping one HTTP connection (urllib3) and POSTing the same
 signed messages (`bench/webhook_loop.py`). The messages are the `application.received` events
-of the same applications.
+of the same applications. The worker (the same command, WEBHOOK_ALLOW_HTTP and
+WEBHOOK_ALLOW_PRIVATE set for the bench's plain local receiver only) delivers them as
+webhook deliveries of one endpoint at that receiver; the receiver verifies every signature
+with the Standard Webhooks library, and every POST of the loop and of the worker must verify.
 """
 
 from __future__ import annotations
@@ -59,12 +62,15 @@ from bench.workers import (
     _submit,
     _wait_sent,
 )
+from models import webhooks
 from models.engines import make_engine
-from models.entities import Application
+from models.entities import Application, Job, WebhookDelivery, WebhookEndpoint, WebhookMessage
+from models.secrets import encrypt
 from models.settings import Settings
 from models.unit_of_work import make_sessionmaker
 from tests.harness import JOBPOST, Program, RedisServer
 from tests.workers.mail_reference import build_message
+from workers import enqueue
 from workers.app import EMAIL_QUEUE, make_celery
 
 DATABASE = "jobpost_bench_engine"
@@ -83,11 +89,16 @@ RSS_EVERY = 0.2  # seconds between looks at the worker's memory
 
 @dataclass(frozen=True)
 class LoopRow:
-    """Webhooks: the bare loop's figures, before and after."""
+    """Webhooks: the bare loop's figures, before and after, and the worker's."""
 
     receiver_delay_ms: float
     messages: int
     loops: list[float]  # messages/s of the bare loop
+    worker: float  # deliveries/s
+    worker_seconds: float
+    worker_rss_bytes: int
+    baseline: float
+    ratio: float
 
 
 @dataclass(frozen=True)
@@ -159,19 +170,51 @@ def run(options: Options) -> bool:
                     )
                 )
             posts = _webhook_messages(sessions, ids)
+            views = [json.loads(p.body)["data"] for p in posts]
+            env = {
+                **env,
+                "JOBPOST_SECRET_KEY": KEY.decode(),
+                "WEBHOOK_ALLOW_HTTP": "true",
+                "WEBHOOK_ALLOW_PRIVATE": "true",
+            }
+            employer_id = _employer_of(sessions, job_id)
             for delay in RECEIVER_DELAYS:
                 log = options.out_dir / f"engine-receiver-{int(delay * 1000)}ms.log"
-                receiver = stack.enter_context(webhook_receiver.running(log, delay=delay))
+                receiver = stack.enter_context(
+                    webhook_receiver.running(log, delay=delay, secret=SECRET)
+                )
                 print(
                     f"\nengine, receiver answering after {delay * 1000:.0f} ms: {count} webhooks,"
-                    f" a bare loop of {CONCURRENCY} threads",
+                    f" a bare loop of {CONCURRENCY} threads vs the same worker",
                     flush=True,
                 )
-                loops = [
-                    webhook_loop.bare_loop(posts, receiver, SECRET, threads=CONCURRENCY)
-                    for _ in range(2)
-                ]
-                hooks.append(LoopRow(delay * 1000, count, loops))
+                first = webhook_loop.bare_loop(posts, receiver, SECRET, threads=CONCURRENCY)
+                _endpoint(sessions, employer_id, receiver.url)
+                worker_log = options.out_dir / f"engine-worker-hooks-{int(delay * 1000)}ms.log"
+                with worker(env, celery, worker_log) as pid:
+                    warm = _emit(sessions, employer_id, views[:WARMUP_COPIES])
+                    enqueue.deliver_webhooks(celery, warm)
+                    _wait_delivered(watch, warm, timeout=120)
+                    hook_ids = _emit(sessions, employer_id, views)
+                    seconds, rss = _worker_webhooks(hook_ids, celery, watch, pid)
+                again = webhook_loop.bare_loop(posts, receiver, SECRET, threads=CONCURRENCY)
+                counts = receiver.counts()
+                if counts["verified"] != counts["posts"]:
+                    raise RuntimeError(f"the receiver verified fewer POSTs than it got: {counts}")
+                baseline = (first + again) / 2
+                per_second = count / seconds
+                hooks.append(
+                    LoopRow(
+                        delay * 1000,
+                        count,
+                        [first, again],
+                        per_second,
+                        seconds,
+                        rss,
+                        baseline,
+                        per_second / baseline,
+                    )
+                )
     finally:
         engine.dispose()
     load.append(os.getloadavg()[0])
@@ -179,6 +222,114 @@ def run(options: Options) -> bool:
 
 
 SECRET = "whsec_" + base64.b64encode(b"the engine bench's endpoint key!").decode()
+KEY = base64.urlsafe_b64encode(b"the engine bench's Fernet key 32")  # encrypts SECRET
+
+
+def _employer_of(sessions: sessionmaker[Session], job_id: int) -> int:
+    with sessions() as s:
+        job = s.get(Job, job_id)
+        assert job is not None
+        return job.employer_id
+
+
+def _endpoint(sessions: sessionmaker[Session], employer_id: int, url: str) -> None:
+    """The employer's one enabled endpoint: at `url`, for `application.received`, signing
+    with SECRET; an earlier run's is disabled."""
+    now = datetime.now(UTC)
+    with sessions() as s:
+        for old in s.scalars(
+            select(WebhookEndpoint).where(WebhookEndpoint.employer_id == employer_id)
+        ):
+            old.status = "disabled"
+        s.add(
+            WebhookEndpoint(
+                employer_id=employer_id,
+                url=url,
+                events=webhooks.events_json(["application.received"]),
+                description="engine bench",
+                status="enabled",
+                secret=encrypt(SECRET, KEY),
+                created_at=now,
+                updated_at=now,
+            )
+        )
+        s.commit()
+
+
+def _emit(sessions: sessionmaker[Session], employer_id: int, views: Sequence[object]) -> list[int]:
+    """One `application.received` event per view, as the service writes them (three
+    statements); the ids of their deliveries."""
+    with sessions() as s:
+        ids = webhooks.emit_batch(
+            s, "application.received", [(employer_id, v) for v in views], now=datetime.now(UTC)
+        )
+        found = s.scalars(
+            select(WebhookDelivery.id)
+            .join(WebhookMessage, WebhookMessage.id == WebhookDelivery.message_pk)
+            .where(WebhookMessage.message_id.in_(ids))
+            .order_by(WebhookDelivery.id)
+        )
+        out = list(found)
+        s.commit()
+    return out
+
+
+def _wait_delivered(
+    watch: psycopg.Connection[tuple[object, ...]], ids: Sequence[int], *, timeout: float
+) -> datetime:
+    """Wait until every delivery of `ids` succeeded; the last delivered_at."""
+    deadline = time.monotonic() + timeout
+    while True:
+        row = watch.execute(
+            "SELECT count(*), max(delivered_at), count(*) FILTER (WHERE status = 'failed')"
+            " FROM webhook_deliveries WHERE id = ANY(%s) AND status IN ('succeeded', 'failed')",
+            (list(ids),),
+        ).fetchone()
+        assert row is not None
+        done, last, failed = row
+        if failed:
+            raise RuntimeError(f"{failed} webhook deliveries failed")
+        if done == len(ids):
+            assert isinstance(last, datetime)
+            return last if last.tzinfo else last.replace(tzinfo=UTC)  # stored as naive UTC
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{done} of {len(ids)} webhook deliveries in {timeout:.0f} s")
+        time.sleep(0.1)
+
+
+def _worker_webhooks(
+    ids: Sequence[int],
+    celery: Celery,
+    watch: psycopg.Connection[tuple[object, ...]],
+    pid: int,
+) -> tuple[float, int]:
+    """As _worker_delivery, for webhook deliveries: to the last `delivered_at`."""
+    _control(celery.control.cancel_consumer, EMAIL_QUEUE)
+    enqueue.deliver_webhooks(celery, list(ids))
+    highest = [server.tree_rss_bytes(pid)]
+    done = threading.Event()
+
+    def watch_memory() -> None:
+        while not done.wait(RSS_EVERY):
+            highest.append(server.tree_rss_bytes(pid))
+
+    watcher = threading.Thread(target=watch_memory, daemon=True)
+    watcher.start()
+    started_at = datetime.now(UTC)
+    _control(celery.control.add_consumer, EMAIL_QUEUE)
+    try:
+        last = _wait_delivered(watch, ids, timeout=max(120.0, len(ids) / 5))
+    finally:
+        done.set()
+        watcher.join()
+    seconds = (last - started_at).total_seconds()
+    rss = max(highest)
+    print(
+        f"  worker, threads × {CONCURRENCY}:      {len(ids) / seconds:7,.0f} deliveries/s, "
+        f"{rss / 1e6:.1f} MB resident",
+        flush=True,
+    )
+    return seconds, rss
 
 
 def _webhook_messages(
@@ -329,6 +480,24 @@ def _report(
                 row.worker_rss_bytes < RSS_LIMIT,
             )
         )
+    for h in hooks:
+        if h.receiver_delay_ms:
+            targets.append(
+                report.Target(
+                    f"worker webhooks/s ≥ {RATIO} × a bare loop of {CONCURRENCY} threads, "
+                    f"receiver {h.receiver_delay_ms:.0f} ms",
+                    f"{h.worker:,.0f} deliveries/s = {h.ratio:.2f} × {h.baseline:,.0f}",
+                    h.ratio >= RATIO,
+                )
+            )
+        targets.append(
+            report.Target(
+                f"worker resident memory < {RSS_LIMIT // 2**20} MB, webhooks, receiver "
+                f"{h.receiver_delay_ms:.0f} ms",
+                f"{h.worker_rss_bytes / 2**20:.1f} MB",
+                h.worker_rss_bytes < RSS_LIMIT,
+            )
+        )
     head = (
         "relay DATA reply",
         "copies",
@@ -356,18 +525,18 @@ def _report(
         f"and after); load average {load[0]:.1f} before, {load[-1]:.1f} after\n"
     )
     print(report.grid(head, body))
-    print(
-        "\nwebhooks, the bare loop alone (no webhook delivery task on this branch yet: no "
-        "worker row, no target)\n"
-    )
+    print("\nwebhooks: the same worker delivering application.received, every POST verified\n")
     print(
         report.grid(
-            ("receiver answer", "messages", "loop posts/s"),
+            ("receiver answer", "messages", "loop posts/s", "worker posts/s", "× loop", "RSS MB"),
             [
                 (
                     f"{h.receiver_delay_ms:.0f} ms",
                     f"{h.messages:,}",
-                    f"{sum(h.loops) / len(h.loops):,.0f} ({h.loops[0]:,.0f}, {h.loops[1]:,.0f})",
+                    f"{h.baseline:,.0f} ({h.loops[0]:,.0f}, {h.loops[1]:,.0f})",
+                    f"{h.worker:,.0f}",
+                    f"{h.ratio:.2f}",
+                    f"{h.worker_rss_bytes / 2**20:.1f}",
                 )
                 for h in hooks
             ],

@@ -6,9 +6,11 @@ Run in a process of its own (`python -m bench.webhook_receiver --port N`, or `ru
 from the bench), for the reasons `bench/smtp_sink.py` gives. POSTs are counted, never parsed
 beyond their head: those carrying the three signature headers of the Standard Webhooks
 specification (`webhook-id`, `webhook-timestamp`, `webhook-signature` starting `v1,`) are
-counted apart, so that a run which sent unsigned requests shows. `GET /counts` answers
-`{"connections": C, "posts": N, "signed": S, "bytes": B}` (C: the connections that have
-carried a POST); SIGTERM or SIGINT stop it.
+counted apart, so that a run which sent unsigned requests shows; given `--secret`, each
+signature is also verified with the Standard Webhooks library and the good ones counted as
+`verified`, so that a sender signing wrongly cannot look fast. `GET /counts` answers
+`{"connections": C, "posts": N, "signed": S, "verified": V, "bytes": B}` (C: the
+connections that have carried a POST); SIGTERM or SIGINT stop it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from standardwebhooks import Webhook, WebhookVerificationError
+
 from tests.harness import Program, free_port
 
 START_TIMEOUT = 60.0
@@ -38,11 +42,13 @@ OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\no
 class Counter:
     """What the receiver has accepted so far."""
 
-    def __init__(self, delay: float) -> None:
+    def __init__(self, delay: float, secret: str | None = None) -> None:
         self.delay = delay
+        self.verifier = None if secret is None else Webhook(secret)
         self.connections = 0
         self.posts = 0
         self.signed = 0
+        self.verified = 0
         self.bytes = 0
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -73,6 +79,7 @@ class Counter:
                 "connections": self.connections,
                 "posts": self.posts,
                 "signed": self.signed,
+                "verified": self.verified,
                 "bytes": self.bytes,
             }
             text = json.dumps(counts).encode()
@@ -85,6 +92,13 @@ class Counter:
             b"webhook-signature"
         ].startswith(b"v1,"):
             self.signed += 1
+            if self.verifier is not None:
+                try:
+                    named = {k.decode(): v.decode() for k, v in headers.items()}
+                    self.verifier.verify(body, named)
+                    self.verified += 1
+                except (WebhookVerificationError, UnicodeDecodeError):
+                    pass
         return OK
 
 
@@ -99,8 +113,8 @@ def _parse(head: bytes) -> tuple[bytes, dict[bytes, bytes]]:
     return method, headers
 
 
-async def serve(host: str, port: int, delay: float = 0.0) -> None:
-    counter = Counter(delay)
+async def serve(host: str, port: int, delay: float = 0.0, secret: str | None = None) -> None:
+    counter = Counter(delay, secret)
     server = await asyncio.start_server(counter.serve, host, port, limit=MAX_HEAD, backlog=1024)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -109,7 +123,10 @@ async def serve(host: str, port: int, delay: float = 0.0) -> None:
     print(f"listening on {host}:{port}", flush=True)
     async with server:
         await stop.wait()
-    print(f"stopped: posts={counter.posts} signed={counter.signed}", flush=True)
+    print(
+        f"stopped: posts={counter.posts} signed={counter.signed} verified={counter.verified}",
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -117,8 +134,9 @@ def main() -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--delay", type=float, default=0.0, help="seconds before each POST's answer")
+    p.add_argument("--secret", help="whsec_… to verify each signature with")
     args = p.parse_args()
-    asyncio.run(serve(args.host, args.port, args.delay))
+    asyncio.run(serve(args.host, args.port, args.delay, args.secret))
 
 
 @dataclass(frozen=True)
@@ -133,8 +151,8 @@ class Receiver:
         return f"http://{self.host}:{self.port}/hooks"
 
     def counts(self) -> dict[str, int]:
-        """Connections that carried POSTs, POSTs, signed POSTs and body bytes the receiver has
-        accepted so far."""
+        """Connections that carried POSTs, POSTs, signed and verified POSTs and body bytes the
+        receiver has accepted so far."""
         address = f"http://{self.host}:{self.port}/counts"
         with DIRECT.open(address, timeout=10) as answer:
             counts: dict[str, int] = json.load(answer)
@@ -149,11 +167,11 @@ class Receiver:
 
 
 @contextmanager
-def running(log: Path, delay: float = 0.0) -> Iterator[Receiver]:
+def running(log: Path, delay: float = 0.0, secret: str | None = None) -> Iterator[Receiver]:
     """The receiver in a process of its own, on a free port, until the block ends."""
     port = free_port()
     command = [sys.executable, "-m", "bench.webhook_receiver", "--port", str(port)]
-    command += ["--delay", str(delay)]
+    command += ["--delay", str(delay)] + ([] if secret is None else ["--secret", secret])
     with Program(command, log, name="the webhook receiver", stop_timeout=5) as proc:
         receiver = Receiver("127.0.0.1", port, proc.pid)
         what = f"the webhook receiver to answer (log: {log})"

@@ -282,15 +282,21 @@ def _description(value: Any, errors: list[FieldError]) -> str | None:
     return None
 
 
-def check_write(body: dict[str, Any], policy: UrlPolicy, *, create: bool) -> EndpointWrite:
+def check_write(
+    body: dict[str, Any], policy: UrlPolicy, *, create: bool, full: FieldError | None = None
+) -> EndpointWrite:
     """The body of a POST (`create`) or a partial PUT, every broken rule listed in one
-    ValidationFailed (C1, C12). Unknown members are ignored; `status` is written by PUT only."""
-    errors: list[FieldError] = []
+    ValidationFailed (C1, C12). Unknown members are ignored; `status` is written by PUT only.
+    `full` (endpoints_full's) is the url's one error: a URL that cannot be added is not
+    resolved, and the employer learns the limit beside the other fields' errors."""
+    errors: list[FieldError] = [] if full is None else [full]
     url = events = None
     for name in ("url", "events"):
+        if full is not None and name == "url":
+            continue
         if (create and name not in body) or (name in body and body[name] is None):
             errors.append(FieldError(name, "required", f"{name} is required."))
-    if body.get("url") is not None:
+    if full is None and body.get("url") is not None:
         refused = check_url(
             body["url"],
             allow_http=policy.allow_http,
@@ -340,16 +346,25 @@ def _lock_employer(session: Session, employer_id: int) -> None:
         session.execute(select(Employer.id).where(Employer.id == employer_id).with_for_update())
 
 
+def endpoints_full(session: Session, employer_id: int) -> FieldError | None:
+    """`too_many` on url when the employer has MAX_ENDPOINTS already (C12); checked again
+    under the employer's lock by create_endpoint."""
+    count = select(func.count()).select_from(ENDPOINTS).where(E.employer_id == employer_id)
+    if session.execute(count).scalar_one() < MAX_ENDPOINTS:
+        return None
+    return FieldError(
+        "url", "too_many", f"An employer has at most {MAX_ENDPOINTS} webhook endpoints."
+    )
+
+
 def create_endpoint(
     session: Session, employer_id: int, write: EndpointWrite, key: bytes, *, now: datetime
 ) -> tuple[WebhookEndpoint, str]:
     """A new enabled endpoint and its secret in the clear, which only this answer shows."""
     assert write.url is not None and write.events is not None
     _lock_employer(session, employer_id)
-    count = select(func.count()).select_from(ENDPOINTS).where(E.employer_id == employer_id)
-    if session.execute(count).scalar_one() >= MAX_ENDPOINTS:
-        message = f"An employer has at most {MAX_ENDPOINTS} webhook endpoints."
-        raise ValidationFailed([FieldError("url", "too_many", message)], subject="webhook")
+    if (full := endpoints_full(session, employer_id)) is not None:
+        raise ValidationFailed([full], subject="webhook")
     secret = new_secret()
     endpoint = WebhookEndpoint(
         employer_id=employer_id,

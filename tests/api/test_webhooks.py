@@ -307,6 +307,20 @@ def test_the_eleventh_endpoint_is_too_many_on_url(hooks: Hooks, employer: Accoun
         assert len(s.scalars(select(WebhookEndpoint)).all()) == 10
 
 
+def test_too_many_comes_before_the_url_rules_and_beside_the_other_fields(
+    hooks: Hooks, employer: Account
+) -> None:
+    """A full employer's URL is not checked, so not resolved: too_many is its one error, and
+    the other fields' errors come with it in the same answer (C1, C12)."""
+    for _ in range(10):
+        register(hooks, employer.key)
+    body = {"url": "https://unresolvable.example.org/hook", "events": ["job.nope"]}
+    eleventh = hooks.api.post(f"{V}/webhooks", key=employer.key, json=body)
+    assert sorted(entries(eleventh)) == [("events[0]", "out_of_range"), ("url", "too_many")]
+    no_url = hooks.api.post(f"{V}/webhooks", key=employer.key, json={"events": ["*"]})
+    assert entries(no_url) == [("url", "too_many")]
+
+
 def test_another_employers_endpoints_do_not_count(
     hooks: Hooks, employer: Account, make_employer: Any
 ) -> None:
@@ -618,12 +632,20 @@ def test_without_a_key_a_registration_is_refused_and_nothing_written(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Neither JOBPOST_SECRET_KEY nor the key file: no secret can be stored. The client gets
-    a 500 saying nothing more; the log names the variable (C12)."""
-    policy = webhooks.UrlPolicy(resolve=resolver(HOSTS))
+    a 503 secret_key_missing naming no setting, before any URL is resolved; the log names
+    the variable (C1, C12)."""
+    resolved: list[str] = []
+
+    def resolve(host: str, port: int, timeout: float) -> list[str]:
+        resolved.append(host)
+        return resolver(HOSTS)(host, port, timeout)
+
+    policy = webhooks.UrlPolicy(resolve=resolve)
     app = create_app(settings, sessions, Collaborators(url_policy=policy), today=clock)
     result = Api(app).post(f"{V}/webhooks", key=employer.key, json={"url": URL, "events": ["*"]})
-    assert (result.status_code, result.json["code"]) == (500, "internal_error")
-    assert "JOBPOST_SECRET_KEY" not in result.text
+    assert (result.status_code, result.json["code"]) == (503, "secret_key_missing")
+    assert result.headers["Retry-After"] == "60"
+    assert "JOBPOST_SECRET_KEY" not in result.text and resolved == []
     assert any("JOBPOST_SECRET_KEY" in r.getMessage() for r in caplog.records)
     with sessions() as s:
         assert s.scalars(select(WebhookEndpoint)).all() == []

@@ -436,3 +436,15 @@ def test_counts_and_oldest_pending_age_for_the_metrics(
         assert deliveries.counts(s)["pending"] >= 1
         later = datetime.now(UTC) + timedelta(seconds=60)
         assert deliveries.oldest_pending_age(s, now=later) >= 60
+
+
+def test_one_client_per_process_and_rule(hook_settings: Settings) -> None:
+    """The TLS context (the system's CAs, tens of ms of CPU) is loaded once, not per
+    delivery; a different address rule is a different client (C12)."""
+    first = delivery.client_for(hook_settings)
+    assert delivery.client_for(dataclasses.replace(hook_settings)) is first
+    other = dataclasses.replace(
+        hook_settings, webhook_allow_private=not hook_settings.webhook_allow_private
+    )
+    assert delivery.client_for(other) is not first
+    assert first.allowed("10.0.0.1") is hook_settings.webhook_allow_private
