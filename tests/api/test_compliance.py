@@ -9,10 +9,13 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import employers
+from models.settings import Settings
 from tests.conftest import Account, Api, Clock
 from tests.factories import JOBS, entries, job_body, problem
+from workers import syncing
 
 EMPLOYER = "/api/v1.1/employer"
+SYNCS = "/api/v1.1/syncs"
 
 # A body breaking one rule (its location decides the jurisdiction), and its (field, code).
 BROKEN: dict[str, tuple[dict[str, Any], tuple[str, str]]] = {
@@ -256,3 +259,49 @@ def test_a_job_in_quebec_complies_in_french_or_with_its_translation(
     assert entries(api.put(path, json={"translation": None}, key=employer.key)) == [
         ("translation", "french_version_required")
     ]
+
+
+@pytest.mark.parametrize("rule", BROKEN)
+def test_sync_items_warn_fail_in_enforce_and_pass_when_off_for_each_rule(
+    api: Api, sessions: sessionmaker[Session], make_employer: Any, settings: Settings, rule: str
+) -> None:
+    """C13 on sync items (C11), as on writes: a created item and an update of an active job
+    that complied; in enforce both fail and the stored job is left as it was."""
+    changes, entry = BROKEN[rule]
+
+    def synced(account: Account) -> list[dict[str, Any]]:
+        complying = api.put(
+            JOBS, json={**job_body(status="active"), "referenceId": "U"}, key=account.key
+        )
+        assert warning_codes(complying) == []
+        jobs = [
+            {**job_body(status="active", **changes), "referenceId": "N"},
+            {**job_body(status="active"), **changes, "referenceId": "U"},
+        ]
+        run = api.post(SYNCS, json={"mode": "upsert", "jobs": jobs}, key=account.key)
+        assert run.status_code == 202, run.text
+        done = syncing.process(
+            sessions, run.json["id"], lease_seconds=300, timezone=settings.timezone
+        )
+        assert done == "completed"
+        items = api.get(f"{SYNCS}/{run.json['id']}/items", key=account.key)
+        data: list[dict[str, Any]] = items.json["data"]
+        return data
+
+    def codes(found: list[dict[str, Any]]) -> list[tuple[str, str]]:
+        return [(e["field"], e["code"]) for e in found]
+
+    warned = synced(make_employer("Warned"))
+    assert [i["outcome"] for i in warned] == ["created", "updated"]
+    assert all(entry in codes(i["warnings"]) for i in warned)
+    enforced_account = make_employer("Enforced")
+    set_mode(sessions, enforced_account, "enforce")
+    enforced = synced(enforced_account)
+    assert [(i["outcome"], codes(i["errors"])) for i in enforced] == [("failed", [entry])] * 2
+    listed = api.get(f"{JOBS}?status=active", key=enforced_account.key).json
+    assert listed["paging"]["total"] == 1  # the complying job, unchanged
+    off_account = make_employer("Off")
+    set_mode(sessions, off_account, "off")
+    off = synced(off_account)
+    assert [i["outcome"] for i in off] == ["created", "updated"]
+    assert not any(entry in codes(i["warnings"]) for i in off)  # C10's own warnings may stay
