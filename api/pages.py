@@ -24,7 +24,7 @@ from models.applications import Upload, elsewhere
 from models.entities import Job
 from models.errors import ApplyViaUrl, FieldError, JobGone, NotFound, ValidationFailed
 from models.i18n import N_, Language, language
-from models.idempotency import Busy
+from models.idempotency import Busy, Scope
 from models.public_jobs import public_state
 
 HTML = "text/html; charset=utf-8"
@@ -306,40 +306,24 @@ class ApplyForm(ApplyRedirect):
         if token is None or scope is None or idempotency.dry_run(req):
             return False
         idempotency.check_key(token if isinstance(token, str) else "")
-        content = ["form", idempotency.form_content(fields)]
-        keys: idempotency.Keys = req.context.idempotency_keys
-        outcome = keys.begin(req, scope, token, idempotency.fingerprint(req, content))
         lang = page_language(req)
         _ = lang.gettext
+        busy = (
+            _("Your application is being sent"),
+            _(
+                "This form was sent a moment ago and is still being processed; it will not "
+                "apply twice. Reload this page in a moment to see the confirmation."
+            ),
+        )
+        reused = (
+            _("This form was sent already"),
+            _(
+                "An application was sent from this page already, with other answers. To "
+                "send another, open the job again."
+            ),
+        )
         back = f"/jobs/{scope.id}?lang={lang.code}"
-        if outcome is Busy.IN_FLIGHT:
-            page = html_render.error_page(
-                _("Your application is being sent"),
-                _(
-                    "This form was sent a moment ago and is still being processed; it will not "
-                    "apply twice. Reload this page in a moment to see the confirmation."
-                ),
-                lang,
-                links(req),
-                back=back,
-            )
-            send_html(resp, page, lang, 409)
-            resp.set_header("Retry-After", idempotency.RETRY_AFTER)
-        elif outcome is Busy.REUSED:
-            page = html_render.error_page(
-                _("This form was sent already"),
-                _(
-                    "An application was sent from this page already, with other answers. To "
-                    "send another, open the job again."
-                ),
-                lang,
-                links(req),
-                back=back,
-            )
-            send_html(resp, page, lang, 422)
-        elif outcome is not None:
-            idempotency.replay(resp, outcome)
-        return outcome is not None
+        return answered_by_form_key(req, resp, scope, token, "form", fields, busy, reused, back)
 
     def _invalid(
         self,
@@ -427,3 +411,32 @@ class Applied:
         lang = page_language(req, job)
         back = f"/jobs/{path_id(job_id)}?lang={lang.code}"
         send_html(resp, html_render.applied_page(job, lang, links(req), back=back), lang)
+
+
+def answered_by_form_key(
+    req: falcon.Request,
+    resp: falcon.Response,
+    scope: Scope,
+    token: str,
+    form: str,
+    fields: dict[str, Any],
+    busy: tuple[str, str],
+    reused: tuple[str, str],
+    back: str,
+) -> bool:
+    """A form's one-time token as its Idempotency-Key (C10): the first answer replayed, or a
+    page saying why not (`busy` while in flight, 409; `reused` with other answers, 422, each a
+    title and a text). True when the key answered; False when the form is to be processed."""
+    content = [form, idempotency.form_content(fields)]
+    keys: idempotency.Keys = req.context.idempotency_keys
+    outcome = keys.begin(req, scope, token, idempotency.fingerprint(req, content))
+    lang = page_language(req)
+    if outcome is Busy.IN_FLIGHT:
+        page = html_render.error_page(*busy, lang, links(req), back=back)
+        send_html(resp, page, lang, 409)
+        resp.set_header("Retry-After", idempotency.RETRY_AFTER)
+    elif outcome is Busy.REUSED:
+        send_html(resp, html_render.error_page(*reused, lang, links(req), back=back), lang, 422)
+    elif outcome is not None:
+        idempotency.replay(resp, outcome)
+    return outcome is not None

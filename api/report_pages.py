@@ -13,6 +13,7 @@ from api import forms, html_render, idempotency
 from api.body import media_type, read_bytes
 from api.errors import Problem
 from api.pages import (
+    answered_by_form_key,
     links,
     new_token,
     page_language,
@@ -27,7 +28,7 @@ from models import reports
 from models.entities import Job
 from models.errors import FieldError, JobGone, NotFound, ValidationFailed
 from models.i18n import N_, Language
-from models.idempotency import Busy, Scope
+from models.idempotency import Scope
 from models.settings import Settings
 
 FIELDS = ("reason", "details", "email")
@@ -109,40 +110,21 @@ class ReportForm:
         if token is None:
             return False
         idempotency.check_key(token)
-        content = ["report", idempotency.form_content(fields)]
-        keys: idempotency.Keys = req.context.idempotency_keys
-        outcome = keys.begin(req, scope, token, idempotency.fingerprint(req, content))
         lang = page_language(req)
         _ = lang.gettext
+        busy = (
+            _("Your report is being sent"),
+            _(
+                "This form was sent a moment ago and is still being processed; it will not "
+                "be sent twice. Reload this page in a moment to see the confirmation."
+            ),
+        )
+        reused = (
+            _("This form was sent already"),
+            _("A report was sent from this page already. To send another, open the form again."),
+        )
         back = f"/jobs/{scope.id}/report?lang={lang.code}"
-        if outcome is Busy.IN_FLIGHT:
-            page = html_render.error_page(
-                _("Your report is being sent"),
-                _(
-                    "This form was sent a moment ago and is still being processed; it will not "
-                    "be sent twice. Reload this page in a moment to see the confirmation."
-                ),
-                lang,
-                links(req),
-                back=back,
-            )
-            send_html(resp, page, lang, 409)
-            resp.set_header("Retry-After", idempotency.RETRY_AFTER)
-        elif outcome is Busy.REUSED:
-            page = html_render.error_page(
-                _("This form was sent already"),
-                _(
-                    "A report was sent from this page already. To send another, open the form "
-                    "again."
-                ),
-                lang,
-                links(req),
-                back=back,
-            )
-            send_html(resp, page, lang, 422)
-        elif outcome is not None:
-            idempotency.replay(resp, outcome)
-        return outcome is not None
+        return answered_by_form_key(req, resp, scope, token, "report", fields, busy, reused, back)
 
     def _job(self, req: falcon.Request, resp: falcon.Response, raw_id: str) -> Job | None:
         """The active job reported on, or None once its 404 or 410 page is sent."""
