@@ -4,37 +4,20 @@ replaced by a list of what was enqueued."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import employers
-from models.engines import make_engine
 from models.entities import Application, OutboxEntry
-from models.unit_of_work import make_sessionmaker
-from tests.conftest import copy_database, nowhere_url
+from tests.conftest import nowhere_url
 from workers.cli import main
 
 pytestmark = pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
-
-
-@pytest.fixture
-def copy(
-    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[sessionmaker[Session]]:
-    """Sessions on a copy of the migrated database, which `jobpost` opens by DATABASE_URL."""
-    url = copy_database(engine, tmp_path / "jobpost.db")
-    monkeypatch.setenv("DATABASE_URL", url)
-    monkeypatch.setenv("JOBPOST_VAR_DIR", str(tmp_path))
-    copy_engine = make_engine(url)
-    yield make_sessionmaker(copy_engine)
-    copy_engine.dispose()
 
 
 def failed_delivery(sessions: sessionmaker[Session]) -> int:

@@ -4,19 +4,16 @@ address, matched in any case, across employers; its erasure as the API's, with c
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from sqlalchemy import Engine, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import applications, employers, jobs, reports, webhooks
 from models.dates import utcnow
-from models.engines import make_engine
 from models.entities import (
     Application,
     JobReport,
@@ -26,26 +23,12 @@ from models.entities import (
     WebhookEndpoint,
     WebhookMessage,
 )
-from models.unit_of_work import make_sessionmaker
-from tests.conftest import copy_database
 from tests.factories import job_body
 from workers.cli import main
 
 pytestmark = pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
 PDF = b"%PDF-1.4\n1 0 obj<</Type/Catalog>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n"
 TODAY = datetime(2026, 3, 10, tzinfo=UTC).date()
-
-
-@pytest.fixture
-def copy(
-    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[sessionmaker[Session]]:
-    url = copy_database(engine, tmp_path / "jobpost.db")
-    monkeypatch.setenv("DATABASE_URL", url)
-    monkeypatch.setenv("JOBPOST_VAR_DIR", str(tmp_path))
-    copy_engine = make_engine(url)
-    yield make_sessionmaker(copy_engine)
-    copy_engine.dispose()
 
 
 def held(sessions: sessionmaker[Session]) -> dict[str, Any]:

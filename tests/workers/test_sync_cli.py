@@ -3,36 +3,19 @@ the list (by status and employer), one run, cancelling one; `--json` prints the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import employers, syncs
 from models.dates import utcnow
-from models.engines import make_engine
 from models.entities import SyncRun
-from models.unit_of_work import make_sessionmaker, session_scope
-from tests.conftest import copy_database
+from models.unit_of_work import session_scope
 from workers.cli import main
 
 pytestmark = pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
-
-
-@pytest.fixture
-def copy(
-    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[sessionmaker[Session]]:
-    url = copy_database(engine, tmp_path / "jobpost.db")
-    monkeypatch.setenv("DATABASE_URL", url)
-    monkeypatch.setenv("JOBPOST_VAR_DIR", str(tmp_path))
-    copy_engine = make_engine(url)
-    yield make_sessionmaker(copy_engine)
-    copy_engine.dispose()
 
 
 def a_run(sessions: sessionmaker[Session], name: str, *, open_run: bool = False) -> int:

@@ -3,37 +3,21 @@ MESSAGE_ID|--all-failed`, on a copy of the migrated database and the embedded br
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from sqlalchemy import Engine, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import employers
 from models import webhooks as events
 from models.dates import utcnow
-from models.engines import make_engine
 from models.entities import WebhookDelivery, WebhookEndpoint
-from models.unit_of_work import make_sessionmaker, session_scope
-from tests.conftest import copy_database
+from models.unit_of_work import session_scope
 from workers.cli import main
 
 pytestmark = pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
-
-
-@pytest.fixture
-def copy(
-    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[sessionmaker[Session]]:
-    url = copy_database(engine, tmp_path / "jobpost.db")
-    monkeypatch.setenv("DATABASE_URL", url)
-    monkeypatch.setenv("JOBPOST_VAR_DIR", str(tmp_path))
-    copy_engine = make_engine(url)
-    yield make_sessionmaker(copy_engine)
-    copy_engine.dispose()
 
 
 def endpoint_with(sessions: sessionmaker[Session], *statuses: str) -> tuple[int, list[str]]:

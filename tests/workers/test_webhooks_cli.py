@@ -4,7 +4,6 @@ key, stops with one line naming JOBPOST_SECRET_KEY."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -12,32 +11,15 @@ from typing import Any
 import orjson
 import pytest
 from cryptography.fernet import Fernet
-from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import employers, secrets, webhooks
-from models.engines import make_engine
 from models.entities import WebhookEndpoint
 from models.settings import Settings
-from models.unit_of_work import make_sessionmaker
-from tests.conftest import copy_database
 from workers.cli import main
 
 pytestmark = pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
 AT = datetime(2026, 3, 10, 12, tzinfo=UTC)
-
-
-@pytest.fixture
-def copy(
-    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[sessionmaker[Session]]:
-    url = copy_database(engine, tmp_path / "jobpost.db")
-    monkeypatch.setenv("DATABASE_URL", url)
-    monkeypatch.setenv("JOBPOST_VAR_DIR", str(tmp_path))
-    monkeypatch.delenv("JOBPOST_SECRET_KEY", raising=False)
-    copy_engine = make_engine(url)
-    yield make_sessionmaker(copy_engine)
-    copy_engine.dispose()
 
 
 def endpoint(sessions: sessionmaker[Session], name: str, url: str, events: list[str]) -> int:
