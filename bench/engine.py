@@ -34,7 +34,7 @@ import smtplib
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -297,41 +297,6 @@ def _wait_delivered(
         time.sleep(0.1)
 
 
-def _worker_webhooks(
-    ids: Sequence[int],
-    celery: Celery,
-    watch: psycopg.Connection[tuple[object, ...]],
-    pid: int,
-) -> tuple[float, int]:
-    """As _worker_delivery, for webhook deliveries: to the last `delivered_at`."""
-    _control(celery.control.cancel_consumer, EMAIL_QUEUE)
-    enqueue.deliver_webhooks(celery, list(ids))
-    highest = [server.tree_rss_bytes(pid)]
-    done = threading.Event()
-
-    def watch_memory() -> None:
-        while not done.wait(RSS_EVERY):
-            highest.append(server.tree_rss_bytes(pid))
-
-    watcher = threading.Thread(target=watch_memory, daemon=True)
-    watcher.start()
-    started_at = datetime.now(UTC)
-    _control(celery.control.add_consumer, EMAIL_QUEUE)
-    try:
-        last = _wait_delivered(watch, ids, timeout=max(120.0, len(ids) / 5))
-    finally:
-        done.set()
-        watcher.join()
-    seconds = (last - started_at).total_seconds()
-    rss = max(highest)
-    print(
-        f"  worker, threads × {CONCURRENCY}:      {len(ids) / seconds:7,.0f} deliveries/s, "
-        f"{rss / 1e6:.1f} MB resident",
-        flush=True,
-    )
-    return seconds, rss
-
-
 def _webhook_messages(
     sessions: sessionmaker[Session], ids: Sequence[int]
 ) -> list[webhook_loop.Message]:
@@ -417,10 +382,46 @@ def _worker_delivery(
     watch: psycopg.Connection[tuple[object, ...]],
     pid: int,
 ) -> tuple[float, int]:
-    """As the workers bench times its worker: the queue stopped while the tasks are enqueued,
-    then from add_consumer to the last `sent_at`. Also the most memory the worker held."""
+    """The copies, as the workers bench times its worker: to the last `sent_at`."""
+    return _timed_worker(
+        len(ids),
+        celery,
+        pid,
+        lambda: _enqueue(celery, ids),
+        lambda: _wait_sent(watch, ids, timeout=max(120.0, len(ids) / 5)),
+        "copies",
+    )
+
+
+def _worker_webhooks(
+    ids: Sequence[int],
+    celery: Celery,
+    watch: psycopg.Connection[tuple[object, ...]],
+    pid: int,
+) -> tuple[float, int]:
+    """The webhook deliveries, timed the same way: to the last `delivered_at`."""
+    return _timed_worker(
+        len(ids),
+        celery,
+        pid,
+        lambda: enqueue.deliver_webhooks(celery, list(ids)),
+        lambda: _wait_delivered(watch, ids, timeout=max(120.0, len(ids) / 5)),
+        "deliveries",
+    )
+
+
+def _timed_worker(
+    count: int,
+    celery: Celery,
+    pid: int,
+    send: Callable[[], object],
+    wait: Callable[[], datetime],
+    unit: str,
+) -> tuple[float, int]:
+    """The queue stopped while `send` enqueues the tasks, then timed from add_consumer to
+    what `wait` returns (the last one done). Also the most memory the worker held."""
     _control(celery.control.cancel_consumer, EMAIL_QUEUE)
-    _enqueue(celery, ids)
+    send()
     highest = [server.tree_rss_bytes(pid)]
     done = threading.Event()
 
@@ -433,14 +434,14 @@ def _worker_delivery(
     started_at = datetime.now(UTC)
     _control(celery.control.add_consumer, EMAIL_QUEUE)
     try:
-        last_sent = _wait_sent(watch, ids, timeout=max(120.0, len(ids) / 5))
+        last = wait()
     finally:
         done.set()
         watcher.join()
-    seconds = (last_sent - started_at).total_seconds()
+    seconds = (last - started_at).total_seconds()
     rss = max(highest)
     print(
-        f"  worker, threads × {CONCURRENCY}:      {len(ids) / seconds:7,.0f} copies/s, "
+        f"  worker, threads × {CONCURRENCY}:      {count / seconds:7,.0f} {unit}/s, "
         f"{rss / 1e6:.1f} MB resident",
         flush=True,
     )
