@@ -105,7 +105,7 @@ def _apply_all(
             syncs.finish(session, held, now=now())
             session.commit()
             return "completed"
-        today = today_in(timezone)
+        today = today_in(timezone, now())  # the service date of the task's clock (C5)
         if careful or len(batch) == 1:
             for item in batch:
                 if time.monotonic() > deadline:
