@@ -67,6 +67,57 @@ def _done(applied: jobs.Applied) -> Outcome:
     return Outcome(applied.outcome, applied.job.id, [], [w.as_dict() for w in applied.warnings])
 
 
+@dataclass
+class Prepared:
+    """A batch as far as it can be checked without its locks (`prepare`): the items resent
+    unchanged decided, the creates checked; the items whose jobs existed at the read are
+    locked and checked by `apply_prepared`, in the writing transaction."""
+
+    items: list[_Item]
+    existing: set[str]  # the referenceIds whose jobs existed at the read
+    today: date
+
+
+def prepare(session: Session, employer: Employer, batch: list[Pending], *, today: date) -> Prepared:
+    """Read and check what of `batch` needs no lock, in any transaction (another thread's
+    too: a worker checks the next batch while it writes this one, workers.syncing). A
+    referenceId appears once in a run, so the batches before leave it as this read finds it
+    but for another writer's change, which the write meets as PUT would (`_insert`)."""
+    digests = Digests(employer, today)
+    refs = [p.reference_id for p in batch]
+    last = job_rows.last_written(session.connection(), employer.id, refs)
+    items = [_resent(digests, pending, last.get(pending.reference_id)) for pending in batch]
+    for item in items:
+        if item.done is None and item.pending.reference_id not in last:
+            item.body = read_item(item.pending.body)
+            _plan(session, employer, item, None, today)
+    return Prepared(items, set(last), today)
+
+
+def apply_prepared(
+    session: Session,
+    run: Claimed,
+    employer: Employer,
+    prepared: Prepared,
+    *,
+    lease_until: datetime,
+) -> list[str]:
+    """Apply a prepared batch (not a dry run) in the caller's transaction, which the caller
+    commits: each item's job change and outcome, and the run's counts, only while this
+    worker holds the run (else `Lost`). Returns the outcomes in order."""
+    connection = session.connection()
+    today, items = prepared.today, prepared.items
+    held = [i for i in items if i.done is None and i.pending.reference_id in prepared.existing]
+    stored = job_rows.lock_many(connection, employer.id, [i.pending.reference_id for i in held])
+    for item in held:
+        job = stored.get(item.pending.reference_id)
+        item.body, item.job_id = read_item(item.pending.body), job.id if job else None
+        _plan(session, employer, item, job, today)
+    _write(session, employer, items, Digests(employer, today), today)
+    _record(connection, run, items, lease_until)
+    return [item.done.outcome for item in items if item.done is not None]
+
+
 def apply_batch(
     session: Session,
     run: Claimed,
@@ -76,23 +127,9 @@ def apply_batch(
     today: date,
     lease_until: datetime,
 ) -> list[str]:
-    """Apply `batch` (not a dry run) in the caller's transaction, which the caller commits:
-    each item's job change and outcome, and the run's counts, only while this worker holds
-    the run (else `Lost`). Returns the outcomes in order."""
-    connection = session.connection()
-    digests = Digests(employer, today)
-    last = job_rows.last_written(connection, employer.id, [p.reference_id for p in batch])
-    items = [_resent(digests, pending, last.get(pending.reference_id)) for pending in batch]
-    checked = [item for item in items if item.done is None]
-    found = [i.pending.reference_id for i in checked if i.pending.reference_id in last]
-    stored = job_rows.lock_many(connection, employer.id, found)
-    for item in checked:
-        job = stored.get(item.pending.reference_id)
-        item.body, item.job_id = read_item(item.pending.body), job.id if job else None
-        _plan(session, employer, item, job, today)
-    _write(session, employer, items, digests, today)
-    _record(connection, run, items, lease_until)
-    return [item.done.outcome for item in items if item.done is not None]
+    """`prepare` and `apply_prepared` in the caller's transaction."""
+    prepared = prepare(session, employer, batch, today=today)
+    return apply_prepared(session, run, employer, prepared, lease_until=lease_until)
 
 
 def _resent(digests: Digests, pending: Pending, last: job_rows.Written | None) -> _Item:
