@@ -165,6 +165,11 @@ class Job(Base):
     # before migration 0013 (tests of older migrations) need.
     taken_down: Mapped[bool] = mapped_column(Boolean, server_default=false())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # Left by a sync run's write (C11, models.sync_digests): the digest of the item written and
+    # of all its check depends on, and the warnings its unchanged resend answers. Null after
+    # any other write; stale once the version moves.
+    sync_digest: Mapped[str | None] = mapped_column(String(32))
+    sync_warnings: Mapped[str | None] = mapped_column(Text)
     # Raised by every write (`models.job_rows`, the upkeep UPDATEs): the API serves a cached
     # representation only while the row still has the version it was made from.
     version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")

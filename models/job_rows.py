@@ -35,9 +35,9 @@ from sqlalchemy import (
     union_all,
     update,
 )
-from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects import postgresql, sqlite
 
+from models import json_rows
 from models.entities import Job, JobCategory, JobLocation, Location
 from models.fast_reads import Precompiled
 from models.places import PLACE_COLUMNS, Place
@@ -72,8 +72,9 @@ VALUES = (
     "existing_vacancy",
     "taken_down",
 )
-# Set by every write beside them: computed, never read back into a StoredJob.
-DERIVED = ("search_text", "updated_at")
+# Set by every write beside them: computed, never read back into a StoredJob (a sync run's
+# batch reads the last two apart, `last_written`).
+DERIVED = ("search_text", "updated_at", "sync_digest", "sync_warnings")
 
 
 @dataclass(frozen=True)
@@ -539,6 +540,37 @@ def lock_many(
     return whole
 
 
+@dataclass(frozen=True)
+class Written:
+    """What the last write of a job left for a sync item's resend (models.sync_digests)."""
+
+    job_id: int
+    version: int
+    digest: str | None
+    warnings: str | None
+
+
+_LAST_WRITTEN = select(
+    _jobs.c.reference_id, _jobs.c.id, _jobs.c.version, _jobs.c.sync_digest, _jobs.c.sync_warnings
+).where(
+    _jobs.c.employer_id == _EMPLOYER,
+    _jobs.c.reference_id.in_(bindparam("refs", expanding=True)),
+)
+
+
+def last_written(
+    connection: Connection, employer_id: int, reference_ids: list[str]
+) -> dict[str, Written]:
+    """By referenceId, what the employer's jobs holding these last kept for a resend: one
+    statement, no lock. An item found unchanged needs none (it writes nothing, and is
+    answered as of this read); any other is locked and read again (`lock_many`)."""
+    params = {"employer_id": employer_id, "refs": reference_ids}
+    return {
+        str(ref): Written(int(job_id), int(version), digest, kept)
+        for ref, job_id, version, digest, kept in connection.execute(_LAST_WRITTEN, params)
+    }
+
+
 def insert_many(
     connection: Connection, written: list[tuple[StoredJob, dict[str, Any]]]
 ) -> dict[str, tuple[int, list[int]]]:
@@ -550,9 +582,10 @@ def insert_many(
     if not written:
         return {}
     rows = [{**job.values(), **derived, "employer_id": job.employer_id} for job, derived in written]
-    if connection.dialect.name == "postgresql":  # one statement of arrays, whatever their number
-        columns = {name: [row[name] for row in rows] for name in _INSERTED}
-        inserted = connection.execute(_pg_insert_many(), columns)
+    if connection.dialect.name == "postgresql":  # one statement, whatever their number
+        inserted = connection.execute(
+            _pg_insert_many(), {json_rows.PARAMETER: json_rows.text(rows)}
+        )
     else:
         inserted = connection.execute(_sqlite_insert_many(), [row | {"version": 1} for row in rows])
     ids = {str(ref): int(job_id) for job_id, ref in inserted}
@@ -567,8 +600,8 @@ def insert_many(
             continue
         if connection.dialect.name == "postgresql":
             names = ("job_id", "position", column)
-            arrays = {name: [item[name] for item in items] for name in names}
-            connection.execute(_pg_rows(table.name, names), arrays)
+            given = {json_rows.PARAMETER: json_rows.text(items)}
+            connection.execute(_pg_rows(table.name, names), given)
         else:
             connection.execute(insert(table), items)
     named = sorted({place.id for job in kept for place in job.locations or ()})
@@ -604,14 +637,9 @@ def _item_ids(job: StoredJob, kind: str) -> list[int]:
 _INSERTED = ("employer_id", *VALUES, *DERIVED)  # version: the column's default, 1
 
 
-def _unnested(table: Table, names: tuple[str, ...]) -> Any:
-    """Rows of `table`'s columns `names` from one array parameter each (PostgreSQL)."""
-    columns = [table.c[name] for name in names]
-    arrays = [
-        sql_cast(bindparam(c.name, type_=postgresql.ARRAY(c.type)), postgresql.ARRAY(c.type))
-        for c in columns
-    ]
-    rows = func.unnest(*arrays).table_valued(*names).render_derived()
+def _given(table: Table, names: tuple[str, ...]) -> Any:
+    """Rows of `table`'s columns `names` from one JSON parameter (models.json_rows)."""
+    rows = json_rows.rows_of(table)
     return select(*(rows.c[name] for name in names))
 
 
@@ -619,7 +647,7 @@ def _unnested(table: Table, names: tuple[str, ...]) -> Any:
 def _pg_insert_many() -> Executable:
     return (
         postgresql.insert(_jobs)
-        .from_select(list(_INSERTED), _unnested(_jobs, _INSERTED))
+        .from_select(list(_INSERTED), _given(_jobs, _INSERTED))
         .on_conflict_do_nothing(index_elements=[_jobs.c.employer_id, _jobs.c.reference_id])
         .returning(_jobs.c.id, _jobs.c.reference_id)
     )
@@ -628,7 +656,7 @@ def _pg_insert_many() -> Executable:
 @functools.cache
 def _pg_rows(table_name: str, names: tuple[str, ...]) -> Executable:
     table = {t.name: t for t, _column, _ids in _ITEM_TABLES}[table_name]
-    return insert(table).from_select(list(names), _unnested(table, names))
+    return insert(table).from_select(list(names), _given(table, names))
 
 
 @functools.cache

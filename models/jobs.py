@@ -315,6 +315,18 @@ def put(
 
 
 @dataclass(frozen=True)
+class Kept:
+    """What a sync run's write keeps for its item's resend (models.sync_digests): the
+    digest, and the warnings the resend answers. Every other write keeps nothing."""
+
+    digest: str | None = None
+    warnings: str | None = None
+
+
+NOTHING_KEPT = Kept()
+
+
+@dataclass(frozen=True)
 class Change:
     """A write that passed every rule and changes its job (`plan_put`, `plan_create`): the
     job as it will be stored (whole), the job as stored (None for a create), the validated
@@ -360,11 +372,18 @@ def plan_put(
     return Change(merged, job, changes, notes)
 
 
-def write_update(session: Session, employer: Employer, change: Change, *, today: date) -> Applied:
+def write_update(
+    session: Session,
+    employer: Employer,
+    change: Change,
+    *,
+    today: date,
+    kept: Kept = NOTHING_KEPT,
+) -> Applied:
     """Write a planned update (`plan_put`) of the job locked in this transaction."""
     merged, changes, job = change.job, change.changes, change.stored
     assert job is not None
-    derived = _derived(merged, stamp(session))  # after the lock, as late as it can (C10)
+    derived = _derived(merged, stamp(session), kept)  # after the lock, as late as it can (C10)
     try:
         listed = job_rows.update_job(
             session.connection(),
@@ -393,9 +412,11 @@ def plan_create(
     return Change(new, None, changes, notes)
 
 
-def insert_values(change: Change, at: datetime) -> tuple[StoredJob, dict[str, Any]]:
+def insert_values(
+    change: Change, at: datetime, kept: Kept = NOTHING_KEPT
+) -> tuple[StoredJob, dict[str, Any]]:
     """A planned create's job and what its insert stores beside it, stamped `at` (C10)."""
-    return change.job, _derived(change.job, at)
+    return change.job, _derived(change.job, at, kept)
 
 
 def created(
@@ -508,9 +529,15 @@ def _merged(job: StoredJob, changes: dict[str, Any], *, today: date) -> StoredJo
     return StoredJob(**values)
 
 
-def _derived(job: StoredJob, at: datetime) -> dict[str, Any]:
-    """What a write stores beside the job's values: its search text (C6), and when (C10)."""
-    return {"search_text": search_text(job.title, job.reference_id), "updated_at": at}
+def _derived(job: StoredJob, at: datetime, kept: Kept = NOTHING_KEPT) -> dict[str, Any]:
+    """What a write stores beside the job's values: its search text (C6), when (C10), and
+    what it keeps for a resend (C11)."""
+    return {
+        "search_text": search_text(job.title, job.reference_id),
+        "updated_at": at,
+        "sync_digest": kept.digest,
+        "sync_warnings": kept.warnings,
+    }
 
 
 def fold(text: str) -> str:

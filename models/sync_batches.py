@@ -2,10 +2,12 @@
 
 One item per transaction cost a sync run several round trips and a commit per item, and a
 run went no faster than a PUT loop. A batch costs a fixed number of statements for its reads
-and its bookkeeping: its jobs read whole and locked by referenceId at once, every item
-checked by the rules `PUT /jobs` uses (models.jobs's `plan_put`, `plan_create`) before
-anything is written, the creates inserted together, each update written by `jobs`'s own
-statement, the outcomes recorded in one executemany and the run's counts in one UPDATE.
+and its bookkeeping: the items resent as their last sync write left them found unchanged by
+one unlocked read (models.sync_digests); the other items' jobs read whole and locked by
+referenceId at once, each such item checked by the rules `PUT /jobs` uses (models.jobs's
+`plan_put`, `plan_create`) before anything is written; the creates inserted together, each
+update written by `jobs`'s own statement, the outcomes recorded in one statement and the
+run's counts in one UPDATE.
 
 Every rule is checked before the first write, so an item that breaks one fails alone and
 leaves nothing behind; anything else raised leaves the transaction to the caller, which
@@ -22,9 +24,7 @@ from datetime import date, datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, Integer, bindparam, func, update
-from sqlalchemy import cast as sql_cast
-from sqlalchemy.dialects import postgresql
+from sqlalchemy import Connection, Integer, bindparam, update
 from sqlalchemy.orm import Session
 
 from models import job_rows, jobs
@@ -38,6 +38,8 @@ from models.errors import (
 )
 from models.feed import stamp
 from models.job_rows import StoredJob
+from models.json_rows import PARAMETER, rows_of, text
+from models.sync_digests import Digests
 from models.syncs import ITEMS, RECORD, RUNS, Claimed, Lost, Outcome, Pending, failed, read_item
 
 
@@ -65,6 +67,57 @@ def _done(applied: jobs.Applied) -> Outcome:
     return Outcome(applied.outcome, applied.job.id, [], [w.as_dict() for w in applied.warnings])
 
 
+@dataclass
+class Prepared:
+    """A batch as far as it can be checked without its locks (`prepare`): the items resent
+    unchanged decided, the creates checked; the items whose jobs existed at the read are
+    locked and checked by `apply_prepared`, in the writing transaction."""
+
+    items: list[_Item]
+    existing: set[str]  # the referenceIds whose jobs existed at the read
+    today: date
+
+
+def prepare(session: Session, employer: Employer, batch: list[Pending], *, today: date) -> Prepared:
+    """Read and check what of `batch` needs no lock, in any transaction (another thread's
+    too: a worker checks the next batch while it writes this one, workers.syncing). A
+    referenceId appears once in a run, so the batches before leave it as this read finds it
+    but for another writer's change, which the write meets as PUT would (`_insert`)."""
+    digests = Digests(employer, today)
+    refs = [p.reference_id for p in batch]
+    last = job_rows.last_written(session.connection(), employer.id, refs)
+    items = [_resent(digests, pending, last.get(pending.reference_id)) for pending in batch]
+    for item in items:
+        if item.done is None and item.pending.reference_id not in last:
+            item.body = read_item(item.pending.body)
+            _plan(session, employer, item, None, today)
+    return Prepared(items, set(last), today)
+
+
+def apply_prepared(
+    session: Session,
+    run: Claimed,
+    employer: Employer,
+    prepared: Prepared,
+    *,
+    lease_until: datetime,
+) -> list[str]:
+    """Apply a prepared batch (not a dry run) in the caller's transaction, which the caller
+    commits: each item's job change and outcome, and the run's counts, only while this
+    worker holds the run (else `Lost`). Returns the outcomes in order."""
+    connection = session.connection()
+    today, items = prepared.today, prepared.items
+    held = [i for i in items if i.done is None and i.pending.reference_id in prepared.existing]
+    stored = job_rows.lock_many(connection, employer.id, [i.pending.reference_id for i in held])
+    for item in held:
+        job = stored.get(item.pending.reference_id)
+        item.body, item.job_id = read_item(item.pending.body), job.id if job else None
+        _plan(session, employer, item, job, today)
+    _write(session, employer, items, Digests(employer, today), today)
+    _record(connection, run, items, lease_until)
+    return [item.done.outcome for item in items if item.done is not None]
+
+
 def apply_batch(
     session: Session,
     run: Claimed,
@@ -74,20 +127,18 @@ def apply_batch(
     today: date,
     lease_until: datetime,
 ) -> list[str]:
-    """Apply `batch` (not a dry run) in the caller's transaction, which the caller commits:
-    each item's job change and outcome, and the run's counts, only while this worker holds
-    the run (else `Lost`). Returns the outcomes in order."""
-    connection = session.connection()
-    stored = job_rows.lock_many(connection, employer.id, [p.reference_id for p in batch])
-    items = []
-    for pending in batch:
-        job = stored.get(pending.reference_id)
-        item = _Item(pending, read_item(pending.body), job.id if job else None)
-        _plan(session, employer, item, job, today)
-        items.append(item)
-    _write(session, employer, items, today)
-    _record(connection, run, items, lease_until)
-    return [item.done.outcome for item in items if item.done is not None]
+    """`prepare` and `apply_prepared` in the caller's transaction."""
+    prepared = prepare(session, employer, batch, today=today)
+    return apply_prepared(session, run, employer, prepared, lease_until=lease_until)
+
+
+def _resent(digests: Digests, pending: Pending, last: job_rows.Written | None) -> _Item:
+    """The item, unchanged already when its job is as the item's own last write left it
+    (models.sync_digests): such an item is not checked again."""
+    answered = None if last is None else digests.unchanged(last, pending.body)
+    if last is None or answered is None:
+        return _Item(pending, {}, None)
+    return _Item(pending, {}, last.job_id, Outcome("unchanged", last.job_id, [], answered))
 
 
 def _plan(
@@ -109,9 +160,12 @@ def _plan(
         item.change = planned
 
 
-def _write(session: Session, employer: Employer, items: list[_Item], today: date) -> None:
+def _write(
+    session: Session, employer: Employer, items: list[_Item], digests: Digests, today: date
+) -> None:
     """The changes in the items' order: each run of creates inserted together, each update
-    by itself (a place first written by an earlier item is that item's `location_added`)."""
+    by itself (a place first written by an earlier item is that item's `location_added`),
+    each keeping what its item's resend needs (models.sync_digests)."""
     creates: list[_Item] = []
     for item in items:
         if item.change is None:
@@ -119,18 +173,26 @@ def _write(session: Session, employer: Employer, items: list[_Item], today: date
         if item.change.stored is None:
             creates.append(item)
             continue
-        _insert(session, employer, creates, today)
+        _insert(session, employer, creates, digests, today)
         creates = []
-        item.done = _done(jobs.write_update(session, employer, item.change, today=today))
+        kept = digests.kept(item.change, item.pending.body)
+        written = jobs.write_update(session, employer, item.change, today=today, kept=kept)
+        item.done = _done(written)
         item.job_id = item.done.job_id
-    _insert(session, employer, creates, today)
+    _insert(session, employer, creates, digests, today)
 
 
-def _insert(session: Session, employer: Employer, creates: list[_Item], today: date) -> None:
+def _insert(
+    session: Session, employer: Employer, creates: list[_Item], digests: Digests, today: date
+) -> None:
     if not creates:
         return
     at = stamp(session)
-    written = [jobs.insert_values(item.change, at) for item in creates if item.change]
+    written = [
+        jobs.insert_values(item.change, at, digests.kept(item.change, item.pending.body))
+        for item in creates
+        if item.change
+    ]
     found = job_rows.insert_many(session.connection(), written)
     for item in creates:
         assert item.change is not None
@@ -181,54 +243,42 @@ def _record(
     if connection.dialect.name != "postgresql":
         connection.execute(RECORD, rows)
         return
-    arrays = {name: [row[key] for row in rows] for name, key in _RECORDED.items()}
+    given = [
+        {
+            "position": row["pos"],
+            "outcome": row["new_outcome"],
+            "job_id": row["job"],
+            "errors": row["new_errors"],
+            "warnings": row["new_warnings"],
+        }
+        for row in rows
+    ]
     span = {"run": run.id, "first": rows[0]["pos"], "last": rows[-1]["pos"]}
-    if connection.execute(_record_many(), span | arrays).rowcount != len(rows):
+    if connection.execute(_record_many(), span | {PARAMETER: text(given)}).rowcount != len(rows):
         raise Lost(run.id)  # an item no longer pending: only another holder could do that
-
-
-# The outcome arrays' names, and the key of each in a row of RECORD's parameters.
-_RECORDED = {
-    "positions": "pos",
-    "outcomes": "new_outcome",
-    "jobs": "job",
-    "errors": "new_errors",
-    "warnings": "new_warnings",
-}
 
 
 @functools.cache
 def _record_many() -> Any:
-    """The outcomes of a batch in one UPDATE from arrays (PostgreSQL), its rows bounded by
-    the batch's first and last positions. Planned with statistics taken while the table was
-    empty, an UPDATE of one item read every pending item of the run (and the dead index
-    entries of those done) to find it: 9.7 ms of the database's CPU an item in the sync
-    bench. The bounds keep any plan to the batch's own entries."""
-    types = {
-        "positions": ITEMS.c.position.type,
-        "outcomes": ITEMS.c.outcome.type,
-        "jobs": ITEMS.c.job_id.type,
-        "errors": ITEMS.c.errors.type,
-        "warnings": ITEMS.c.warnings.type,
-    }
-    arrays = [
-        sql_cast(bindparam(name, type_=postgresql.ARRAY(t)), postgresql.ARRAY(t))
-        for name, t in types.items()
-    ]
-    given = func.unnest(*arrays).table_valued(*types).render_derived()
+    """The outcomes of a batch in one UPDATE from one JSON parameter (PostgreSQL), its rows
+    bounded by the batch's first and last positions. Planned with statistics taken while the
+    table was empty, an UPDATE of one item read every pending item of the run (and the dead
+    index entries of those done) to find it: 9.7 ms of the database's CPU an item in the
+    sync bench. The bounds keep any plan to the batch's own entries."""
+    given = rows_of(ITEMS)
     return (
         update(ITEMS)
         .where(
             ITEMS.c.run_id == bindparam("run", type_=Integer),
-            ITEMS.c.position == given.c.positions,
+            ITEMS.c.position == given.c.position,
             ITEMS.c.position.between(
                 bindparam("first", type_=Integer), bindparam("last", type_=Integer)
             ),
             ITEMS.c.outcome == "pending",
         )
         .values(
-            outcome=given.c.outcomes,
-            job_id=given.c.jobs,
+            outcome=given.c.outcome,
+            job_id=given.c.job_id,
             errors=given.c.errors,
             warnings=given.c.warnings,
         )

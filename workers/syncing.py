@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -52,7 +53,10 @@ def process(
             session.commit()
             if held is None:
                 return "not_claimed"
-            return _apply_all(session, held, lease_seconds, timezone, budget_seconds, now, hand_on)
+            with _planning(factory, held) as planner:
+                return _apply_all(
+                    session, held, lease_seconds, timezone, budget_seconds, now, hand_on, planner
+                )
         except syncs.Lost:
             session.rollback()
             return "lost"
@@ -91,6 +95,7 @@ def _apply_all(
     budget_seconds: float,
     now: Callable[[], datetime],
     hand_on: Callable[[int], object] | None,
+    planner: _Planner | None,
 ) -> str:
     employer = session.get(Employer, held.employer_id)
     assert employer is not None  # the run is the employer's, deleted with it
@@ -98,14 +103,18 @@ def _apply_all(
     deadline = time.monotonic() + budget_seconds
     after = 0
     careful = held.dry_run or held.resumed
+    planned: Future[Planned] | None = None
     while True:
-        batch = syncs.pending(session.connection(), held.id, after=after, limit=BATCH)
-        session.commit()
+        batch, prepared = _taken(planned, held)
+        planned = None
+        if batch is None:
+            batch = syncs.pending(session.connection(), held.id, after=after, limit=BATCH)
+            session.commit()
         if not batch:
             syncs.finish(session, held, now=now())
             session.commit()
             return "completed"
-        today = today_in(timezone)
+        today = today_in(timezone, now())  # the service date of the task's clock (C5)
         if careful or len(batch) == 1:
             for item in batch:
                 if time.monotonic() > deadline:
@@ -117,7 +126,11 @@ def _apply_all(
             continue
         if time.monotonic() > deadline:
             return _hand_on(session, held, now(), hand_on)
-        for outcome in _apply_batch(session, held, employer, batch, today, now() + lease):
+        planned = planner.next(batch[-1].position, today) if planner else None
+        if prepared is not None and prepared.today != today:
+            prepared = None  # checked for the day before
+        lease_until = now() + lease
+        for outcome in _apply_batch(session, held, employer, batch, prepared, lease_until, today):
             SYNC_ITEMS.labels(outcome).inc()
         after = batch[-1].position
 
@@ -127,13 +140,17 @@ def _apply_batch(
     held: syncs.Claimed,
     employer: Employer,
     batch: list[syncs.Pending],
-    today: date,
+    prepared: sync_batches.Prepared | None,
     lease_until: datetime,
+    today: date,
 ) -> list[str]:
-    """The batch in one transaction; if it raises anything but `Lost`, one per item."""
+    """The batch in one transaction, `prepared` by the planner if it was; if it raises
+    anything but `Lost`, one per item."""
     try:
-        outcomes = sync_batches.apply_batch(
-            session, held, employer, batch, today=today, lease_until=lease_until
+        if prepared is None:
+            prepared = sync_batches.prepare(session, employer, batch, today=today)
+        outcomes = sync_batches.apply_prepared(
+            session, held, employer, prepared, lease_until=lease_until
         )
         session.commit()
         return outcomes
@@ -143,6 +160,70 @@ def _apply_batch(
         log.warning("sync run %s: a batch failed; its items one by one", held.id, exc_info=True)
         session.rollback()
     return [_apply_one(session, held, employer, item, today, lease_until) for item in batch]
+
+
+Planned = tuple[list[syncs.Pending], sync_batches.Prepared | None]
+
+
+class _Planner:
+    """Reads and checks the next batch (models.sync_batches `prepare`) while the run's
+    session writes this one: on PostgreSQL, in a thread and a session of its own. A batch's
+    checks are the worker's CPU and its writes the database's; one after the other, each
+    waited for the other. Only reads: what it decides the writing transaction relies on
+    only where a PUT at that moment would (a referenceId is locked, and checked again, by
+    the write)."""
+
+    def __init__(self, factory: sessionmaker[Session], held: syncs.Claimed) -> None:
+        self._factory, self._held = factory, held
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="sync-planner")
+        self._session: Session | None = None  # the thread's own, made there
+
+    def next(self, after: int, today: date) -> Future[Planned]:
+        """The batch after position `after`, prepared for `today` (None: too small)."""
+        return self._thread.submit(self._read, after, today)
+
+    def _read(self, after: int, today: date) -> Planned:
+        session = self._session = self._session or self._factory()
+        try:
+            batch = syncs.pending(session.connection(), self._held.id, after=after, limit=BATCH)
+            employer = session.get_one(Employer, self._held.employer_id)
+            if len(batch) < 2:
+                return batch, None
+            return batch, sync_batches.prepare(session, employer, batch, today=today)
+        finally:
+            session.rollback()  # it wrote nothing; its snapshot ends
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._thread.submit(self._session.close).result()
+        self._thread.shutdown(wait=True)
+
+
+@contextmanager
+def _planning(factory: sessionmaker[Session], held: syncs.Claimed) -> Iterator[_Planner | None]:
+    """A planner for the run's batches where a connection of its own reads beside the
+    writing one (PostgreSQL sessions of an engine); SQLite, sessions given a connection
+    (tests') and dry runs apply each batch as they read it."""
+    bind = factory.kw.get("bind")
+    if held.dry_run or not (isinstance(bind, Engine) and bind.dialect.name == "postgresql"):
+        yield None
+        return
+    planner = _Planner(factory, held)
+    try:
+        yield planner
+    finally:
+        planner.close()
+
+
+def _taken(planned: Future[Planned] | None, held: syncs.Claimed) -> Planned | tuple[None, None]:
+    """What the planner read and checked; nothing if it failed (the caller reads it)."""
+    if planned is None:
+        return None, None
+    try:
+        return planned.result()
+    except Exception:
+        log.warning("sync run %s: planning a batch failed; read again", held.id, exc_info=True)
+        return None, None
 
 
 def _apply_one(

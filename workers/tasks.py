@@ -42,10 +42,11 @@ def _size_pool(instance: Any, **_: Any) -> None:
 
 
 def _quit_smtp(**_: Any) -> None:
-    """QUIT every thread's connection (workers.mail.relay.RELAY) as the worker stops, once
-    its tasks are done; a prefork child ends with os._exit, which runs no atexit hook, so it
-    does so here too."""
+    """QUIT every thread's connection (workers.mail.relay.RELAY), and close the ones kept to
+    webhook receivers, as the worker stops, once its tasks are done; a prefork child ends
+    with os._exit, which runs no atexit hook, so it does so here too."""
     relay.RELAY.close()
+    webhook_delivery.close_clients()
 
 
 @shared_task(name="jobpost.deliver", bind=True)

@@ -437,13 +437,13 @@ def test_after_taking_a_run_back_the_first_batch_is_applied_one_item_at_a_time(
     t0 = utcnow()
     assert claim(sessions, run_id, t0) is not None  # and dies
     batches: list[list[str]] = []
-    real = sync_batches.apply_batch
+    real = sync_batches.apply_prepared
 
-    def spy(session: Session, run: Any, employer_row: Any, batch: Any, **kw: Any) -> Any:
-        batches.append([p.reference_id for p in batch])
-        return real(session, run, employer_row, batch, **kw)
+    def spy(session: Session, run: Any, employer_row: Any, prepared: Any, **kw: Any) -> Any:
+        batches.append([item.pending.reference_id for item in prepared.items])
+        return real(session, run, employer_row, prepared, **kw)
 
-    monkeypatch.setattr(sync_batches, "apply_batch", spy)
+    monkeypatch.setattr(sync_batches, "apply_prepared", spy)
     monkeypatch.setattr(syncing, "BATCH", 2)
     assert process(sessions, settings, run_id, t0 + timedelta(seconds=LEASE + 1)) == "completed"
     assert batches == [["C", "D"]]  # A and B one by one; E alone

@@ -4,8 +4,10 @@ Standard Webhooks library."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -169,3 +171,87 @@ def test_plain_http_when_the_url_says_so() -> None:
         c = client.Client(allowed=lambda ip: True, resolve=local)
         assert c.post(r.url(), b"{}", {}, limit=5).status == 204
         assert r.received[0].headers["Host"] == f"{HOST_NAME}:{r.port}"
+
+
+# --- kept connections (the workers' client keeps one a thread and origin) -------------------------
+
+
+def test_a_kept_connection_serves_the_next_posts_to_the_same_address(receiver: Receiver) -> None:
+    c = make_client(receiver, keep=True)
+    try:
+        assert [post(c, receiver).status for _ in range(3)] == [204, 204, 204]
+        assert receiver.sni == [HOST_NAME]  # one TLS handshake for the three
+        assert len(receiver.received) == 3
+    finally:
+        c.close()
+    assert post(c, receiver).status == 204  # closed: the next POST connects again
+    assert receiver.sni == [HOST_NAME, HOST_NAME]
+    c.close()
+
+
+def test_without_keep_each_post_connects_anew(receiver: Receiver) -> None:
+    c = make_client(receiver)
+    assert [post(c, receiver).status for _ in range(2)] == [204, 204]
+    assert receiver.sni == [HOST_NAME, HOST_NAME]
+
+
+def test_a_kept_connection_is_judged_again_before_each_post(receiver: Receiver) -> None:
+    """The name resolves and each address is judged before every POST: a kept connection
+    to an address now forbidden is closed and not used; nor is one to an address the name
+    no longer resolves to."""
+    forbid = {"127.0.0.1": False}
+    answers = [["127.0.0.1"]]
+    c = client.Client(
+        allowed=lambda ip: not forbid.get(ip, False),
+        resolve=lambda host, port, timeout: answers[-1],
+        ssl_context=receiver.trust(),
+        keep=True,
+    )
+    try:
+        assert post(c, receiver).status == 204
+        forbid["127.0.0.1"] = True
+        with pytest.raises(client.Refused, match="forbidden address"):
+            post(c, receiver)
+        forbid["127.0.0.1"] = False
+        assert post(c, receiver).status == 204
+        assert len(receiver.sni) == 2  # the refusal closed the kept connection
+        answers.append(["127.0.0.3"])  # moved to an address where nothing listens
+        with pytest.raises(httpcore.ConnectError):
+            post(c, receiver)
+        assert len(receiver.received) == 2  # the kept connection to 127.0.0.1 was not used
+    finally:
+        c.close()
+
+
+def test_each_thread_keeps_its_own_connection(receiver: Receiver) -> None:
+    c = make_client(receiver, keep=True)
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            barrier = threading.Barrier(2)
+
+            def two_posts() -> list[int]:
+                barrier.wait()
+                return [post(c, receiver).status for _ in range(2)]
+
+            results = [f.result() for f in [pool.submit(two_posts) for _ in range(2)]]
+        assert results == [[204, 204], [204, 204]]
+        assert receiver.sni == [HOST_NAME, HOST_NAME]  # two threads, two connections
+    finally:
+        c.close()
+
+
+def test_after_a_huge_answer_or_a_closed_connection_the_next_post_connects_anew(
+    receiver: Receiver,
+) -> None:
+    c = make_client(receiver, keep=True)
+    try:
+        receiver.behaviour = Behaviour(status=200, body_bytes=10 * 2**20)
+        assert len(post(c, receiver).body) == client.MAX_ANSWER  # the rest never read
+        receiver.behaviour = Behaviour(close=True)
+        with pytest.raises((httpcore.NetworkError, httpcore.RemoteProtocolError)):
+            post(c, receiver)
+        receiver.behaviour = Behaviour()
+        assert post(c, receiver).status == 204
+        assert len(receiver.sni) == 3
+    finally:
+        c.close()

@@ -6,8 +6,8 @@ same `webhook-id`, for the receiver to de-duplicate."""
 
 from __future__ import annotations
 
-import functools
 import logging
+import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -57,15 +57,28 @@ def timing(settings: Settings) -> deliveries.Timing:
     )
 
 
-@functools.cache
-def _client(allow_private: bool) -> client.Client:
-    return client.Client(allowed=lambda ip: address_allowed(ip, allow_private=allow_private))
+_CLIENTS: dict[bool, client.Client] = {}
+_CLIENTS_LOCK = threading.Lock()
 
 
 def client_for(settings: Settings) -> client.Client:
     """One client per process and rule: its TLS context (the system's CAs, 27 ms of CPU to
-    load, under the GIL) is made once, not per delivery; contexts are safe across threads."""
-    return _client(settings.webhook_allow_private)
+    load, under the GIL) is made once, not per delivery; contexts are safe across threads.
+    Each thread keeps its connection to a receiver for the next delivery there."""
+    rule = settings.webhook_allow_private
+    with _CLIENTS_LOCK:
+        if rule not in _CLIENTS:
+            _CLIENTS[rule] = client.Client(
+                allowed=lambda ip: address_allowed(ip, allow_private=rule), keep=True
+            )
+        return _CLIENTS[rule]
+
+
+def close_clients() -> None:
+    """Close the connections every thread keeps (the worker stops)."""
+    with _CLIENTS_LOCK:
+        for kept in _CLIENTS.values():
+            kept.close()
 
 
 def deliver(
