@@ -116,3 +116,52 @@ def test_the_web_app_loads_cryptography_only_when_a_secret_is_used() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "True"]
+
+
+# What a web worker needs no part of at start: Celery's app (and kombu, its transports), the
+# tasks, and what they import to send mail and webhooks.
+NOT_FOR_THE_WEB = ("celery.app.base", "kombu.connection", "workers.tasks", "cryptography")
+
+
+def loaded(script: str, env: dict[str, str] | None = None) -> list[str]:
+    """Which of NOT_FOR_THE_WEB a fresh Python has imported after `script`."""
+    check = f"import sys; print([m for m in {NOT_FOR_THE_WEB!r} if m in sys.modules])"
+    done = subprocess.run(
+        [sys.executable, "-c", f"{script}\n{check}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return list(ast.literal_eval(done.stdout.strip().splitlines()[-1]))
+
+
+def test_jobpost_serve_hands_its_web_workers_no_celery_app_nor_tasks() -> None:
+    """gunicorn's workers are forks of `jobpost serve`'s process: whatever the command line
+    imports is resident in each of them (issue 15, docs/benchmarks.md)."""
+    assert loaded("import workers.cli") == []
+    assert loaded("import workers.cli, workers.tasks") == list(NOT_FOR_THE_WEB)  # it can tell
+
+
+def test_a_web_process_makes_its_celery_app_with_the_first_task_it_sends(
+    tmp_path: Path,
+) -> None:
+    """The web process's wiring (api.app.get_app) makes no Celery app at start: a worker that
+    only serves jobs never sends a task; the first task sent makes it, and it is sent."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("JOBPOST_")},
+        "JOBPOST_VAR_DIR": str(tmp_path / "var"),
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'jobpost.db'}",
+        "CELERY_BROKER_URL": f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}",
+        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prometheus"),
+    }
+    assert loaded("from api.app import get_app; get_app()", env) == []
+    sent = (
+        "from models.settings import Settings; from workers import broker, enqueue\n"
+        "publisher = enqueue.Publisher(Settings.from_env())\n"
+        "assert enqueue.deliver(publisher.app, 7) and publisher.app is publisher.app\n"
+        "assert broker.depths(publisher.settings.broker_url)['email'] == 1"
+    )
+    assert loaded(sent, env) == ["celery.app.base", "kombu.connection"]

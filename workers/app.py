@@ -12,15 +12,16 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from celery import Celery
 from sqlalchemy.orm import Session, sessionmaker
 
-from beat_schedule import SCHEDULE
 from models.engines import make_sqlite_folder
 from models.settings import Settings, is_redis
 from models.unit_of_work import sessionmaker_for
+
+if TYPE_CHECKING:  # imported by make_celery: a web process reads this module's names only
+    from celery import Celery
 
 TASKS_MODULE = "workers.tasks"  # imported by a worker at start: its tasks join the app
 EMAIL_QUEUE = "email"
@@ -79,6 +80,8 @@ def beat_schedule(every_seconds: float | None) -> dict[str, dict[str, Any]]:
     """beat_schedule.SCHEDULE; or, given JOBPOST_BEAT_EVERY_SECONDS, every entry that often
     instead of on its own schedule. For tests and demos that want to see beat fire without
     waiting for the clock; never set it in production."""
+    from beat_schedule import SCHEDULE  # Celery's crontab: only when an app is made
+
     if every_seconds is None:
         return SCHEDULE
     return {name: {**entry, "schedule": every_seconds} for name, entry in SCHEDULE.items()}
@@ -166,6 +169,8 @@ def make_celery(
     if settings.broker_url.startswith(EMBEDDED_SCHEMES):
         _poll_embedded_broker_often()
         prepare_embedded(settings.broker_url)
+    from celery import Celery
+
     app = Celery("jobpost", broker=settings.broker_url, include=[TASKS_MODULE])
     setattr(app, CONTEXT, TaskContext(settings, sessions))
     app.conf.update(

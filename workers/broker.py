@@ -3,10 +3,7 @@ Redis and the embedded broker (kombu's SQLAlchemy transport on a SQLite file).""
 
 from __future__ import annotations
 
-from typing import Any
-
-from kombu.connection import Connection
-from kombu.exceptions import ChannelError
+from typing import TYPE_CHECKING, Any
 
 from models.settings import is_redis
 from workers.app import (
@@ -16,6 +13,9 @@ from workers.app import (
     SYNCS_QUEUE,
     prepare_embedded,
 )
+
+if TYPE_CHECKING:  # kombu is imported by what uses it: /readyz on Redis does not (ping)
+    from kombu.connection import Connection
 
 QUEUES = (EMAIL_QUEUE, MAINTENANCE_QUEUE, SYNCS_QUEUE)
 
@@ -30,6 +30,8 @@ def _options(url: str, timeout: float) -> dict[str, Any]:
 
 
 def _connect(url: str, timeout: float) -> Connection:
+    from kombu.connection import Connection
+
     prepare_embedded(url)
     return Connection(url, connect_timeout=timeout, transport_options=_options(url, timeout))
 
@@ -37,12 +39,25 @@ def _connect(url: str, timeout: float) -> Connection:
 def ping(url: str, timeout: float) -> None:
     """Raise unless the broker answers within about `timeout` seconds: Redis to PING, the
     embedded broker by opening its database and reading a queue."""
+    if is_redis(url):
+        _ping_redis(url, timeout)
+        return
     with _connect(url, timeout) as conn:
         conn.ensure_connection(max_retries=1, interval_start=0, timeout=timeout)
-        if is_redis(url):
-            conn.default_channel.client.ping()
-        else:
-            _depth(conn, EMAIL_QUEUE)
+        _depth(conn, EMAIL_QUEUE)
+
+
+def _ping_redis(url: str, timeout: float) -> None:
+    """PING with redis-py alone, which a web process with Redis has imported for its rate
+    limiter: kombu's connection and transport would add about 13 MB to each web worker that
+    /readyz probes (issue 15, docs/benchmarks.md)."""
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+    try:
+        client.ping()
+    finally:
+        client.close()
 
 
 def depths(url: str, timeout: float = 2.0) -> dict[str, int]:
@@ -53,6 +68,8 @@ def depths(url: str, timeout: float = 2.0) -> dict[str, int]:
 
 
 def _depth(conn: Connection, queue: str) -> int:
+    from kombu.exceptions import ChannelError
+
     try:
         return int(conn.default_channel.queue_declare(queue, passive=True).message_count)
     except ChannelError:  # never declared (Redis: no list until a message comes): empty
@@ -68,6 +85,8 @@ def forget_taken(url: str) -> int:
     brokers delete what is acked."""
     if not url.startswith(EMBEDDED_SCHEMES):
         return 0
+    from kombu.connection import Connection
+
     with Connection(url) as conn:
         channel: Any = conn.default_channel
         message = channel.message_cls

@@ -5,13 +5,38 @@ enqueues it later (C8)."""
 from __future__ import annotations
 
 import logging
+import threading
+from typing import TYPE_CHECKING
 
-from celery import Celery
+from models.settings import Settings
+
+if TYPE_CHECKING:
+    from celery import Celery
 
 log = logging.getLogger("jobpost.enqueue")
 DELIVER = "jobpost.deliver"
 DELIVER_WEBHOOK = "jobpost.deliver_webhook"
 NO_RETRY = {"max_retries": 0}
+
+
+class Publisher:
+    """A web process's Celery app, made when it first sends a task rather than at start:
+    a process that only serves and writes jobs sends none, and Celery's app with kombu adds
+    megabytes to every web worker (issue 15, docs/benchmarks.md)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._app: Celery | None = None
+        self._lock = threading.Lock()  # gunicorn's sync workers have one thread; others may not
+
+    @property
+    def app(self) -> Celery:
+        with self._lock:
+            if self._app is None:
+                from workers.app import make_celery
+
+                self._app = make_celery(self.settings, publisher=True)
+            return self._app
 
 
 def deliver(app: Celery, application_id: int, request_id: str | None = None) -> bool:

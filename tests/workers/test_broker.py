@@ -6,6 +6,8 @@ as empty queues."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import pytest
 from celery import Celery
 
 from models.settings import Settings
+from tests.harness import RedisServer
 from tests.workers.processes import jobpost
 from workers import broker, enqueue
 from workers.app import make_celery
@@ -62,6 +65,21 @@ def test_a_redis_broker_that_is_not_there_fails_the_checks_within_the_timeout(
     with pytest.raises(Exception, match="onnect"):
         broker.depths(url, 1)
     assert time.monotonic() - started < 10
+
+
+def test_readyz_pings_redis_without_kombu_or_celery(redis_server: RedisServer) -> None:
+    """A web worker that /readyz probes stays as small as one that serves jobs (issue 15):
+    Redis is asked with redis-py alone, which its rate limiter has imported already."""
+    script = (
+        f"import sys; from workers import broker; broker.ping({redis_server.url!r}, 2);"
+        "print([m for m in ('kombu.connection', 'celery.app.base') if m in sys.modules])"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[]"]
+    redis_server.stop()
+    with pytest.raises(Exception, match="onnect"):
+        broker.ping(redis_server.url, 1)
 
 
 @pytest.mark.parametrize("where", ["embedded", "redis"])

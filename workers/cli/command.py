@@ -5,16 +5,18 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from celery import Celery
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from models.engines import make_engine
 from models.settings import Settings
 from models.unit_of_work import make_sessionmaker
+
+if TYPE_CHECKING:  # imported by the commands that send tasks, as workers.app makes the app
+    from celery import Celery
 
 
 class Command:

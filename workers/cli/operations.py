@@ -14,9 +14,8 @@ from models.dates import utcnow
 from models.entities import Application, OutboxEntry
 from models.settings import is_redis
 from models.unit_of_work import session_scope
-from workers import broker, enqueue
+from workers import enqueue
 from workers.cli.command import Command, out
-from workers.tasks import run_expire, run_purge, run_refresh, run_sweep
 
 UNSENT = ("pending", "sending", "failed")
 PERIODIC_TASKS = ("expire", "refresh", "sweep", "purge")
@@ -44,6 +43,10 @@ def iso_date(text: str) -> str:
 def tasks_run(args: argparse.Namespace, command: Command) -> int:
     """One periodic task, now, in this process, as its Celery task runs it; --today sets the
     service date (C9)."""
+    # Imported here, not with the command line: `jobpost serve`'s master would hand the
+    # tasks' imports (SMTP, HTTP, cryptography) to every web worker it forks (issue 15).
+    from workers.tasks import run_expire, run_purge, run_refresh, run_sweep
+
     today = date.fromisoformat(args.today) if args.today else None
     sessions, settings = command.sessions, command.settings
     if args.task == "expire":
@@ -110,6 +113,8 @@ def outbox_retry(args: argparse.Namespace, command: Command) -> int:
 
 
 def queues(args: argparse.Namespace, command: Command) -> int:
+    from workers import broker  # kombu's connection, only for this command (as tasks_run)
+
     settings = command.settings
     try:
         depths = broker.depths(settings.broker_url)

@@ -11,13 +11,15 @@ import argparse
 import logging
 import os
 from pathlib import Path
-
-from celery import Celery
+from typing import TYPE_CHECKING
 
 from models.secrets import ensure_key_file
 from models.settings import Settings
 from workers.cli.command import Command
 from workers.cli.webhooks import key_needed
+
+if TYPE_CHECKING:  # Celery's app module, imported by `jobpost serve`'s master, would weigh on
+    from celery import Celery  # every web worker it forks (issue 15)
 
 # A line per task each at INFO ("received", "succeeded"), saying what our own line says.
 CELERY_TASK_LOGGERS = ("celery.worker.strategy", "celery.app.trace")
