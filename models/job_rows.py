@@ -572,16 +572,17 @@ def last_written(
 
 
 def insert_many(
-    connection: Connection, written: list[tuple[StoredJob, dict[str, Any]]]
+    connection: Connection, written: list[tuple[StoredJob, dict[str, Any]]], at: datetime
 ) -> dict[str, tuple[int, list[int]]]:
-    """Insert new jobs (each with what is derived from it, `insert_job`) with their
-    locations and categories, and list their places (C3), in a few statements whatever
-    their number: by referenceId, each job's id and the places it listed, each place
-    credited to the first job in order that names it. A job whose referenceId the employer
-    already holds (a concurrent write's) is not written and not in the answer."""
+    """Insert new jobs (each with its row: its columns and what is derived from them, but
+    `updated_at`, which is `at` for all) with their locations and categories, and list their
+    places (C3), in a few statements whatever their number: by referenceId, each job's id
+    and the places it listed, each place credited to the first job in order that names it.
+    A job whose referenceId the employer already holds (a concurrent write's) is not
+    written and not in the answer."""
     if not written:
         return {}
-    rows = [{**job.values(), **derived, "employer_id": job.employer_id} for job, derived in written]
+    rows = [row | {"updated_at": at} for _job, row in written]
     if connection.dialect.name == "postgresql":  # one statement, whatever their number
         inserted = connection.execute(
             _pg_insert_many(), {json_rows.PARAMETER: json_rows.text(rows)}

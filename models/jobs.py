@@ -238,12 +238,29 @@ def _applied(
     dry_run: bool = False,
 ) -> Applied:
     """The write's result with every warning it earns, in order (C10)."""
-    found = list(notes)
-    for i, place in enumerate(job.locations or ()):
-        if place.id in listed:
-            found.append(warnings.added(f"locations[{i}]", place, dry_run=dry_run))
-    found.extend(warnings.of_job(job, plan=employer.plan, today=today))
-    return Applied(job, outcome, warnings.ordered(found))
+    found = earned(employer, job, notes, today=today)
+    return Applied(job, outcome, with_listed(job, found, listed, dry_run=dry_run))
+
+
+def earned(
+    employer: Employer, job: StoredJob, notes: list[warnings.Warning], *, today: date
+) -> list[warnings.Warning]:
+    """The warnings a write of `job` earns whatever it writes, in order: its checks' and its
+    state's (C10), all but `location_added`."""
+    return warnings.ordered([*notes, *warnings.of_job(job, plan=employer.plan, today=today)])
+
+
+def with_listed(
+    job: StoredJob, found: list[warnings.Warning], listed: list[int], *, dry_run: bool = False
+) -> list[warnings.Warning]:
+    """`found` (in order) and the `location_added` of each of the job's places its write
+    listed, in order (C10)."""
+    added = [
+        warnings.added(f"locations[{i}]", place, dry_run=dry_run)
+        for i, place in enumerate(job.locations or ())
+        if place.id in listed
+    ]
+    return warnings.ordered([*found, *added]) if added else found
 
 
 def _new(employer_id: int, today: date) -> StoredJob:
@@ -412,25 +429,17 @@ def plan_create(
     return Change(new, None, changes, notes)
 
 
-def insert_values(
-    change: Change, at: datetime, kept: Kept = NOTHING_KEPT
-) -> tuple[StoredJob, dict[str, Any]]:
-    """A planned create's job and what its insert stores beside it, stamped `at` (C10)."""
-    return change.job, _derived(change.job, at, kept)
-
-
-def created(
-    employer: Employer,
-    change: Change,
-    job_id: int,
-    at: datetime,
-    listed: list[int],
-    *,
-    today: date,
-) -> Applied:
-    """The result of a planned create that was inserted as `job_id` at `at`."""
-    job = replace(change.job, id=job_id, updated_at=at)
-    return _applied(employer, job, "created", change.notes, listed, today=today)
+def new_row(change: Change, kept: Kept) -> dict[str, Any]:
+    """A planned create's columns (for `job_rows.insert_many`), but `updated_at`: the
+    write's own stamp, taken as it writes (C10)."""
+    job = change.job
+    return {
+        **job.values(),
+        "employer_id": job.employer_id,
+        "search_text": search_text(job.title, job.reference_id),
+        "sync_digest": kept.digest,
+        "sync_warnings": kept.warnings,
+    }
 
 
 def _filled(job: StoredJob, stored: StoredJob) -> StoredJob:

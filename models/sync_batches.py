@@ -41,6 +41,7 @@ from models.job_rows import StoredJob
 from models.json_rows import PARAMETER, rows_of, text
 from models.sync_digests import Digests
 from models.syncs import ITEMS, RECORD, RUNS, Claimed, Lost, Outcome, Pending, failed, read_item
+from models.warnings import Warning
 
 
 def errors_of(error: DomainError) -> list[FieldError]:
@@ -61,6 +62,10 @@ class _Item:
     job_id: int | None  # the job it names, if one exists
     done: Outcome | None = None  # decided: unchanged or failed, then written
     change: jobs.Change | None = None  # to write
+    # A create's warnings but location_added, and its row but updated_at: made by whoever
+    # checked it (the planner, where the CPU is free), written by the run's session.
+    answered: list[Warning] | None = None
+    row: dict[str, Any] | None = None
 
 
 def _done(applied: jobs.Applied) -> Outcome:
@@ -91,7 +96,17 @@ def prepare(session: Session, employer: Employer, batch: list[Pending], *, today
         if item.done is None and item.pending.reference_id not in last:
             item.body = read_item(item.pending.body)
             _plan(session, employer, item, None, today)
+            _made(employer, digests, item, today)
     return Prepared(items, set(last), today)
+
+
+def _made(employer: Employer, digests: Digests, item: _Item, today: date) -> None:
+    """A planned create's warnings and row (see `_Item`)."""
+    change = item.change
+    if change is None or change.stored is not None:
+        return
+    item.answered = jobs.earned(employer, change.job, change.notes, today=today)
+    item.row = jobs.new_row(change, digests.kept(change, item.pending.body, item.answered))
 
 
 def apply_prepared(
@@ -175,7 +190,8 @@ def _write(
             continue
         _insert(session, employer, creates, digests, today)
         creates = []
-        kept = digests.kept(item.change, item.pending.body)
+        answered = jobs.earned(employer, item.change.job, item.change.notes, today=today)
+        kept = digests.kept(item.change, item.pending.body, answered)
         written = jobs.write_update(session, employer, item.change, today=today, kept=kept)
         item.done = _done(written)
         item.job_id = item.done.job_id
@@ -187,19 +203,20 @@ def _insert(
 ) -> None:
     if not creates:
         return
-    at = stamp(session)
-    written = [
-        jobs.insert_values(item.change, at, digests.kept(item.change, item.pending.body))
-        for item in creates
-        if item.change
-    ]
-    found = job_rows.insert_many(session.connection(), written)
+    written = []
     for item in creates:
-        assert item.change is not None
+        _made(employer, digests, item, today)  # those checked here, not by the planner
+        assert item.change is not None and item.row is not None
+        written.append((item.change.job, item.row))
+    at = stamp(session)
+    found = job_rows.insert_many(session.connection(), written, at)
+    for item in creates:
+        assert item.change is not None and item.answered is not None
         ref = item.pending.reference_id
         if ref in found:
             job_id, listed = found[ref]
-            item.done = _done(jobs.created(employer, item.change, job_id, at, listed, today=today))
+            said = jobs.with_listed(item.change.job, item.answered, listed)
+            item.done = Outcome("created", job_id, [], [w.as_dict() for w in said])
             continue
         # Created meanwhile by another writer: applied to that job, as PUT /jobs would be.
         try:

@@ -47,7 +47,6 @@ class Digests:
     """The digests of a batch's items, for one employer on one day."""
 
     def __init__(self, employer: Employer, today: date) -> None:
-        self._plan, self._today = employer.plan, today
         self._base = hashlib.blake2b(_code(), digest_size=16)
         context = (employer.id, employer.plan, employer.compliance, employer.ontario25_plus)
         self._base.update(f"{context}|{today.isoformat()}|".encode())
@@ -65,13 +64,10 @@ class Digests:
             return None
         return orjson.loads(last.warnings) if last.warnings else []
 
-    def kept(self, change: jobs.Change, item: str) -> jobs.Kept:
+    def kept(self, change: jobs.Change, item: str, answered: list[warnings.Warning]) -> jobs.Kept:
         """What the write of `change`, made of `item`, keeps for the item's resend: the
-        warnings it answers then are the write's but `location_added`, which only a write
-        earns (C10)."""
+        warnings it answers then (`answered`: the write's but `location_added`, which only
+        a write earns, C10)."""
         version = 1 if change.stored is None else change.stored.version + 1
-        found = [*change.notes, *warnings.of_job(change.job, plan=self._plan, today=self._today)]
-        answered = [w.as_dict() for w in warnings.ordered(found)]
-        return jobs.Kept(
-            self._of(version, item), orjson.dumps(answered).decode() if answered else None
-        )
+        said = [w.as_dict() for w in answered]
+        return jobs.Kept(self._of(version, item), orjson.dumps(said).decode() if said else None)

@@ -65,3 +65,18 @@ def unstamped(job: dict[str, Any]) -> dict[str, Any]:
     """A job without `updatedAt` (C10), which every stored change moves: for comparing the
     job's values across writes (or between two jobs) rather than when each was written."""
     return {k: v for k, v in job.items() if k != "updatedAt"}
+
+
+def take_down(api: Any, sessions: Any, job_id: int) -> None:
+    """Report the job through the API and have the operator take it down (C13)."""
+    from models import reports
+    from models.unit_of_work import session_scope
+
+    reported = api.post(
+        f"{JOBS}/{job_id}/reports",
+        json={"reason": "scam", "details": "Asks for a fee."},
+        remote_addr="203.0.113.7",
+    )
+    assert reported.status_code == 202, reported.text
+    with session_scope(sessions) as s:
+        reports.resolve(s, reported.json["id"], take_down=True, note=None)

@@ -123,3 +123,34 @@ def test_migration_0005_goes_down_to_an_outbox_without_retry_from_and_back_up(
                 (command.downgrade if target == "0004" else command.upgrade)(cfg, target)
             columns = {c["name"] for c in inspect(engine).get_columns("outbox")}
             assert ("retry_from" in columns) is present
+
+
+def test_0017_compresses_long_texts_with_lz4_on_postgresql_and_down_with_pglz() -> None:
+    """What the server stores a description, its translation and a sync item's body with:
+    'l' (LZ4) after 0017, 'p' (pglz) after its downgrade."""
+
+    def methods(engine: Engine) -> dict[str, str]:
+        with engine.connect() as connection:
+            rows = connection.execute(
+                text(
+                    "SELECT attrelid::regclass || '.' || attname, attcompression FROM pg_attribute"
+                    " WHERE (attrelid, attname) IN (('jobs'::regclass, 'description'),"
+                    " ('jobs'::regclass, 'translation_description'),"
+                    " ('sync_items'::regclass, 'body'))"
+                )
+            )
+            return {str(name): str(method) for name, method in rows}
+
+    with scratch_postgres() as url:
+        engine = make_engine(url)
+        try:
+            upgrade(engine)
+            every = ("jobs.description", "jobs.translation_description", "sync_items.body")
+            assert methods(engine) == dict.fromkeys(every, "l")
+            cfg = alembic_config(engine)
+            with engine.begin() as connection:
+                cfg.attributes["connection"] = connection
+                command.downgrade(cfg, "0016")
+            assert methods(engine) == dict.fromkeys(every, "p")
+        finally:
+            engine.dispose()

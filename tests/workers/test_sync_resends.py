@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import employers, jobs, reports, sync_digests, upkeep
+from models import employers, jobs, sync_digests, upkeep
 from models.dates import on_day, utcnow
 from models.settings import Settings
 from models.unit_of_work import session_scope
+from tests import factories
 from tests.factories import job_body
 from workers import syncing
 
@@ -150,14 +151,7 @@ def expire(api: Any, account: Any, sessions: Any, job_id: int) -> None:
 
 
 def take_down(api: Any, account: Any, sessions: Any, job_id: int) -> None:
-    reported = api.post(
-        f"{JOBS}/{job_id}/reports",
-        json={"reason": "scam", "details": "Asks for a fee."},
-        remote_addr="203.0.113.7",
-    )
-    assert reported.status_code == 202, reported.text
-    with session_scope(sessions) as s:
-        reports.resolve(s, reported.json["id"], take_down=True, note=None)
+    factories.take_down(api, sessions, job_id)
 
 
 def delete(api: Any, account: Any, sessions: Any, job_id: int) -> None:

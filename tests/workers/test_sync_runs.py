@@ -12,12 +12,12 @@ import pytest
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import reports, syncs
+from models import syncs
 from models.dates import utcnow
 from models.entities import Employer, Job, SyncItem, SyncRun
 from models.settings import Settings
 from models.unit_of_work import session_scope
-from tests.factories import job_body
+from tests.factories import job_body, take_down
 from workers import syncing
 
 SYNCS = "/api/v1.1/syncs"
@@ -318,14 +318,7 @@ def test_an_item_that_would_republish_a_taken_down_job_fails_with_job_taken_down
     """C11 and C13: the item fails with the entry job_taken_down; the job stays down and
     the run goes on."""
     job = api.post("/api/v1.1/jobs", json=item("DOWN", status="active"), key=employer.key).json
-    reported = api.post(
-        f"/api/v1.1/jobs/{job['id']}/reports",
-        json={"reason": "scam", "details": "Asks for a fee."},
-        remote_addr="203.0.113.7",
-    )
-    assert reported.status_code == 202, reported.text
-    with session_scope(sessions) as s:
-        reports.resolve(s, reported.json["id"], take_down=True, note=None)
+    take_down(api, sessions, job["id"])
     body = {"mode": "upsert", "jobs": [item("DOWN", status="active"), item("NEXT")]}
     started = api.post(SYNCS, json=body, key=employer.key)
     assert started.status_code == 202, started.text
@@ -376,8 +369,10 @@ def test_a_batch_that_raises_is_rolled_back_and_its_items_applied_one_by_one(
     existing = api.post("/api/v1.1/jobs", json=item("OLD", title="Old"), key=employer.key).json
     real = job_rows.insert_many
 
-    def insert_then_fail(connection: Any, written: Any) -> Any:
-        real(connection, written)  # written, then lost with the batch's transaction
+    inserted: list[int] = []
+
+    def insert_then_fail(connection: Any, written: Any, at: Any) -> Any:
+        inserted.append(len(real(connection, written, at)))  # then lost with the batch
         raise RuntimeError("the database went away mid-batch")
 
     monkeypatch.setattr(job_rows, "insert_many", insert_then_fail)
@@ -387,6 +382,7 @@ def test_a_batch_that_raises_is_rolled_back_and_its_items_applied_one_by_one(
     }
     run_id = api.post(SYNCS, json=body, key=employer.key).json["id"]
     assert process(sessions, settings, run_id, utcnow()) == "completed"
+    assert inserted == [1]  # A was written in the batch, then rolled back with it
     assert [o[:2] for o in outcomes(session, run_id)] == [
         ("A", "created"),
         ("OLD", "updated"),
