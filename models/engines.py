@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
+from sqlalchemy.pool import QueuePool
 
 IDLE_SINCE = "jobpost.idle_since"
 IDLE_PING_SECONDS = 5.0
@@ -136,10 +137,21 @@ def autocommit(engine: Engine) -> Engine:
     if engine.dialect.name == "sqlite":
         return engine
     url = engine.url.render_as_string(hide_password=False)
-    reads = make_engine(url, isolation_level="AUTOCOMMIT")
+    reads = make_engine(url, isolation_level="AUTOCOMMIT", **_pool_sizes(engine))
     # Its pool goes with the engine it was made from: disposing that closes both.
     event.listen(engine, "engine_disposed", lambda _engine: reads.dispose())
     return reads
+
+
+def _pool_sizes(engine: Engine) -> dict[str, int]:
+    """The pool sizes `engine` was made with, for an engine made from it. A worker's engine
+    keeps a connection per thread (workers.app.TaskContext); its autocommit engine, which
+    the deliveries use, must too: with SQLAlchemy's default 5, the connections past them
+    were overflow, opened for one delivery and closed after it (engine bench, C12)."""
+    pool = engine.pool
+    if not isinstance(pool, QueuePool):
+        return {}
+    return {"pool_size": pool.size(), "max_overflow": pool._max_overflow}
 
 
 def _tune_sqlite(engine: Engine) -> None:

@@ -90,6 +90,26 @@ def test_disposing_an_engine_closes_its_autocommit_pool_too(postgres_url: str) -
     assert reads.pool.checkedin() == 0  # type: ignore[attr-defined]
 
 
+def test_the_autocommit_pool_keeps_as_many_connections_as_its_engine(postgres_url: str) -> None:
+    """A worker's deliveries run on its autocommit engine, one connection per thread (C12):
+    with SQLAlchemy's default 5 kept, the others were opened for one delivery and closed."""
+    engine = make_engine(postgres_url, pool_size=8)
+    reads = autocommit(engine)
+    try:
+        held = [reads.connect() for _ in range(8)]
+        pids = set()
+        for conn in held:
+            pids.add(conn.execute(text("SELECT pg_backend_pid()")).scalar_one())
+            conn.close()
+        assert reads.pool.checkedin() == 8  # type: ignore[attr-defined]
+        again = [reads.connect() for _ in range(8)]
+        assert {c.execute(text("SELECT pg_backend_pid()")).scalar_one() for c in again} == pids
+        for conn in again:
+            conn.close()
+    finally:
+        engine.dispose()
+
+
 def test_a_postgresql_server_that_never_answers_fails_the_connection_in_time(
     silent_port: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:

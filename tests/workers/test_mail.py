@@ -392,7 +392,7 @@ def test_starttls_then_ehlo_then_login_once_per_connection(
     send(render(COPY, mail_from=MAIL_FROM), settings)
     relay.RELAY.close()
     first = ["starttls", "ehlo", "login", "sendmail"]
-    again = ["rset", "sendmail"]  # the kept connection: already secured and logged in
+    again = ["sendmail"]  # the kept connection: already secured and logged in
     assert FakeSMTP.calls == ["connect relay:587 30.0", *first, *again, "quit", "close"]
 
 
@@ -437,7 +437,6 @@ class Conversations(SmtpSink):
     def __init__(self, host: str, port: int) -> None:
         super().__init__(host=host, port=port)
         self.commands: list[str] = []
-        self.rset_reply = "250 OK"
 
     async def handle_EHLO(
         self, server: Any, session: Any, envelope: Any, hostname: str, responses: list[str]
@@ -448,7 +447,7 @@ class Conversations(SmtpSink):
 
     async def handle_RSET(self, server: Any, session: Any, envelope: Any) -> str:
         self.commands.append("RSET")
-        return self.rset_reply
+        return "250 OK"
 
     async def handle_QUIT(self, server: Any, session: Any, envelope: Any) -> str:
         self.commands.append("QUIT")
@@ -469,9 +468,10 @@ def copy_number(i: int) -> Outgoing:
     return render(dataclasses.replace(COPY, application_id=i), mail_from=MAIL_FROM)
 
 
-def test_consecutive_sends_share_one_connection_reset_before_each_reuse(
+def test_consecutive_sends_share_one_connection_with_no_reset_between(
     conversations: Conversations,
 ) -> None:
+    """A message that went through ended its SMTP transaction: the next starts with MAIL."""
     relay = Relay()
     for i in range(3):
         relay.send(copy_number(i), relay_settings(conversations))
@@ -479,11 +479,11 @@ def test_consecutive_sends_share_one_connection_reset_before_each_reuse(
     assert [str(m["Message-ID"]) for m in conversations.messages] == [
         message_id(i, "jobs.example") for i in range(3)
     ]
-    assert conversations.commands == ["EHLO", "RSET", "RSET", "QUIT"]
+    assert conversations.commands == ["EHLO", "QUIT"]
 
 
 def test_a_connection_the_relay_dropped_is_replaced_and_the_copy_sent_once() -> None:
-    """The relay closes clients idle for 0.3 s (aiosmtpd's session timeout): the RSET on the
+    """The relay closes clients idle for 0.3 s (aiosmtpd's session timeout): the MAIL on the
     kept connection finds it gone, and the copy goes out on a new one."""
     with SmtpServer(Conversations("127.0.0.1", free_port()), timeout=0.3) as sink:
         relay = Relay()
@@ -496,14 +496,59 @@ def test_a_connection_the_relay_dropped_is_replaced_and_the_copy_sent_once() -> 
     assert sink.commands == ["EHLO", "EHLO", "QUIT"]
 
 
-def test_a_relay_refusing_the_reset_gets_a_new_connection(conversations: Conversations) -> None:
-    relay = Relay()
-    relay.send(copy_number(1), relay_settings(conversations))
-    conversations.rset_reply = "421 4.3.2 closing"
-    relay.send(copy_number(2), relay_settings(conversations))
-    relay.close()
-    assert len(conversations.messages) == 2
-    assert conversations.commands == ["EHLO", "RSET", "EHLO", "QUIT"]
+class ClosingAtMail(Conversations):
+    """Answers the MAIL of its `closing`th conversation 421, as a relay ending a session."""
+
+    closing = 0
+
+    async def handle_MAIL(
+        self, server: Any, session: Any, envelope: Any, address: str, options: list[str]
+    ) -> str:
+        self.closing -= 1
+        if self.closing == 0:
+            return "421 4.3.2 closing"
+        envelope.mail_from, envelope.mail_options = address, options
+        return "250 OK"
+
+
+def test_a_relay_ending_a_kept_connection_at_mail_gets_the_copy_on_a_new_one() -> None:
+    with SmtpServer(ClosingAtMail("127.0.0.1", free_port())) as sink:
+        relay = Relay()
+        relay.send(copy_number(1), relay_settings(sink))
+        sink.closing = 1
+        relay.send(copy_number(2), relay_settings(sink))
+        relay.close()
+    ids = [message_id(i, "jobs.example") for i in (1, 2)]
+    assert [str(m["Message-ID"]) for m in sink.messages] == ids
+    assert sink.commands == ["EHLO", "EHLO", "QUIT"]
+
+
+class DroppingAtRcpt(Conversations):
+    """Drops the connection at the RCPT of its `dropping`th message, once its MAIL is in."""
+
+    dropping = 0
+
+    async def handle_RCPT(
+        self, server: Any, session: Any, envelope: Any, address: str, options: list[str]
+    ) -> str:
+        self.dropping -= 1
+        if self.dropping == 0:
+            server.transport.close()
+        return await super().handle_RCPT(server, session, envelope, address, options)
+
+
+def test_a_kept_connection_lost_after_the_relay_took_its_mail_is_not_tried_again() -> None:
+    """Past an accepted MAIL the copy is the retry schedule's (C8), not a new connection's:
+    only a connection the relay ended before taking anything is replaced at once."""
+    with SmtpServer(DroppingAtRcpt("127.0.0.1", free_port())) as sink:
+        relay = Relay()
+        relay.send(copy_number(1), relay_settings(sink))
+        sink.dropping = 1
+        with pytest.raises(TransientFailure, match="closed"):
+            relay.send(copy_number(2), relay_settings(sink))
+        relay.close()
+    assert [str(m["Message-ID"]) for m in sink.messages] == [message_id(1, "jobs.example")]
+    assert sink.commands == ["EHLO"]
 
 
 def test_an_idle_connection_is_closed_with_quit(conversations: Conversations) -> None:
@@ -666,12 +711,12 @@ def test_a_deadline_already_passed_sends_nothing(conversations: Conversations) -
 def test_a_send_within_its_deadline_keeps_its_connection_without_one(
     conversations: Conversations,
 ) -> None:
-    """The deadline is the send's: the kept connection's RSET and idle QUIT come later."""
+    """The deadline is the send's: the kept connection's next MAIL and idle QUIT come later."""
     send(copy_number(1), relay_settings(conversations), deadline=time.monotonic() + 0.5)
     time.sleep(0.6)
     send(copy_number(2), relay_settings(conversations), deadline=time.monotonic() + 5)
     relay.RELAY.close()
-    assert conversations.commands == ["EHLO", "RSET", "QUIT"]
+    assert conversations.commands == ["EHLO", "QUIT"]
     assert len(conversations.messages) == 2
 
 
@@ -692,7 +737,7 @@ def test_each_thread_sends_over_a_connection_of_its_own_all_quit_at_close(
         t.join()
     assert len(conversations.messages) == 8
     assert conversations.commands.count("EHLO") == 4  # one connection per thread
-    assert conversations.commands.count("RSET") == 4  # each reused once
+    assert "RSET" not in conversations.commands  # each reused at once
     relay.RELAY.close()
     assert conversations.commands.count("QUIT") == 4
 
@@ -714,7 +759,7 @@ def test_a_forked_child_sends_over_its_own_connection(conversations: Conversatio
     assert conversations.commands == ["EHLO", "EHLO", "QUIT"]  # the child's, opened and ended
     send(copy_number(3), relay_settings(conversations))  # the parent's is still open
     relay.RELAY.close()
-    assert conversations.commands == ["EHLO", "EHLO", "QUIT", "RSET", "QUIT"]
+    assert conversations.commands == ["EHLO", "EHLO", "QUIT", "QUIT"]
     assert len(conversations.messages) == 3
 
 

@@ -11,7 +11,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -100,11 +100,19 @@ class _TimedSSLSocket(_Timed, ssl.SSLSocket):
 
 
 class Connection(smtplib.SMTP):
-    """smtplib.SMTP on timed sockets, plain and after STARTTLS, sharing one Clock."""
+    """smtplib.SMTP on timed sockets, plain and after STARTTLS, sharing one Clock; it notes
+    whether the relay accepted the current message's MAIL (`mail_accepted`)."""
 
     def __init__(self, timeout: float, clock: Clock) -> None:
         self.clock = clock
+        self.mail_accepted = False
         super().__init__(local_hostname=_local_hostname(), timeout=timeout)
+
+    def mail(self, sender: str, options: Sequence[str] = ()) -> tuple[int, bytes]:
+        self.mail_accepted = False
+        reply = super().mail(sender, options)
+        self.mail_accepted = reply[0] == 250
+        return reply
 
     def connect(self, host: str = "localhost", port: int = 0, source_address: Any = None) -> Any:
         self._host = host  # what STARTTLS checks the certificate against (SNI too)
@@ -140,12 +148,14 @@ class Relay:
 
     A worker sends its copies one after another; a connection of their own each (connect,
     greeting, EHLO, STARTTLS and login when configured, QUIT) costs both ends more than the
-    message. A kept connection is checked with RSET before it carries the next message, as
-    Postfix checks its cached ones: if the relay has closed it or answers anything but 250,
-    a new one is opened, and since no MAIL was sent on the old one nothing can have been
-    delivered twice. Any failure during a send closes the connection (the next send opens a
-    new one); settings that changed, or IDLE_SECONDS unused, close it too: a background
-    thread QUITs it once idle. Each thread that sends has a Relay of its own (`Relays`)."""
+    message. A kept connection is kept only after a message went through on it, which ends
+    the SMTP transaction (RFC 5321 4.1.4), so the next message starts with MAIL at once, with
+    no RSET first (a round trip to the relay per copy). If the relay has closed it meanwhile
+    (the MAIL finds the connection gone, or a 421), a new one is opened and the message sent
+    on it: the relay accepted no MAIL on the old one, so nothing can have been delivered
+    twice. Any failure during a send closes the connection (the next send opens a new one);
+    settings that changed, or IDLE_SECONDS unused, close it too: a background thread QUITs
+    it once idle. Each thread that sends has a Relay of its own (`Relays`)."""
 
     def __init__(self, idle_seconds: float = IDLE_SECONDS) -> None:
         self.idle_seconds = idle_seconds
@@ -162,9 +172,19 @@ class Relay:
         clock.deadline = deadline
         try:
             with self._lock:
-                conn = self._take(smtp, clock) or _open(smtp, clock)
-                with _ended_on_failure(conn):
-                    _deliver(conn, message)
+                conn = self._take(smtp, clock)
+                if conn is not None:
+                    try:
+                        with _ended_on_failure(conn):
+                            _deliver(conn, message)
+                    except (smtplib.SMTPException, OSError) as exc:
+                        if not _closed_while_kept(conn, exc):
+                            raise
+                        conn = None  # nothing was sent on it: the message goes on a new one
+                if conn is None:
+                    conn = _open(smtp, clock)
+                    with _ended_on_failure(conn):
+                        _deliver(conn, message)
                 conn.clock.deadline = None  # the idle QUIT has SMTP_TIMEOUT alone
                 self._keep(conn, smtp)
         except smtplib.SMTPRecipientsRefused as exc:
@@ -197,9 +217,9 @@ class Relay:
             conn.close()  # this process's descriptor only: the parent's connection stays
 
     def _take(self, smtp: SmtpSettings, clock: Clock) -> Connection | None:
-        """The kept connection, if it is for these settings and answers RSET with 250 before
-        `clock`'s deadline; it is the caller's from then on, kept again only after a send that
-        went through."""
+        """The kept connection, if it is for these settings and not idle too long, on
+        `clock`'s deadline; it is the caller's from then on, kept again only after a send
+        that went through."""
         conn, self._conn = self._conn, None
         if conn is None:
             return None
@@ -207,16 +227,6 @@ class Relay:
             _close(conn)
             return None
         conn.clock.deadline = clock.deadline
-        try:
-            alive = conn.rset()[0] == 250
-        except (smtplib.SMTPException, OSError):
-            alive = False
-        except BaseException:
-            conn.close()
-            raise
-        if not alive:
-            conn.close()
-            return None
         return conn
 
     def _keep(self, conn: Connection, smtp: SmtpSettings) -> None:
@@ -322,6 +332,20 @@ def _ended_on_failure(conn: smtplib.SMTP) -> Iterator[None]:
     except BaseException:
         conn.close()
         raise
+
+
+def _closed_while_kept(conn: Connection, exc: BaseException) -> bool:
+    """Whether a kept connection's send failed because the relay had ended it while it was
+    kept (gone, or a 421 to MAIL), before the relay accepted the MAIL: then nothing was sent
+    on it. smtplib reports a timeout as a disconnection too; that one is the relay's
+    slowness (or the send's deadline), not an ended connection."""
+    if conn.mail_accepted:
+        return False
+    if isinstance(exc, smtplib.SMTPSenderRefused):
+        return exc.smtp_code == 421
+    if isinstance(exc, smtplib.SMTPServerDisconnected):
+        return not isinstance(exc.__context__, TimeoutError)
+    return False
 
 
 def _deliver(conn: smtplib.SMTP, message: Outgoing) -> None:
