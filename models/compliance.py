@@ -21,7 +21,7 @@ from sqlalchemy import Connection, select
 from models.entities import Location
 from models.errors import FieldError, ValidationFailed
 from models.job_rows import StoredJob
-from models.reference import fold
+from models.reference import fold_spaced
 from models.warnings import Warning
 
 MODES = ("off", "warn", "enforce")
@@ -113,11 +113,15 @@ def _texts(job: StoredJob) -> Iterable[str]:
         yield plain(job.translation_description)
 
 
+# PHRASES in a folded text whose whitespace was left as it was (`fold_spaced`): the matches
+# of `phrase in fold(text)`, whose joining of the words again cost a description 18 µs.
+_PHRASES = re.compile("|".join(r"\s+".join(map(re.escape, p.split())) for p in PHRASES))
+
+
 def _no_canadian_experience(facts: Facts) -> str | None:
-    # `fold` ignores case, accents and punctuation and collapses whitespace (C13).
+    # `fold` ignores case, accents and punctuation (C13); the pattern, runs of whitespace.
     for text in _texts(facts.job):
-        folded = fold(text)
-        if any(phrase in folded for phrase in PHRASES):
+        if _PHRASES.search(fold_spaced(text)):
             return (
                 "The posting seems to require Canadian experience, which Ontario forbids "
                 "employers to require."

@@ -131,8 +131,14 @@ _MARKS = str.maketrans(dict.fromkeys(c for c in range(0x20000) if unicodedata.co
 
 def fold(text: str) -> str:
     """The comparison key of a name: accents, case, apostrophes and separators ignored."""
+    return " ".join(fold_spaced(text).split())
+
+
+def fold_spaced(text: str) -> str:
+    """`fold` but for its whitespace, left as it was: a long text searched by a pattern
+    needs no copy with its runs of whitespace made single spaces."""
     bare = text if text.isascii() else unicodedata.normalize("NFKD", text).translate(_MARKS)
-    return " ".join(bare.casefold().translate(_FOLD_TABLE).split())
+    return bare.casefold().translate(_FOLD_TABLE)
 
 
 def load(session: Session) -> None:

@@ -103,7 +103,7 @@ def prepare(session: Session, employer: Employer, batch: list[Pending], *, today
 def _made(employer: Employer, digests: Digests, item: _Item, today: date) -> None:
     """A planned create's warnings and row (see `_Item`)."""
     change = item.change
-    if change is None or change.stored is not None:
+    if change is None or change.stored is not None or item.row is not None:
         return
     item.answered = jobs.earned(employer, change.job, change.notes, today=today)
     item.row = jobs.new_row(change, digests.kept(change, item.pending.body, item.answered))
@@ -215,7 +215,11 @@ def _insert(
         ref = item.pending.reference_id
         if ref in found:
             job_id, listed = found[ref]
-            said = jobs.with_listed(item.change.job, item.answered, listed)
+            said = (
+                jobs.with_listed(item.change.job, item.answered, listed)
+                if listed
+                else item.answered
+            )
             item.done = Outcome("created", job_id, [], [w.as_dict() for w in said])
             continue
         # Created meanwhile by another writer: applied to that job, as PUT /jobs would be.

@@ -144,6 +144,9 @@ def test_a_rule_applies_from_the_day_it_is_in_force() -> None:
         ("Boulanger", "<p>exp&eacute;rience&nbsp;canadienne</p>"),  # entities decoded
         ("Baker with canadian experience", "<p>Bake.</p>"),
         ("Baker", "<p>Canadian</p><p>experience</p>"),  # tags are word breaks
+        ("Baker", "<p>Canadian\n\t experience</p>"),  # any run of whitespace
+        ("Baker", "<p>Canadian\u2003experience</p>"),  # an em space
+        ("Baker", "<p>canadian-experience</p>"),  # a separator is a space
     ],
 )
 def test_a_canadian_experience_requirement_is_found_in_every_writing(
