@@ -9,6 +9,7 @@ import datetime
 import http.server
 import socket
 import ssl
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -164,10 +165,19 @@ def _certificates(folder: Path) -> tuple[bytes, Path, Path]:
     return ca.public_bytes(serialization.Encoding.PEM), cert_file, key_file
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that resets a kept connection (the workers' client closing the ones it
+        keeps, C12) ends it as clients do: no error of the receiver's to print."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
 @contextmanager
 def receiving(folder: Path | None = None) -> Iterator[Receiver]:
     """A receiver on 127.0.0.1: HTTPS given a `folder` for its certificate, else HTTP."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    server = _Server(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
     server.daemon_threads = True
     receiver = Receiver(server.server_address[1], "https" if folder else "http")
     server.RequestHandlerClass = _handler(receiver)
