@@ -255,6 +255,8 @@ def with_listed(
 ) -> list[warnings.Warning]:
     """`found` (in order) and the `location_added` of each of the job's places its write
     listed, in order (C10)."""
+    if not listed:  # most writes: their places were listed already
+        return found
     added = [
         warnings.added(f"locations[{i}]", place, dry_run=dry_run)
         for i, place in enumerate(job.locations or ())

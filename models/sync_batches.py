@@ -27,7 +27,7 @@ import orjson
 from sqlalchemy import Connection, Integer, bindparam, update
 from sqlalchemy.orm import Session
 
-from models import job_rows, jobs
+from models import job_rows, jobs, json_rows
 from models.entities import Employer
 from models.errors import (
     DomainError,
@@ -38,7 +38,6 @@ from models.errors import (
 )
 from models.feed import stamp
 from models.job_rows import StoredJob
-from models.json_rows import PARAMETER, rows_of, text
 from models.sync_digests import Digests
 from models.syncs import ITEMS, RECORD, RUNS, Claimed, Lost, Outcome, Pending, failed, read_item
 from models.warnings import Warning
@@ -81,6 +80,7 @@ class Prepared:
     items: list[_Item]
     existing: set[str]  # the referenceIds whose jobs existed at the read
     today: date
+    digests: Digests  # for `today`
 
 
 def prepare(session: Session, employer: Employer, batch: list[Pending], *, today: date) -> Prepared:
@@ -97,7 +97,7 @@ def prepare(session: Session, employer: Employer, batch: list[Pending], *, today
             item.body = read_item(item.pending.body)
             _plan(session, employer, item, None, today)
             _made(employer, digests, item, today)
-    return Prepared(items, set(last), today)
+    return Prepared(items, set(last), today, digests)
 
 
 def _made(employer: Employer, digests: Digests, item: _Item, today: date) -> None:
@@ -128,7 +128,7 @@ def apply_prepared(
         job = stored.get(item.pending.reference_id)
         item.body, item.job_id = read_item(item.pending.body), job.id if job else None
         _plan(session, employer, item, job, today)
-    _write(session, employer, items, Digests(employer, today), today)
+    _write(session, employer, items, prepared.digests, today)
     _record(connection, run, items, lease_until)
     return [item.done.outcome for item in items if item.done is not None]
 
@@ -215,11 +215,7 @@ def _insert(
         ref = item.pending.reference_id
         if ref in found:
             job_id, listed = found[ref]
-            said = (
-                jobs.with_listed(item.change.job, item.answered, listed)
-                if listed
-                else item.answered
-            )
+            said = jobs.with_listed(item.change.job, item.answered, listed)
             item.done = Outcome("created", job_id, [], [w.as_dict() for w in said])
             continue
         # Created meanwhile by another writer: applied to that job, as PUT /jobs would be.
@@ -243,12 +239,11 @@ def _record(
         counts[done.outcome] += 1
         rows.append(
             {
-                "run": run.id,
-                "pos": item.pending.position,
-                "new_outcome": done.outcome,
-                "job": done.job_id,
-                "new_errors": _text([e.as_dict() for e in done.errors]),
-                "new_warnings": _text(done.warnings),
+                "position": item.pending.position,
+                "outcome": done.outcome,
+                "job_id": done.job_id,
+                "errors": _text([e.as_dict() for e in done.errors]),
+                "warnings": _text(done.warnings),
             }
         )
     moved = connection.execute(
@@ -261,22 +256,24 @@ def _record(
     ).rowcount
     if moved != 1:
         raise Lost(run.id)
-    if connection.dialect.name != "postgresql":
-        connection.execute(RECORD, rows)
+    if connection.dialect.name != "postgresql":  # RECORD's parameters, as `syncs.record`'s
+        connection.execute(RECORD, [_record_params(run, row) for row in rows])
         return
-    given = [
-        {
-            "position": row["pos"],
-            "outcome": row["new_outcome"],
-            "job_id": row["job"],
-            "errors": row["new_errors"],
-            "warnings": row["new_warnings"],
-        }
-        for row in rows
-    ]
-    span = {"run": run.id, "first": rows[0]["pos"], "last": rows[-1]["pos"]}
-    if connection.execute(_record_many(), span | {PARAMETER: text(given)}).rowcount != len(rows):
+    span = {"run": run.id, "first": rows[0]["position"], "last": rows[-1]["position"]}
+    given = {json_rows.PARAMETER: json_rows.text(rows)}
+    if connection.execute(_record_many(), span | given).rowcount != len(rows):
         raise Lost(run.id)  # an item no longer pending: only another holder could do that
+
+
+def _record_params(run: Claimed, row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "run": run.id,
+        "pos": row["position"],
+        "new_outcome": row["outcome"],
+        "job": row["job_id"],
+        "new_errors": row["errors"],
+        "new_warnings": row["warnings"],
+    }
 
 
 @functools.cache
@@ -286,7 +283,7 @@ def _record_many() -> Any:
     table was empty, an UPDATE of one item read every pending item of the run (and the dead
     index entries of those done) to find it: 9.7 ms of the database's CPU an item in the
     sync bench. The bounds keep any plan to the batch's own entries."""
-    given = rows_of(ITEMS)
+    given = json_rows.rows_of(ITEMS)
     return (
         update(ITEMS)
         .where(
