@@ -18,6 +18,11 @@ if TYPE_CHECKING:  # kombu is imported by what uses it: /readyz on Redis does no
     from kombu.connection import Connection
 
 QUEUES = (EMAIL_QUEUE, MAINTENANCE_QUEUE, SYNCS_QUEUE)
+# kombu's Redis transport keeps a queue as one list per priority step: the queue's own name
+# for step 0, the name, a separator and the step for the others (kombu.transport.redis
+# PRIORITY_STEPS, Channel.sep and _q_for_pri).
+_PRIORITY_STEPS = (0, 3, 6, 9)
+_PRIORITY_SEPARATOR = "\x06\x16"
 
 
 def _options(url: str, timeout: float) -> dict[str, Any]:
@@ -63,8 +68,33 @@ def _ping_redis(url: str, timeout: float) -> None:
 def depths(url: str, timeout: float = 2.0) -> dict[str, int]:
     """Messages waiting in each queue (not those a worker holds unacknowledged). A broker that
     does not answer raises: a depth of 0 would say the queues are empty."""
+    if is_redis(url):
+        return _redis_depths(url, timeout)
     with _connect(url, timeout) as conn:
         return {name: _depth(conn, name) for name in QUEUES}
+
+
+def _redis_lists(queue: str) -> list[str]:
+    return [
+        queue if step == 0 else f"{queue}{_PRIORITY_SEPARATOR}{step}" for step in _PRIORITY_STEPS
+    ]
+
+
+def _redis_depths(url: str, timeout: float) -> dict[str, int]:
+    """The lengths of kombu's lists, in one round trip with redis-py alone: as for `ping`,
+    a web process that /metrics scrapes does not import kombu for them (issue 15)."""
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+    try:
+        with client.pipeline(transaction=False) as pipe:
+            for queue in QUEUES:
+                for key in _redis_lists(queue):
+                    pipe.llen(key)
+            lengths = iter(pipe.execute())
+    finally:
+        client.close()
+    return {queue: sum(next(lengths) for _ in _PRIORITY_STEPS) for queue in QUEUES}
 
 
 def _depth(conn: Connection, queue: str) -> int:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import redis
 from celery import Celery
 
 from models.settings import Settings
@@ -80,6 +81,27 @@ def test_readyz_pings_redis_without_kombu_or_celery(redis_server: RedisServer) -
     redis_server.stop()
     with pytest.raises(Exception, match="onnect"):
         broker.ping(redis_server.url, 1)
+
+
+def test_queue_depths_on_redis_count_every_priority_without_kombu(
+    redis_server: RedisServer,
+) -> None:
+    """/metrics and `jobpost queues` read kombu's lists with redis-py alone (issue 15): a
+    task sent with a priority waits in a list of its own, and is counted too."""
+    celery = celery_on(redis_server.url)
+    assert enqueue.deliver(celery, 1) and enqueue.deliver(celery, 2)
+    celery.send_task("jobpost.expire")
+    celery.send_task("jobpost.expire", priority=9)
+    script = (
+        f"import sys; from workers import broker; print(broker.depths({redis_server.url!r}, 2));"
+        "print([m for m in ('kombu.connection', 'celery.app.base') if m in sys.modules])"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [str({"email": 2, "maintenance": 2, "syncs": 0}), "[]"]
+    client = redis.Redis.from_url(redis_server.url)
+    assert client.llen("maintenance") == 1  # the other one waits in the priority 9 list
+    client.close()
 
 
 @pytest.mark.parametrize("where", ["embedded", "redis"])
