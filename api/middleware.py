@@ -99,7 +99,7 @@ class Database:
     statements (authentication), `session` for the ORM, on the same connection. /healthz
     opens neither; a job served from the kept copies opens no session.
 
-    GET and HEAD, which only read, use `models.unit_of_work.autocommit_sessions`; the rest one
+    GET and HEAD, which only read, use `models.unit_of_work.read_sessions`; the rest one
     transaction, committed by SessionManager."""
 
     def __init__(self, sessions: sessionmaker[Session], reads: Engine | None) -> None:
@@ -141,7 +141,7 @@ class SessionManager:
 
     def __init__(self, factory: sessionmaker[Session]) -> None:
         self.factory = factory
-        self.reads = unit_of_work.autocommit_sessions(factory)
+        self.reads = unit_of_work.read_sessions(factory)
         bind = self.reads.kw.get("bind")
         # A bare connection for reads needs an engine to check it out from; sessions bound
         # to a connection (the tests' rolled-back one) use theirs.

@@ -1,6 +1,6 @@
 """Engines and their pools (C9 `DATABASE_URL`): a PostgreSQL connection checked before
 use only when it may have gone, a connect timeout, SQLite tuned for several processes, and
-the autocommit engine that reads (GET) use on PostgreSQL."""
+the engine that reads (GET) use: autocommit on PostgreSQL, snapshots on SQLite."""
 
 from __future__ import annotations
 
@@ -23,8 +23,15 @@ POOLER = "pooler"
 POOL_MODES = ("session", "transaction")
 
 
-def make_engine(url: str, *, idle_ping_seconds: float = IDLE_PING_SECONDS, **kwargs: Any) -> Engine:
-    """Create an engine; SQLite gets WAL, a busy timeout and write-ahead `BEGIN IMMEDIATE`."""
+def make_engine(
+    url: str,
+    *,
+    idle_ping_seconds: float = IDLE_PING_SECONDS,
+    sqlite_begin: str = "BEGIN IMMEDIATE",
+    **kwargs: Any,
+) -> Engine:
+    """Create an engine; SQLite gets WAL, a busy timeout and write-ahead `BEGIN IMMEDIATE`
+    (`sqlite_begin`: how its transactions begin)."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
@@ -39,7 +46,7 @@ def make_engine(url: str, *, idle_ping_seconds: float = IDLE_PING_SECONDS, **kwa
         return engine
     make_sqlite_folder(url)
     engine = create_engine(url, connect_args={"timeout": 30}, **kwargs)
-    _tune_sqlite(engine)
+    _tune_sqlite(engine, sqlite_begin)
     return engine
 
 
@@ -143,7 +150,23 @@ def autocommit(engine: Engine) -> Engine:
     return reads
 
 
-def _pool_sizes(engine: Engine) -> dict[str, int]:
+def snapshot_reads(engine: Engine) -> Engine:
+    """An engine for requests that only read (GET) and never commit: on PostgreSQL
+    `autocommit`; on a SQLite file one whose transactions begin deferred. In WAL mode such a
+    transaction reads its snapshot and never asks for the write lock, which every other
+    transaction takes first (`BEGIN IMMEDIATE`) and a writer may hold for long: a sync run
+    applying its batches back to back kept reads waiting up to the busy timeout (30 s)."""
+    if engine.dialect.name == "postgresql":
+        return autocommit(engine)
+    if engine.dialect.name != "sqlite" or engine.url.database in (None, "", ":memory:"):
+        return engine  # a memory database is the connection's own: no second engine sees it
+    url = engine.url.render_as_string(hide_password=False)
+    reads = make_engine(url, sqlite_begin="BEGIN", **_pool_sizes(engine))
+    event.listen(engine, "engine_disposed", lambda _engine: reads.dispose())
+    return reads
+
+
+def _pool_sizes(engine: Engine) -> dict[str, Any]:
     """The pool sizes `engine` was made with, for an engine made from it. A worker's engine
     keeps a connection per thread (workers.app.TaskContext); its autocommit engine, which
     the deliveries use, must too: with SQLAlchemy's default 5, the connections past them
@@ -154,7 +177,7 @@ def _pool_sizes(engine: Engine) -> dict[str, int]:
     return {"pool_size": pool.size(), "max_overflow": pool._max_overflow}
 
 
-def _tune_sqlite(engine: Engine) -> None:
+def _tune_sqlite(engine: Engine, begin: str) -> None:
     # pysqlite's own transaction handling defers BEGIN and breaks SAVEPOINT; take it over.
     # BEGIN IMMEDIATE takes the write lock up front, so two processes never deadlock on a
     # read-then-write upgrade (SQLite would fail one at once instead of waiting).
@@ -170,4 +193,4 @@ def _tune_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _begin(conn: Any) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        conn.exec_driver_sql(begin)

@@ -17,7 +17,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import feed
-from models.engines import autocommit, make_engine
+from models.engines import autocommit, make_engine, snapshot_reads
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,21 @@ def autocommit_sessions(factory: sessionmaker[Session]) -> sessionmaker[Session]
         lag = (factory.kw.get("info") or {}).get(feed.LAG, feed.DEFAULT_LAG_SECONDS)
         return make_sessionmaker(autocommit(bind), lag)
     return factory
+
+
+@lru_cache(maxsize=8)
+def read_sessions(factory: sessionmaker[Session]) -> sessionmaker[Session]:
+    """Sessions for a GET, which reads and never commits: from `snapshot_reads(engine)`
+    (autocommit on PostgreSQL, deferred transactions on a SQLite file), once per factory.
+    Sessions bound to a connection (the tests' rolled-back one) are kept."""
+    bind = factory.kw.get("bind")
+    if not isinstance(bind, Engine):
+        return factory
+    reads = snapshot_reads(bind)
+    if reads is bind:
+        return factory
+    lag = (factory.kw.get("info") or {}).get(feed.LAG, feed.DEFAULT_LAG_SECONDS)
+    return make_sessionmaker(reads, lag)
 
 
 def after_commit(session: Session, callback: Callable[[], object]) -> None:

@@ -180,8 +180,8 @@ def new_employer(sessions: sessionmaker[Session]) -> Account:
 
 @pytest.fixture(scope="module")
 def sessions(database: Engine) -> sessionmaker[Session]:
-    """One factory for the module: the app makes its PostgreSQL engine for reads once per
-    factory (models.unit_of_work.autocommit_sessions)."""
+    """One factory for the module: the app makes its engine for reads once per
+    factory (models.unit_of_work.read_sessions)."""
     return make_sessionmaker(database)
 
 

@@ -4,19 +4,20 @@ it, and a job served from the kept copies (C4 GET one job) runs no statement but
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, delete, event
+from sqlalchemy import Engine, delete, event, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
 from models import employers
 from models.engines import make_engine
-from models.entities import Employer
+from models.entities import Employer, Job
 from models.settings import Settings
-from models.unit_of_work import autocommit_sessions, make_sessionmaker
+from models.unit_of_work import make_sessionmaker, read_sessions
 from tests.conftest import Account, Api, Clock, nowhere_url
 from tests.factories import JOBS, create_job, problem
 
@@ -25,8 +26,8 @@ from tests.factories import JOBS, create_job, problem
 def factory(engine: Engine) -> Iterator[sessionmaker[Session]]:
     made = make_sessionmaker(engine)
     yield made
-    reads = autocommit_sessions(made).kw["bind"]
-    if reads is not engine:  # PostgreSQL's pool of autocommit connections, made for this one
+    reads = read_sessions(made).kw["bind"]
+    if reads is not engine:  # the pool of the reads' connections, made for this one
         reads.dispose()
 
 
@@ -76,7 +77,7 @@ class Watch:
 
 @pytest.fixture
 def watch(engine: Engine, factory: sessionmaker[Session]) -> Iterator[Watch]:
-    reads = autocommit_sessions(factory).kw["bind"]
+    reads = read_sessions(factory).kw["bind"]
     watching = Watch({engine, reads})
     yield watching
     watching.close()
@@ -164,3 +165,36 @@ def test_the_applicant_pages_say_so_in_html(unreachable: Api) -> None:
     assert result.headers["content-type"] == "text/html; charset=utf-8"
     assert "Temporarily unavailable" in result.text
     assert "default-src 'none'" in result.headers["content-security-policy"]
+
+
+def test_a_read_answers_while_a_writer_holds_the_database(
+    engine_api: Api, committed: Account, engine: Engine
+) -> None:
+    """A GET reads the last committed state at once, though another writer holds the lock
+    (SQLite's write lock, PostgreSQL's row lock) for longer than a client waits; its next
+    GET, once that writer committed, reads the change."""
+    job = create_job(engine_api, committed, title="Baker")
+    path = f"{JOBS}/{job['id']}"
+    assert engine_api.get(path, key=committed.key).json["title"] == "Baker"  # now kept
+    with engine.connect() as writer:  # BEGIN IMMEDIATE on SQLite: the write lock, held
+        writer.execute(
+            update(Job)
+            .where(Job.id == job["id"])
+            .values(title="Head Baker", version=Job.version + 1)
+        )
+        answered: list[Any] = []
+        reader = threading.Thread(
+            target=lambda: answered.extend(
+                engine_api.get(read, key=committed.key)
+                for read in (path, JOBS, f"{JOBS}?sort=updatedAt", "/api/v1.1/syncs")
+            )
+        )
+        reader.start()
+        reader.join(timeout=10)  # SQLite's busy timeout is 30 s
+        assert not reader.is_alive(), "the GETs waited for the writer"
+        one, page, feed, runs = answered
+        assert one.status_code == 200 and one.json["title"] == "Baker"
+        assert page.status_code == 200 and [j["title"] for j in page.json["data"]] == ["Baker"]
+        assert feed.status_code == 200 and runs.status_code == 200 and runs.json["data"] == []
+        writer.commit()
+    assert engine_api.get(path, key=committed.key).json["title"] == "Head Baker"
