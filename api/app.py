@@ -182,30 +182,22 @@ class App(falcon.App):  # type: ignore[type-arg]
 def get_app() -> WsgiApp:
     """For gunicorn (`api.app:get_app()`), once in each web process: the settings read from
     the environment here, and everything the app needs made from them (C9)."""
-    from workers import enqueue
+    from workers import broker, enqueue  # neither imports Celery nor kombu (issue 15)
 
     settings = Settings.from_env()
     logs.configure()
     publisher = enqueue.Publisher(settings)  # Celery's app, made by the first task sent
     engine = make_engine(settings.database_url)
     timeout = settings.ready_timeout_seconds
-
-    def ping_broker() -> None:
-        from workers import broker  # kombu's connection, on the first ask (as the publisher)
-
-        broker.ping(settings.broker_url, timeout)
-
-    def queue_depths() -> dict[str, int]:
-        from workers import broker
-
-        return broker.depths(settings.broker_url, timeout)
-
     parts = Collaborators(
         enqueue=lambda app_id, rid: enqueue.deliver(publisher.app, app_id, rid),
         enqueue_sync=lambda run_id, rid: enqueue.sync(publisher.app, run_id, rid),
         enqueue_webhooks=lambda ids: enqueue.deliver_webhooks(publisher.app, ids),
         enqueue_report=lambda report_id: enqueue.deliver_report(publisher.app, report_id),
-        ready_checks={"database": health.database_check(engine), "broker": ping_broker},
-        queue_depths=queue_depths,
+        ready_checks={
+            "database": health.database_check(engine),
+            "broker": lambda: broker.ping(settings.broker_url, timeout),
+        },
+        queue_depths=lambda: broker.depths(settings.broker_url, timeout),
     )
     return create_app(settings, make_sessionmaker(engine, settings.change_feed_lag_seconds), parts)

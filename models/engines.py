@@ -143,11 +143,7 @@ def autocommit(engine: Engine) -> Engine:
     would lose our `BEGIN IMMEDIATE` handling when a pool resets the level)."""
     if engine.dialect.name == "sqlite":
         return engine
-    url = engine.url.render_as_string(hide_password=False)
-    reads = make_engine(url, isolation_level="AUTOCOMMIT", **_pool_sizes(engine))
-    # Its pool goes with the engine it was made from: disposing that closes both.
-    event.listen(engine, "engine_disposed", lambda _engine: reads.dispose())
-    return reads
+    return _sibling(engine, isolation_level="AUTOCOMMIT")
 
 
 def snapshot_reads(engine: Engine) -> Engine:
@@ -160,10 +156,16 @@ def snapshot_reads(engine: Engine) -> Engine:
         return autocommit(engine)
     if engine.dialect.name != "sqlite" or engine.url.database in (None, "", ":memory:"):
         return engine  # a memory database is the connection's own: no second engine sees it
+    return _sibling(engine, sqlite_begin="BEGIN")
+
+
+def _sibling(engine: Engine, **options: Any) -> Engine:
+    """An engine on `engine`'s database, with its pool sizes and `options`. Its pool goes
+    with the engine it was made from: disposing that closes both."""
     url = engine.url.render_as_string(hide_password=False)
-    reads = make_engine(url, sqlite_begin="BEGIN", **_pool_sizes(engine))
-    event.listen(engine, "engine_disposed", lambda _engine: reads.dispose())
-    return reads
+    made = make_engine(url, **_pool_sizes(engine), **options)
+    event.listen(engine, "engine_disposed", lambda _engine: made.dispose())
+    return made
 
 
 def _pool_sizes(engine: Engine) -> dict[str, Any]:

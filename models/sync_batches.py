@@ -133,20 +133,6 @@ def apply_prepared(
     return [item.done.outcome for item in items if item.done is not None]
 
 
-def apply_batch(
-    session: Session,
-    run: Claimed,
-    employer: Employer,
-    batch: list[Pending],
-    *,
-    today: date,
-    lease_until: datetime,
-) -> list[str]:
-    """`prepare` and `apply_prepared` in the caller's transaction."""
-    prepared = prepare(session, employer, batch, today=today)
-    return apply_prepared(session, run, employer, prepared, lease_until=lease_until)
-
-
 def _resent(digests: Digests, pending: Pending, last: job_rows.Written | None) -> _Item:
     """The item, unchanged already when its job is as the item's own last write left it
     (models.sync_digests): such an item is not checked again."""

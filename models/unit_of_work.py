@@ -44,11 +44,7 @@ def autocommit_sessions(factory: sessionmaker[Session]) -> sessionmaker[Session]
     """Sessions for work whose statements each stand alone (a GET's reads, the steps of a
     delivery): on PostgreSQL from `autocommit(engine)`, once per factory. SQLite keeps its
     transactions, and so do sessions bound to a connection (the tests' rolled-back one)."""
-    bind = factory.kw.get("bind")
-    if isinstance(bind, Engine) and bind.dialect.name == "postgresql":
-        lag = (factory.kw.get("info") or {}).get(feed.LAG, feed.DEFAULT_LAG_SECONDS)
-        return make_sessionmaker(autocommit(bind), lag)
-    return factory
+    return _sessions_on(factory, autocommit)
 
 
 @lru_cache(maxsize=8)
@@ -56,14 +52,22 @@ def read_sessions(factory: sessionmaker[Session]) -> sessionmaker[Session]:
     """Sessions for a GET, which reads and never commits: from `snapshot_reads(engine)`
     (autocommit on PostgreSQL, deferred transactions on a SQLite file), once per factory.
     Sessions bound to a connection (the tests' rolled-back one) are kept."""
+    return _sessions_on(factory, snapshot_reads)
+
+
+def _sessions_on(
+    factory: sessionmaker[Session], engine_for: Callable[[Engine], Engine]
+) -> sessionmaker[Session]:
+    """Sessions like `factory`'s (its change feeds' lag) on `engine_for` its engine; the
+    factory itself where that is its own engine, or where it is bound to a connection."""
     bind = factory.kw.get("bind")
     if not isinstance(bind, Engine):
         return factory
-    reads = snapshot_reads(bind)
-    if reads is bind:
+    engine = engine_for(bind)
+    if engine is bind:
         return factory
     lag = (factory.kw.get("info") or {}).get(feed.LAG, feed.DEFAULT_LAG_SECONDS)
-    return make_sessionmaker(reads, lag)
+    return make_sessionmaker(engine, lag)
 
 
 def after_commit(session: Session, callback: Callable[[], object]) -> None:

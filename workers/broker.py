@@ -14,7 +14,8 @@ from workers.app import (
     prepare_embedded,
 )
 
-if TYPE_CHECKING:  # kombu is imported by what uses it: /readyz on Redis does not (ping)
+if TYPE_CHECKING:  # kombu and redis-py are imported by what uses them
+    import redis
     from kombu.connection import Connection
 
 QUEUES = (EMAIL_QUEUE, MAINTENANCE_QUEUE, SYNCS_QUEUE)
@@ -56,13 +57,8 @@ def _ping_redis(url: str, timeout: float) -> None:
     """PING with redis-py alone, which a web process with Redis has imported for its rate
     limiter: kombu's connection and transport would add about 13 MB to each web worker that
     /readyz probes (issue 15, docs/benchmarks.md)."""
-    import redis
-
-    client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
-    try:
+    with _redis(url, timeout) as client:
         client.ping()
-    finally:
-        client.close()
 
 
 def depths(url: str, timeout: float = 2.0) -> dict[str, int]:
@@ -74,6 +70,13 @@ def depths(url: str, timeout: float = 2.0) -> dict[str, int]:
         return {name: _depth(conn, name) for name in QUEUES}
 
 
+def _redis(url: str, timeout: float) -> redis.Redis[bytes]:
+    """A redis-py client giving up after `timeout`, closed on leaving its block."""
+    import redis
+
+    return redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+
+
 def _redis_lists(queue: str) -> list[str]:
     return [
         queue if step == 0 else f"{queue}{_PRIORITY_SEPARATOR}{step}" for step in _PRIORITY_STEPS
@@ -83,17 +86,11 @@ def _redis_lists(queue: str) -> list[str]:
 def _redis_depths(url: str, timeout: float) -> dict[str, int]:
     """The lengths of kombu's lists, in one round trip with redis-py alone: as for `ping`,
     a web process that /metrics scrapes does not import kombu for them (issue 15)."""
-    import redis
-
-    client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
-    try:
-        with client.pipeline(transaction=False) as pipe:
-            for queue in QUEUES:
-                for key in _redis_lists(queue):
-                    pipe.llen(key)
-            lengths = iter(pipe.execute())
-    finally:
-        client.close()
+    with _redis(url, timeout) as client, client.pipeline(transaction=False) as pipe:
+        for queue in QUEUES:
+            for key in _redis_lists(queue):
+                pipe.llen(key)
+        lengths = iter(pipe.execute())
     return {queue: sum(next(lengths) for _ in _PRIORITY_STEPS) for queue in QUEUES}
 
 

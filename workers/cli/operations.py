@@ -14,7 +14,7 @@ from models.dates import utcnow
 from models.entities import Application, OutboxEntry
 from models.settings import is_redis
 from models.unit_of_work import session_scope
-from workers import enqueue
+from workers import broker, enqueue
 from workers.cli.command import Command, out
 
 UNSENT = ("pending", "sending", "failed")
@@ -113,8 +113,6 @@ def outbox_retry(args: argparse.Namespace, command: Command) -> int:
 
 
 def queues(args: argparse.Namespace, command: Command) -> int:
-    from workers import broker  # kombu's connection, only for this command (as tasks_run)
-
     settings = command.settings
     try:
         depths = broker.depths(settings.broker_url)
