@@ -9,10 +9,13 @@ of it, with at most 3 ms of web-process CPU each (issue 15); the list of the 200
 employer (page 1, `status=active`, `q` with a word in 1% of its titles) at least 0.3 of it,
 each with a p99 under 50 ms (issue 15); the public job page in English and in French each at
 least 0.4 of it (issue 18); every gunicorn worker under 100 MB resident after the load.
+Beside PUT by referenceId, its floor: the same writes' statements replayed by a bare handler
+(`bench.floor`), the most any change to the app's Python could reach.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -26,7 +29,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
-from bench import bodies, plans, report, seed, server, wrk
+from bench import bodies, floor, plans, report, seed, server, wrk
 from bench.http import Client, Response
 from bench.options import Options
 from models import jobs, tallies
@@ -51,6 +54,7 @@ WRITE_RATIO = 0.2  # POST, PUT by referenceId
 WRITE_CPU_MS = 3.0  # web-process CPU per write
 UNCACHED = "GET one job, uncached"
 PUT = "PUT by referenceId"
+FLOOR = "PUT, its statements alone"  # bench.floor
 POST = "POST"
 PLACES = 40  # the most populous listed places, which the written bodies name
 LIST_RATIO = 0.3  # the big employer's lists: at least 30% of the /healthz rate
@@ -73,6 +77,7 @@ class Scenario:
     connections: int | None = None  # instead of the run's (wrk needs one per thread at least)
     warmup: int = 0  # seconds of warm-up at least, whatever the run's
     uncached: bool = False  # against the server that keeps no job representations
+    floor: bool = False  # against the bare replay of PUT's statements (bench.floor)
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,7 @@ class Run:
     notes: list[str] = field(default_factory=list)
     load_average: list[float] = field(default_factory=list)  # 1-minute, before and after
     commit_ms: float = 0.0  # a durable commit of the bench database, median
+    floor_statements: list[str] = field(default_factory=list)  # one PUT's, as captured
     bench_jobs_removed: int = 0
     seconds: float = 0.0
 
@@ -112,6 +118,7 @@ def run(options: Options) -> bool:
     out = options.out_dir
     try:
         with (
+            contextlib.ExitStack() as stack,
             server.gunicorn(seeded.url, result.workers, out / "api-server.log") as srv,
             server.gunicorn(
                 seeded.url, result.workers, out / "api-server-uncached.log", {"JOB_CACHE_MB": "0"}
@@ -120,6 +127,17 @@ def run(options: Options) -> bool:
             healthz = Scenario(HEALTHZ, [wrk.Request("GET", "/healthz")], auth=False)
             scenarios = [healthz, *_scenarios(seeded, Client(srv.base_url, key), result.workers)]
             scenarios.append(replace(healthz, name=f"{HEALTHZ} (again)"))
+            put = next(s for s in scenarios if s.name == PUT)
+            sent = [r.body or "" for r in put.requests]
+            writes = floor.capture(seeded.url, key, sent, f"{API}/jobs")
+            result.floor_statements = [sql for sql, _values in writes[0].statements]
+            scenarios.insert(
+                scenarios.index(put) + 1,
+                Scenario(FLOOR, [wrk.Request("PUT", floor.PATH, b) for b in sent], floor=True),
+            )
+            bare = stack.enter_context(
+                floor.serving(seeded.url, writes, result.workers, out / "api-floor.log")
+            )
             print(
                 f"\nload: wrk -t{options.threads} -c{options.connections}, {options.warmup} s "
                 f"warm-up (GET one job, job pages {max(options.warmup, GET_ONE_WARMUP)} s) + "
@@ -128,7 +146,7 @@ def run(options: Options) -> bool:
                 flush=True,
             )
             for scenario in scenarios:
-                target = uncached if scenario.uncached else srv
+                target = bare if scenario.floor else uncached if scenario.uncached else srv
                 result.measured.append(_measure(options, wrk_path, target, key, scenario, result))
             result.worker_rss = srv.rss_bytes() | uncached.rss_bytes()
             result.master_rss = srv.master_rss_bytes()
@@ -495,6 +513,13 @@ def _report(options: Options, run: Run) -> bool:
         f"each sync worker waits for one per write, so writes cannot pass {ceiling:,.0f} req/s "
         f"= {ceiling / baseline:.0%} of /healthz here"
     )
+    bare, put = by_name[FLOOR], by_name[PUT]
+    print(
+        f"the floor of a write: PUT by referenceId's {len(run.floor_statements)} statements "
+        f"replayed by a bare handler (bench.floor), {bare.rps:,.0f} req/s "
+        f"= {bare.ratio or 0:.0%} of /healthz at {bare.cpu_ms:.2f} CPU ms; the app's PUT "
+        f"reaches {put.rps / bare.rps:.0%} of it"
+    )
     print(
         f"worker RSS after the load: {', '.join(f'{mb:.1f} MB' for mb in rss_mb)} "
         f"(master {(run.master_rss or 0) / 1e6:.1f} MB)"
@@ -520,6 +545,7 @@ def _report(options: Options, run: Run) -> bool:
             "cores": server.cores(),
             "load_average": run.load_average,
             "commit_ms": run.commit_ms,
+            "floor_statements": run.floor_statements,
             "seed": asdict(s),
             "server": {
                 "workers": run.workers,
