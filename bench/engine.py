@@ -44,11 +44,10 @@ from pathlib import Path
 import psycopg
 from celery import Celery
 from sqlalchemy import select
-from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, selectinload, sessionmaker
 
 from api import applications
-from bench import report, server, smtp_sink, webhook_loop, webhook_receiver
+from bench import report, seed, server, smtp_sink, webhook_loop, webhook_receiver
 from bench.options import Options
 from bench.workers import (
     MAIL_FROM,
@@ -124,7 +123,7 @@ def run(options: Options) -> bool:
     engine = make_engine(url)
     sessions = make_sessionmaker(engine)
     job_id = _job(sessions)
-    conninfo = make_url(url).set(drivername="postgresql").render_as_string(False)
+    conninfo = seed.conninfo(url)
     try:
         with ExitStack() as stack:
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="jobpost-")))

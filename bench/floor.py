@@ -25,9 +25,8 @@ import falcon.testing
 import orjson
 import psycopg
 from sqlalchemy import event
-from sqlalchemy.engine import make_url
 
-from bench import server
+from bench import seed, server
 from tests.harness import Program, free_port
 
 STATEMENTS = "JOBPOST_BENCH_FLOOR"  # the captured writes' file, for the replay's workers
@@ -46,6 +45,7 @@ def capture(url: str, key: str, bodies: list[str], path: str) -> list[Write]:
     """The writes the app (in this process, against `url`) makes of each of `bodies`, sent with
     PUT to `path`; those whose statements are not the usual number (a place read for the
     first time, a job left unchanged) are left out."""
+    # Here, not at the top: the replay's gunicorn workers import this module and need none.
     from api.app import create_app
     from models.engines import make_engine
     from models.settings import Settings
@@ -97,23 +97,14 @@ class Replay:
         resp.content_type, resp.data = falcon.MEDIA_JSON, write.answer
 
 
-def replay_app(url: str, writes: list[Write]) -> falcon.App[Any, Any]:
-    app: falcon.App[Any, Any] = falcon.App()
-    app.add_route(PATH, Replay(url, writes))
-    return app
-
-
 def served() -> falcon.App[Any, Any]:
     """gunicorn's app factory (`bench.floor:served()`), in each worker: the writes from the
     file STATEMENTS names."""
     with open(os.environ[STATEMENTS], "rb") as f:
         url, writes = pickle.load(f)
-    return replay_app(url, writes)
-
-
-def libpq_url(url: str) -> str:
-    """A SQLAlchemy URL of PostgreSQL as psycopg takes it."""
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    app: falcon.App[Any, Any] = falcon.App()
+    app.add_route(PATH, Replay(url, writes))
+    return app
 
 
 @contextmanager
@@ -122,25 +113,12 @@ def serving(url: str, writes: list[Write], workers: int, log_path: Path) -> Iter
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="jobpost-bench-floor-") as folder:
         kept = Path(folder) / "writes.pickle"
-        kept.write_bytes(pickle.dumps((libpq_url(url), writes)))
+        kept.write_bytes(pickle.dumps((seed.conninfo(url), writes)))
         command = [sys.executable, "-m", "gunicorn", "--workers", str(workers)]
         command += ["--bind", f"127.0.0.1:{port}", "bench.floor:served()"]
         environ = {**os.environ, STATEMENTS: str(kept)}
         with Program(command, log_path, env=environ, name="the floor", stop_timeout=30) as proc:
             srv = server.Server(f"http://127.0.0.1:{port}", proc.pid, workers)
-            proc.wait_until(
-                lambda: len(srv.worker_pids()) >= workers and _answers(port),
-                timeout=server.START_TIMEOUT,
-                what=f"the floor to answer (log: {log_path})",
-            )
+            what = f"the floor to answer (log: {log_path})"
+            proc.wait_until(lambda: server.answering(srv), timeout=server.START_TIMEOUT, what=what)
             yield srv
-
-
-def _answers(port: int) -> bool:
-    import socket
-
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-    except OSError:
-        return False
-    return True

@@ -21,7 +21,7 @@ from datetime import time as dtime
 
 import psycopg
 from sqlalchemy import Engine, create_engine, text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 
 from bench.options import Options
 from bench.words import (
@@ -154,8 +154,7 @@ def _vacuum(url: str) -> None:
     """What autovacuum would have done by now on a live database (and it may be off, as on the
     CI machines): visibility map set and hint bits written, so counts can be index-only and
     reads write nothing; statistics of every table current, reference tables included."""
-    conninfo = make_url(url).set(drivername="postgresql").render_as_string(False)
-    with psycopg.connect(conninfo, autocommit=True) as conn:
+    with psycopg.connect(conninfo(url), autocommit=True) as conn:
         for table in (*SEED_TABLES, "job_tallies"):  # the tallies' rows the last run replaced
             conn.execute(f"VACUUM (ANALYZE) {table}")
         conn.execute("ANALYZE")
@@ -187,8 +186,7 @@ def _seed(url: str) -> Seed:
             big_id, sizes, unlimited = _employers(engine)
         with phase("locations"):
             locations = _location_pool(engine)
-        conninfo = make_url(url).set(drivername="postgresql").render_as_string(False)
-        with psycopg.connect(conninfo) as conn:
+        with psycopg.connect(conninfo(url)) as conn:
             with phase("copy jobs"):
                 # One transaction: the tables are truncated in it, so COPY may FREEZE (rows
                 # written visible to all, no later rewrite by vacuum); the load skips the
@@ -430,6 +428,12 @@ def _job_rows(
             None if email_route else f"https://careers{employer_id}.test/jobs/{n}",
             updated[publish],
         )
+
+
+def conninfo(url: str | URL) -> str:
+    """A SQLAlchemy URL of PostgreSQL as psycopg takes it, for what the benches do on the
+    driver itself (COPY, VACUUM, a watching connection)."""
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 def issue_key(seed: Seed, employer_id: int) -> str:

@@ -63,11 +63,11 @@ def gunicorn(
         with Program(command, log_path, env=environ, name="the server", stop_timeout=30) as proc:
             server = Server(f"http://127.0.0.1:{port}", proc.pid, workers)
             what = f"the server to answer (log: {log_path})"
-            proc.wait_until(lambda: _serving(server), timeout=START_TIMEOUT, what=what)
+            proc.wait_until(lambda: answering(server), timeout=START_TIMEOUT, what=what)
             yield server
 
 
-def _serving(server: Server) -> bool:
+def answering(server: Server) -> bool:
     """The port answers HTTP (any status) and every worker has booted."""
     try:
         Client(server.base_url, timeout=2).request("GET", "/healthz", auth=False)

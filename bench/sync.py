@@ -43,7 +43,6 @@ from typing import Any
 
 import psycopg
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
 
 from bench import api, loads, memory, report, seed, server, sync_data
 from bench.http import Client, Response
@@ -197,10 +196,6 @@ def _service_env(database_url: str, broker_url: str, workdir: Path) -> dict[str,
     return env
 
 
-def _conninfo(url: str) -> str:
-    return make_url(url).set(drivername="postgresql").render_as_string(False)
-
-
 def _archive_beforehand(seeded: seed.Seed) -> int:
     """Archive the employer's active jobs with a referenceId, keeping their rows to put back
     after the bench. A snapshot archives such jobs when it leaves them out (C11), and the PUT
@@ -208,7 +203,7 @@ def _archive_beforehand(seeded: seed.Seed) -> int:
     loop does. A table left by an interrupted run is put back first: it holds the seed's
     state, the jobs may not. Returns how many were archived."""
     _restore(seeded)
-    with psycopg.connect(_conninfo(seeded.url), autocommit=True) as conn, conn.transaction():
+    with psycopg.connect(seed.conninfo(seeded.url), autocommit=True) as conn, conn.transaction():
         conn.execute(
             f"CREATE UNLOGGED TABLE {SAVED} AS SELECT * FROM jobs WHERE employer_id = %s "
             "AND id <= %s AND status = 'active' AND reference_id IS NOT NULL",
@@ -221,7 +216,7 @@ def _archive_beforehand(seeded: seed.Seed) -> int:
 
 def _restore(seeded: seed.Seed) -> int:
     """Put the saved jobs back as they were (the rows that changed); drop the saved table."""
-    with psycopg.connect(_conninfo(seeded.url), autocommit=True) as conn:
+    with psycopg.connect(seed.conninfo(seeded.url), autocommit=True) as conn:
         if conn.execute("SELECT to_regclass(%s) IS NOT NULL", (SAVED,)).fetchone() != (True,):
             return 0
         columns = [
@@ -245,7 +240,7 @@ def _restore(seeded: seed.Seed) -> int:
 
 def _delete_jobs(seeded: seed.Seed, references: Sequence[str]) -> None:
     """Delete the jobs the PUT loop created, so that the run creates them again."""
-    with psycopg.connect(_conninfo(seeded.url), autocommit=True) as conn:
+    with psycopg.connect(seed.conninfo(seeded.url), autocommit=True) as conn:
         conn.execute(
             "DELETE FROM jobs WHERE employer_id = %s AND id > %s AND reference_id = ANY(%s)",
             (seeded.big_employer_id, seeded.max_job_id, list(references)),
@@ -256,7 +251,7 @@ def _delete_jobs(seeded: seed.Seed, references: Sequence[str]) -> None:
 
 def _forget_runs(seeded: seed.Seed) -> None:
     """Delete the sync runs of the bench (their items go with them)."""
-    with psycopg.connect(_conninfo(seeded.url), autocommit=True) as conn:
+    with psycopg.connect(seed.conninfo(seeded.url), autocommit=True) as conn:
         if conn.execute("SELECT to_regclass('sync_runs') IS NOT NULL").fetchone() == (True,):
             conn.execute("DELETE FROM sync_runs WHERE employer_id = %s", (seeded.big_employer_id,))
 
@@ -328,7 +323,7 @@ def _backends_cpu(url: str) -> dict[int, float]:
     """CPU seconds of each client backend of the bench database, by pid: the connections
     of the server, the worker and the bench, not autovacuum, which a long run may wake and
     which `api._backends_cpu` would count."""
-    conninfo = _conninfo(url)
+    conninfo = seed.conninfo(url)
     with psycopg.connect(conninfo, autocommit=True) as conn:
         pids = conn.execute(
             "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "

@@ -32,7 +32,6 @@ from typing import Any
 
 import psycopg
 from sqlalchemy import Engine, event, text
-from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
@@ -99,7 +98,7 @@ class Task:
 def run(options: Options) -> bool:
     started = time.perf_counter()
     seeded = seed.ensure(options)
-    conninfo = make_url(seeded.url).set(drivername="postgresql").render_as_string(False)
+    conninfo = seed.conninfo(seeded.url)
     engine = make_engine(seeded.url, poolclass=NullPool)  # a fresh connection per timing
     sessions = make_sessionmaker(engine)
     try:

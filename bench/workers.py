@@ -65,7 +65,7 @@ from sqlalchemy import Engine, create_engine, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from bench import report, server, smtp_sink, wrk
+from bench import report, seed, server, smtp_sink, wrk
 from bench.http import Client
 from bench.options import Options
 from models import applications, employers, jobs
@@ -402,7 +402,7 @@ def _forget_api_applications(engine: Engine, url: str, broker_url: str) -> None:
     redis.Redis.from_url(broker_url).flushdb()  # the bench's private server
     with engine.begin() as conn:
         conn.execute(text("DELETE FROM applications"))  # résumés and outbox entries cascade
-    conninfo = make_url(url).set(drivername="postgresql").render_as_string(False)
+    conninfo = seed.conninfo(url)
     with psycopg.connect(conninfo, autocommit=True) as conn:
         for table in ("applications", "outbox", "resumes"):
             conn.execute(f"VACUUM (ANALYZE) {table}")
@@ -448,7 +448,7 @@ def _deliver(
         return bool(celery.control.ping(timeout=0.5))
 
     log = options.out_dir / "workers-worker.log"
-    conninfo = make_url(engine.url).set(drivername="postgresql").render_as_string(False)
+    conninfo = seed.conninfo(engine.url)
     with (
         worker(running.env, 1, log, ready) as worker_pid,
         psycopg.connect(conninfo, autocommit=True) as watch,
