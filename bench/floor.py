@@ -27,7 +27,7 @@ import psycopg
 from sqlalchemy import event
 
 from bench import seed, server
-from tests.harness import Program, free_port
+from tests.harness import free_port
 
 STATEMENTS = "JOBPOST_BENCH_FLOOR"  # the captured writes' file, for the replay's workers
 PATH = "/floor"
@@ -117,8 +117,5 @@ def serving(url: str, writes: list[Write], workers: int, log_path: Path) -> Iter
         command = [sys.executable, "-m", "gunicorn", "--workers", str(workers)]
         command += ["--bind", f"127.0.0.1:{port}", "bench.floor:served()"]
         environ = {**os.environ, STATEMENTS: str(kept)}
-        with Program(command, log_path, env=environ, name="the floor", stop_timeout=30) as proc:
-            srv = server.Server(f"http://127.0.0.1:{port}", proc.pid, workers)
-            what = f"the floor to answer (log: {log_path})"
-            proc.wait_until(lambda: server.answering(srv), timeout=server.START_TIMEOUT, what=what)
+        with server.running(command, port, workers, log_path, environ, "the floor") as srv:
             yield srv

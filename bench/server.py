@@ -59,15 +59,24 @@ def gunicorn(
         }
         command = [*JOBPOST, "serve", "--host", "127.0.0.1", "--port", str(port)]
         command += ["--workers", str(workers)]
-        # Stopped with SIGTERM: gunicorn's graceful shutdown of its workers.
-        with Program(command, log_path, env=environ, name="the server", stop_timeout=30) as proc:
-            server = Server(f"http://127.0.0.1:{port}", proc.pid, workers)
-            what = f"the server to answer (log: {log_path})"
-            proc.wait_until(lambda: answering(server), timeout=START_TIMEOUT, what=what)
+        with running(command, port, workers, log_path, environ, "the server") as server:
             yield server
 
 
-def answering(server: Server) -> bool:
+@contextmanager
+def running(
+    command: list[str], port: int, workers: int, log_path: Path, env: Mapping[str, str], name: str
+) -> Iterator[Server]:
+    """A gunicorn `command` serving on `port`, until it answers; stopped after."""
+    # Stopped with SIGTERM: gunicorn's graceful shutdown of its workers.
+    with Program(command, log_path, env=env, name=name, stop_timeout=30) as proc:
+        server = Server(f"http://127.0.0.1:{port}", proc.pid, workers)
+        what = f"{name} to answer (log: {log_path})"
+        proc.wait_until(lambda: _answering(server), timeout=START_TIMEOUT, what=what)
+        yield server
+
+
+def _answering(server: Server) -> bool:
     """The port answers HTTP (any status) and every worker has booted."""
     try:
         Client(server.base_url, timeout=2).request("GET", "/healthz", auth=False)
