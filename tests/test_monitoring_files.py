@@ -1,18 +1,21 @@
-"""The monitoring files an operator deploys (C9): deploy/prometheus/alerts.yml and its scrape
-configuration deploy/prometheus/prometheus.yml.
+"""The monitoring files an operator deploys (C9): deploy/prometheus/alerts.yml, its scrape
+configuration deploy/prometheus/prometheus.yml, and the Grafana dashboard
+deploy/grafana/jobpost.json.
 
 Each query may name only metrics the service exports: the names are collected from a real
 scrape of the web's /metrics (on a migrated database) and from what a worker's /metrics
-serves, so a renamed metric cannot leave a rule that never fires.
+serves, so a renamed metric cannot leave a rule or a panel that never fires or stays empty.
 promtool (Debian's `prometheus` package, `make prometheus`) checks the files and runs the
 rules' unit tests, tests/prometheus/alerts.test.yml.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -37,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
 SCRAPE = ROOT / "deploy" / "prometheus" / "prometheus.yml"
 RULE_TESTS = ROOT / "tests" / "prometheus" / "alerts.test.yml"
+DASHBOARD = ROOT / "deploy" / "grafana" / "jobpost.json"
 OPERATIONS = ROOT / "docs" / "operations.md"
 SEVERITIES = {"critical", "warning", "info"}
 # Prometheus's own series about each scrape, not the service's: rules may ask for them.
@@ -211,9 +215,10 @@ def asked_jobs(expr: str) -> set[str]:
     return set(re.findall(r'\bjob\s*=~?\s*"([^"]+)"', expr))
 
 
-def test_the_jobs_the_rules_ask_for_are_scraped() -> None:
+def test_the_jobs_the_rules_and_panels_ask_for_are_scraped() -> None:
     jobs = {job["job_name"] for job in yaml.safe_load(SCRAPE.read_text("utf-8"))["scrape_configs"]}
     asked = set().union(*(asked_jobs(rule["expr"]) for rule in rules()))
+    asked |= set().union(*(asked_jobs(expr) for _title, expr in panel_queries()))
     assert asked and asked <= jobs, f"{sorted(asked - jobs)} are not jobs of {SCRAPE.name}"
 
 
@@ -238,3 +243,46 @@ def test_the_scrape_configuration_finds_every_web_and_worker_of_compose() -> Non
         "jobpost-worker": ("worker", "A", worker_port),
     }
     assert scrape["rule_files"] == [ALERTS.name]
+
+
+# --- the dashboard -----------------------------------------------------------------------------
+
+
+def panels(items: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    for panel in items:
+        yield panel
+        yield from panels(panel.get("panels", []))  # a collapsed row holds its own
+
+
+def panel_queries() -> list[tuple[str, str]]:
+    dashboard = json.loads(DASHBOARD.read_text("utf-8"))
+    return [
+        (panel["title"], target["expr"])
+        for panel in panels(dashboard["panels"])
+        for target in panel.get("targets", [])
+    ]
+
+
+def test_every_dashboard_query_names_only_metrics_the_service_exports(
+    exported: set[str],
+) -> None:
+    queries = panel_queries()
+    assert queries
+    unknown = [
+        f"{title}: {sorted(names)}"
+        for title, expr in queries
+        if (names := metric_names(expr) - exported - SCRAPE_SERIES) or not metric_names(expr)
+    ]
+    assert not unknown, unknown
+
+
+def test_every_dashboard_graph_has_a_query_and_a_prometheus_source() -> None:
+    dashboard = json.loads(DASHBOARD.read_text("utf-8"))
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["datasource"]["query"] == "prometheus"
+    graphs = [p for p in panels(dashboard["panels"]) if p["type"] != "row"]
+    assert graphs and all(p.get("targets") for p in graphs)
+    assert all(p["datasource"]["uid"] == "${datasource}" for p in graphs)
+    assert len({p["id"] for p in panels(dashboard["panels"])}) == len(
+        list(panels(dashboard["panels"]))
+    )
