@@ -15,6 +15,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from typing import Any
 
 import falcon
@@ -32,7 +33,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import logs, outbox, reports, syncs, webhook_delivery
+from models import build, heartbeats, logs, outbox, reports, syncs, webhook_delivery
 from models.dates import utcnow
 
 QueueDepths = Callable[[], dict[str, int]]
@@ -143,7 +144,7 @@ class StateCollector(Collector):
             up.add_metric(["database"], 0)
             return
         up.add_metric(["database"], 1)
-        (counts, age), (hooks, hooks_age), runs, (reported, mails) = read
+        (counts, age), (hooks, hooks_age), runs, (reported, mails), beats = read
         entries = GaugeMetricFamily(
             "jobpost_outbox_entries",
             "Outbox entries (copies to email), by status.",
@@ -182,6 +183,15 @@ class StateCollector(Collector):
             "The operator's emails of fraud reports (C13), by status, as the outbox's.",
             mails,
         )
+        last_success = GaugeMetricFamily(
+            "jobpost_periodic_task_last_success_timestamp_seconds",
+            "When each periodic task last succeeded, in seconds since the epoch (C9); a task "
+            "that never succeeded is absent.",
+            labels=["task"],
+        )
+        for task, at in sorted(beats.items()):
+            last_success.add_metric([task], at.timestamp())
+        yield last_success
 
     def _read_outbox(
         self,
@@ -190,9 +200,10 @@ class StateCollector(Collector):
         tuple[dict[str, int], float],
         dict[str, int],
         tuple[dict[str, int], dict[str, int]],
+        dict[str, datetime],
     ]:
         """The outbox's figures, the webhook deliveries' (C12), the sync runs' (C11), the
-        fraud reports' and their emails' (C13)."""
+        fraud reports' and their emails' (C13), and the periodic tasks' last successes (C9)."""
         now = utcnow()
         with self.sessions() as session:
             return (
@@ -203,6 +214,7 @@ class StateCollector(Collector):
                 ),
                 syncs.counts_by_status(session.connection()),
                 (reports.counts(session), outbox.counts(session, outbox.REPORTS)),
+                heartbeats.last_successes(session),
             )
 
     def _queues(self, up: GaugeMetricFamily) -> Iterator[Metric]:
@@ -220,6 +232,20 @@ class StateCollector(Collector):
         for name, n in depths.items():
             queues.add_metric([name], n)
         yield queues
+
+
+class BuildInfo(Collector):
+    """`jobpost_build_info{version,python} 1`: which build answers (models.build)."""
+
+    def collect(self) -> Iterable[Metric]:
+        info = build.labels()
+        gauge = GaugeMetricFamily(
+            "jobpost_build_info",
+            "The build of jobpost this process runs (always 1).",
+            labels=[*info],
+        )
+        gauge.add_metric([*info.values()], 1)
+        yield gauge
 
 
 class _Default(Collector):
@@ -248,6 +274,7 @@ class Metrics:
         else:
             registry.register(_Default())
         registry.register(self.state)
+        registry.register(BuildInfo())
         resp.data = scrape(registry)
         resp.content_type = CONTENT_TYPE_PLAIN_0_0_4
 

@@ -308,6 +308,14 @@ class OutboxEntry(Base):
     __table_args__ = (Index("ix_outbox_status_next", "status", "next_attempt_at"),)
 
 
+class TaskHeartbeat(Base):
+    """The last success of a periodic task (C9, models.heartbeats), by its Celery name."""
+
+    __tablename__ = "task_heartbeats"
+    task: Mapped[str] = mapped_column(String(64), primary_key=True)
+    last_success_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
 class JobReport(Base):
     """A fraud report on a job (C13), as the operator reads and resolves it. It outlives
     its job (job_id null then): the operator's record of what was reported."""

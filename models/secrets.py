@@ -13,6 +13,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from models.settings import MAKE_KEY
+
 if TYPE_CHECKING:
     from cryptography.fernet import Fernet
 
@@ -57,7 +59,10 @@ def load_key(settings: KeySource) -> bytes:
         if not valid_key(raw):
             raise MissingKey(f"{path} is not a Fernet key; set JOBPOST_SECRET_KEY")
         return raw.encode("ascii")
-    raise MissingKey(f"JOBPOST_SECRET_KEY is not set (nor is there a key file at {path})")
+    raise MissingKey(
+        f"JOBPOST_SECRET_KEY is not set (nor JOBPOST_SECRET_KEY_FILE, nor is there a key file "
+        f"at {path}); make a key with `{MAKE_KEY}`"
+    )
 
 
 def ensure_key_file(settings: KeySource) -> Path | None:

@@ -35,7 +35,40 @@ VARIABLES = (
     "WEBHOOK_ALLOW_HTTP", "WEBHOOK_ALLOW_PRIVATE",
     "WEBHOOK_RETRY_SCHEDULE", "JOBPOST_SECRET_KEY", "CHANGE_FEED_LAG_SECONDS",
     "REPORTS_EMAIL", "REPORT_REVIEW_DAYS", "PRIVACY_CONTACT",
+    "JOBPOST_SECRET_KEY_FILE", "SMTP_PASSWORD_FILE", "DATABASE_URL_FILE",
+    "CELERY_BROKER_URL_FILE", "REDIS_URL_FILE",
 )  # fmt: skip
+
+# The settings that may hold a secret (a key, a password, a URL with one in it): each may be
+# given instead as NAME_FILE, the path of a file that holds the value (a Docker or Kubernetes
+# secret), so that it appears in no process's environment.
+SECRET_VARIABLES = (
+    "JOBPOST_SECRET_KEY", "SMTP_PASSWORD", "DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL",
+)  # fmt: skip
+FILE_SUFFIX = "_FILE"
+
+
+def from_files(e: Mapping[str, str]) -> Mapping[str, str]:
+    """`e` with each secret given as NAME_FILE read into NAME: the file's text, less one
+    trailing newline. Both set, an empty file or one that cannot be read is a ValueError
+    naming the variables (never the value)."""
+    found = dict(e)
+    for name in SECRET_VARIABLES:
+        path = e.get(name + FILE_SUFFIX)
+        if not path:
+            continue
+        if e.get(name):
+            raise ValueError(f"{name} and {name}{FILE_SUFFIX} are both set: set one of them")
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            why = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
+            raise ValueError(f"{name}{FILE_SUFFIX}: cannot read {path!r} ({why})") from None
+        value = text.removesuffix("\n").removesuffix("\r")
+        if not value:
+            raise ValueError(f"{name}{FILE_SUFFIX}: the file {path!r} is empty")
+        found[name] = value
+    return found
 
 
 REDIS_SCHEMES = ("redis://", "rediss://")
@@ -228,6 +261,12 @@ def _schedule(raw: str) -> tuple[float, ...]:
     return tuple(delays)
 
 
+# A command that prints a key JOBPOST_SECRET_KEY takes: the key as text, not bytes' repr.
+MAKE_KEY = (
+    "python3 -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'"
+)
+
+
 def _fernet_key(raw: str) -> str | None:
     """JOBPOST_SECRET_KEY: a Fernet key (url-safe base64 of 32 bytes), checked at start so a
     typo stops the process rather than every webhook write (C12)."""
@@ -237,8 +276,7 @@ def _fernet_key(raw: str) -> str | None:
 
     if not valid_key(raw):
         raise ValueError(
-            "not a Fernet key (url-safe base64 of 32 bytes; make one with "
-            "`python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key())'`)"
+            f"not a Fernet key (url-safe base64 of 32 bytes; make one with `{MAKE_KEY}`)"
         )
     return raw
 
@@ -391,7 +429,7 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        e = os.environ if env is None else env
+        e = from_files(os.environ if env is None else env)
         var = Path(e.get("JOBPOST_VAR_DIR") or "var")
         broker = e.get("CELERY_BROKER_URL") or f"sqla+sqlite:///{var}/broker.sqlite"
         redis_default = broker if is_redis(broker) else None

@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from models.settings import Settings
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # The `jobpost` subcommands the deployment files may use. Another test checks these against the
@@ -296,8 +298,9 @@ def test_services_built_here_replace_the_images_web_health_check(
 ) -> None:
     # The Dockerfile's HEALTHCHECK polls the web port; inherited by worker, beat or migrate it
     # would mark them unhealthy forever.
+    built = {svc.get("image") for svc in services.values() if svc.get("build")}
     for name, svc in services.items():
-        if not svc.get("build"):
+        if not svc.get("build") and svc.get("image") not in built:
             continue
         args = argv(svc.get("command"))
         if jobpost_subcommand(args) == "serve" and option(args, "--port") == str(WEB_PORT):
@@ -318,6 +321,45 @@ def test_app_services_have_the_configuration_they_need(
     for key in SHARED_ENV:
         values = {name: environment(services[name]).get(key) for name in APP_SERVICES}
         assert len(set(values.values())) == 1, f"app services disagree on {key}: {values}"
+
+
+def test_the_app_services_run_one_image_built_once(services: dict[str, dict[str, Any]]) -> None:
+    """One `image:` for the four: `docker compose up --build` builds it once (a service that
+    names the image another builds is neither built nor pulled), and every process runs the
+    same code. A second `build:` would build, and export, the same image again."""
+    images = {name: services[name].get("image") for name in APP_SERVICES}
+    assert len(set(images.values())) == 1 and None not in images.values(), (
+        f"the app services must share one `image:`: {images}"
+    )
+    image = images["migrate"]
+    builders = [name for name, svc in services.items() if svc.get("build")]
+    assert [name for name in builders if services[name].get("image") == image] == builders, (
+        f"every `build:` must make {image}: {builders}"
+    )
+    assert len(builders) == 1, f"{image} must be built by one service, not {builders}"
+    others = [n for n, svc in services.items() if svc.get("image") == image]
+    assert sorted(others) == sorted(APP_SERVICES), f"{image} is run by {others}"
+
+
+def test_the_app_services_read_the_secret_key_from_a_compose_secret(
+    compose: dict[str, Any], services: dict[str, dict[str, Any]]
+) -> None:
+    """JOBPOST_SECRET_KEY_FILE names the file compose mounts (`/run/secrets/<name>`), the key
+    is in no environment, and the file holds a key the settings accept."""
+    declared = compose.get("secrets") or {}
+    for name in APP_SERVICES:
+        env = environment(services[name])
+        assert "JOBPOST_SECRET_KEY" not in env, f"{name} has the key in its environment"
+        path = env.get("JOBPOST_SECRET_KEY_FILE", "")
+        secret = path.removeprefix("/run/secrets/")
+        assert path.startswith("/run/secrets/") and secret in declared, (
+            f"{name}'s JOBPOST_SECRET_KEY_FILE={path!r} is not a declared compose secret"
+        )
+        mounted = [s if isinstance(s, str) else s.get("source") for s in services[name]["secrets"]]
+        assert secret in mounted, f"{name} does not mount the secret {secret!r}"
+    key_file = ROOT / declared[secret]["file"]
+    settings = Settings.from_env({"JOBPOST_SECRET_KEY_FILE": str(key_file)})
+    assert settings.secret_key
 
 
 def test_database_url_reaches_the_postgres_service_with_its_credentials(

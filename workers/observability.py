@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from celery.signals import task_failure, task_postrun, task_prerun, worker_ready
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, start_http_server, values
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
 
-from models import logs
+from models import build, logs
 
 log = logging.getLogger("jobpost.task")
 
@@ -132,13 +135,42 @@ def _failed_elsewhere(
     record(sender.name, task_id, ERROR, None, 0, _request_id(kwargs))
 
 
-def serve_metrics(port: int) -> None:
-    """The worker's own /metrics on WORKER_METRICS_PORT, from the main process."""
-    registry: Any = REGISTRY
+class BuildInfo(Collector):
+    """`jobpost_build_info{version,python} 1`: which build this worker runs (models.build)."""
+
+    def collect(self) -> Iterable[Metric]:
+        info = build.labels()
+        gauge = GaugeMetricFamily(
+            "jobpost_build_info",
+            "The build of jobpost this process runs (always 1).",
+            labels=[*info],
+        )
+        gauge.add_metric([*info.values()], 1)
+        yield gauge
+
+
+class _Default(Collector):
+    """The process's own default registry, for when metrics are not shared between processes."""
+
+    def collect(self) -> Iterable[Metric]:
+        return REGISTRY.collect()
+
+
+def metrics_registry() -> CollectorRegistry:
+    """What the worker's /metrics serves: its processes' task counts, and its build."""
+    registry = CollectorRegistry(auto_describe=False)
     if multiprocess():
-        registry = CollectorRegistry()
         MultiProcessCollector(registry)
     else:
+        registry.register(_Default())
+    registry.register(BuildInfo())
+    return registry
+
+
+def serve_metrics(port: int) -> None:
+    """The worker's own /metrics on WORKER_METRICS_PORT, from the main process."""
+    registry = metrics_registry()
+    if not multiprocess():
         log.warning(
             "PROMETHEUS_MULTIPROC_DIR was not set when the worker started: "
             "/metrics shows the main process only (start it with `jobpost worker`)"

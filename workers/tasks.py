@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from celery import Celery, Task, shared_task
 from celery.signals import celeryd_after_setup, worker_process_shutdown, worker_shutdown
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import applications, idempotency, outbox, syncs, upkeep
+from models import applications, heartbeats, idempotency, outbox, syncs, upkeep
 from models import webhook_delivery as webhook_deliveries
 from models.dates import on_day, today_in, utcnow
 from models.settings import Settings
@@ -170,25 +171,36 @@ def run_sweep(
 RUNNERS = {"expire": run_expire, "refresh": run_refresh, "sweep": run_sweep, "purge": run_purge}
 
 
+def periodic(task: Task, run: Callable[[sessionmaker[Session], Settings], int]) -> int:
+    """A periodic task's work, then its heartbeat (models.heartbeats): the time it last
+    succeeded, which /metrics shows. A heartbeat that cannot be written is logged, not
+    raised: the work is done and committed, and the next run writes it."""
+    context = task_context(task.app)
+    sessions = context.sessions()
+    changed = run(sessions, context.settings)
+    try:
+        with session_scope(sessions) as session:
+            heartbeats.beat(session, task.name, now=utcnow())
+    except Exception as e:
+        log.warning("%s: cannot record its heartbeat: %s", task.name, e)
+    return changed
+
+
 @shared_task(name="jobpost.expire", bind=True)
 def expire(task: Task) -> int:
-    context = task_context(task.app)
-    return run_expire(context.sessions(), context.settings)
+    return periodic(task, run_expire)
 
 
 @shared_task(name="jobpost.refresh", bind=True)
 def refresh(task: Task) -> int:
-    context = task_context(task.app)
-    return run_refresh(context.sessions(), context.settings)
+    return periodic(task, run_refresh)
 
 
 @shared_task(name="jobpost.sweep", bind=True)
 def sweep(task: Task) -> int:
-    context = task_context(task.app)
-    return run_sweep(context.sessions(), context.settings, celery=task.app)
+    return periodic(task, lambda sessions, s: run_sweep(sessions, s, celery=task.app))
 
 
 @shared_task(name="jobpost.purge", bind=True)
 def purge(task: Task) -> int:
-    context = task_context(task.app)
-    return run_purge(context.sessions(), context.settings)
+    return periodic(task, run_purge)

@@ -5,7 +5,11 @@ purge every finished application)."""
 from __future__ import annotations
 
 import logging
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -314,3 +318,111 @@ def test_the_change_feed_lag_is_5_seconds_unless_set() -> None:
     """C14: CHANGE_FEED_LAG_SECONDS, default 5; fractions allowed."""
     assert Settings.from_env({}).change_feed_lag_seconds == 5
     assert Settings.from_env({"CHANGE_FEED_LAG_SECONDS": "2.5"}).change_feed_lag_seconds == 2.5
+
+
+# --- secrets from files (NAME_FILE) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "field"),
+    [
+        ("JOBPOST_SECRET_KEY", "x" * 43 + "=", "secret_key"),
+        ("SMTP_PASSWORD", "Smtp-S3cret", "smtp_password"),
+        ("DATABASE_URL", "postgresql://jobpost:Db-S3cret@db/jobpost", "database_url"),
+        ("CELERY_BROKER_URL", "redis://:Broker-S3cret@redis:6379/0", "broker_url"),
+        ("REDIS_URL", "redis://:Redis-S3cret@redis:6379/1", "redis_url"),
+    ],
+)
+def test_a_secret_is_read_from_the_file_its_file_variable_names(
+    tmp_path: Path, name: str, value: str, field: str
+) -> None:
+    """A Docker secret (`/run/secrets/…`) ends with a newline: it is not part of the value."""
+    secret = tmp_path / "secret"
+    secret.write_text(value + "\n", encoding="utf-8")
+    from_file = Settings.from_env({f"{name}_FILE": str(secret)})
+    assert from_file == Settings.from_env({name: value})
+    assert getattr(from_file, field) is not None and "S3cret" not in repr(from_file)
+
+
+def test_a_secret_given_both_ways_is_refused_naming_both(tmp_path: Path) -> None:
+    secret = tmp_path / "password"
+    secret.write_text("from-the-file", encoding="utf-8")
+    env = {"SMTP_PASSWORD": "in-the-env", "SMTP_PASSWORD_FILE": str(secret)}
+    with pytest.raises(ValueError, match=r"^SMTP_PASSWORD and SMTP_PASSWORD_FILE are both set"):
+        Settings.from_env(env)
+
+
+@pytest.mark.parametrize("kind", ["missing", "directory", "empty"])
+def test_a_secret_file_that_cannot_be_read_is_refused_naming_the_variable(
+    tmp_path: Path, kind: str
+) -> None:
+    path = {"missing": tmp_path / "nowhere", "directory": tmp_path}.get(kind, tmp_path / "key")
+    if kind == "empty":
+        path.write_text("", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"^JOBPOST_SECRET_KEY_FILE: ") as refused:
+        Settings.from_env({"JOBPOST_SECRET_KEY_FILE": str(path)})
+    assert str(path) in str(refused.value)
+
+
+def test_a_secret_file_whose_value_is_refused_names_the_variable_not_the_value(
+    tmp_path: Path,
+) -> None:
+    secret = tmp_path / "url"
+    secret.write_text("postgresql+psycopg2://jobpost:Db-S3cret@db/jobpost\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"^DATABASE_URL: ") as refused:
+        Settings.from_env({"DATABASE_URL_FILE": str(secret)})
+    assert "S3cret" not in str(refused.value)
+
+
+def test_a_command_reads_its_secret_key_from_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """The whole path, as `jobpost` runs it: a file that cannot be read stops the command in
+    one line naming the variable."""
+    monkeypatch.setenv("JOBPOST_SECRET_KEY_FILE", str(tmp_path / "absent.key"))
+    assert main(["employers", "list"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("jobpost: JOBPOST_SECRET_KEY_FILE: cannot read ") and err.count("\n") == 1
+
+
+def printed_command(message: str) -> str:
+    """The command a message asks the operator to run: the last text in backquotes."""
+    found = re.findall(r"`([^`]+)`", message)
+    assert found, f"no command in {message!r}"
+    return str(found[-1])
+
+
+def run_as_an_operator(command: str) -> str:
+    """`command` through a shell, with this install's programs first on PATH, as an operator
+    in the image (or in an activated virtualenv) would type it."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    done = subprocess.run(
+        ["sh", "-c", command],
+        env={**os.environ, "PATH": path},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout
+
+
+def test_the_key_a_refused_secret_key_asks_for_is_accepted() -> None:
+    """The message said to print Fernet.generate_key(): its `b'…'` is refused in turn."""
+    with pytest.raises(ValueError, match=r"^JOBPOST_SECRET_KEY: not a Fernet key") as refused:
+        Settings.from_env({"JOBPOST_SECRET_KEY": "typo"})
+    key = run_as_an_operator(printed_command(str(refused.value))).strip()
+    assert Settings.from_env({"JOBPOST_SECRET_KEY": key}).secret_key == key
+
+
+def test_the_key_a_missing_secret_key_asks_for_is_accepted(tmp_path: Path) -> None:
+    from models import secrets
+
+    settings = Settings.from_env({"JOBPOST_VAR_DIR": str(tmp_path)})
+    with pytest.raises(secrets.MissingKey, match="JOBPOST_SECRET_KEY_FILE") as missing:
+        secrets.load_key(settings)
+    key = run_as_an_operator(printed_command(str(missing.value)))
+    key_file = tmp_path / "jobpost.key"
+    key_file.write_text(key, encoding="utf-8")  # as `… > jobpost.key` writes it
+    given = Settings.from_env({"JOBPOST_SECRET_KEY_FILE": str(key_file)})
+    assert secrets.load_key(given) == key.strip().encode()

@@ -26,7 +26,7 @@ from sqlalchemy import Engine, select
 
 import workers.tasks  # declares the tasks: every app make_celery makes has them
 from beat_schedule import SCHEDULE
-from models import employers
+from models import employers, heartbeats
 from models.dates import today_in, utcnow
 from models.engines import make_engine
 from models.entities import Job
@@ -286,3 +286,5 @@ def test_beat_fires_expire_and_a_worker_archives_the_expired_job(
     assert "Sending due task expire-closed-jobs (jobpost.expire)" in procs["beat"].text()
     with factory() as s:  # a job is active through its close date (C5)
         assert s.scalar(select(Job.status).where(Job.id == open_job.id)) == "active"
+        # and the run left its heartbeat, which /metrics shows (C9)
+        assert "jobpost.expire" in heartbeats.last_successes(s)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import platform
 import re
 import shutil
 import socket
@@ -16,6 +17,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from datetime import date
+from importlib import metadata
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -93,6 +95,10 @@ def jobpost_all(
         out, err = proc.communicate(timeout=60)
         done.append(subprocess.CompletedProcess([*JOBPOST, *args], proc.returncode, out, err))
     return done
+
+
+# jobpost_build_info's labels: the package installed here, on this Python (models.build).
+BUILD = {"version": metadata.version("jobpost"), "python": platform.python_version()}
 
 
 def fetch(url: str, timeout: float = 5) -> tuple[int, str]:
@@ -286,6 +292,7 @@ def test_request_counts_add_up_across_two_gunicorn_workers(
             assert metric(text, "jobpost_outbox_entries", status="pending") == 0
             assert metric(text, "jobpost_outbox_oldest_pending_seconds") == 0
             assert metric(text, "jobpost_queue_length", queue="email") == 0
+            assert metric(text, "jobpost_build_info", **BUILD) == 1
         assert not (home / ".gunicorn").exists()  # no control socket another server could take
     finally:
         web.stop()
@@ -444,6 +451,7 @@ def test_the_worker_counts_and_logs_each_delivery_with_the_request_id(
         wait_for(lambda: deliveries("failed") == 1, timeout=10, what="the failure counted")
         assert deliveries("succeeded") == 1
         assert deliveries("retried") is None
+        assert metric(fetch(metrics_url)[1], "jobpost_build_info", **BUILD) == 1
     finally:
         worker.stop()
         celery.close()
