@@ -89,3 +89,27 @@ def test_a_solo_pool_of_several_tasks_at_once_is_refused(tmp_path: Path) -> None
     args = parser().parse_args(["worker", "--pool", "solo", "--concurrency", "4"])
     with pytest.raises(SystemExit, match="--pool solo runs one task at a time"):
         services.worker(args, Command(settings))
+
+
+@pytest.mark.parametrize(
+    ("argv", "queues"),
+    [
+        (["worker"], "email,maintenance,syncs,webhooks"),
+        (["worker", "--queues", "webhooks"], "webhooks"),
+        (["worker", "--queues", "email, maintenance"], "email,maintenance"),
+    ],
+)
+def test_a_worker_consumes_every_queue_unless_told_which(
+    started: list[list[str]], tmp_path: Path, argv: list[str], queues: str
+) -> None:
+    """C12: webhooks have a queue of their own, which a worker consumes by default."""
+    settings = Settings.from_env({"JOBPOST_VAR_DIR": str(tmp_path)})
+    assert services.worker(parser().parse_args(argv), Command(settings)) == 0
+    [options] = started
+    assert options[options.index("-Q") + 1] == queues
+
+
+def test_an_unknown_queue_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parser().parse_args(["worker", "--queues", "email,mail"])
+    assert "name some of email, maintenance, syncs, webhooks" in capsys.readouterr().err
