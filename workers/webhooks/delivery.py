@@ -38,6 +38,10 @@ OUTCOMES = Counter(
     "Webhook delivery attempts by event type and outcome (succeeded, retry, failed, disabled).",
     ["event", "outcome"],
 )
+DEFERRED = Counter(
+    "jobpost_webhook_deferred",
+    "Webhook deliveries due but not attempted: their endpoint or employer had its cap in flight.",
+)
 # What may go wrong in the exchange itself: every one is a failed attempt, retried.
 EXCHANGE_ERRORS = (
     client.Refused,
@@ -54,6 +58,8 @@ def timing(settings: Settings) -> deliveries.Timing:
         lease_seconds=settings.outbox_lease_seconds,
         sweep_grace_seconds=settings.outbox_sweep_grace_seconds,
         schedule=settings.webhook_retry_schedule,
+        endpoint_in_flight=settings.webhook_endpoint_in_flight,
+        employer_in_flight=settings.webhook_employer_in_flight,
     )
 
 
@@ -87,23 +93,51 @@ def deliver(
     delivery_id: int,
     *,
     sender: client.Client | None = None,
+    hand_on: Callable[[list[int]], object] | None = None,
 ) -> str:
     """One attempt. Returns "skipped" (not claimable: finished, not yet due, another
-    worker's, its endpoint disabled or deleted), "succeeded", "retry", "failed", "disabled"
-    (a 410 disabled the endpoint) or "lost" (the lease was taken over, or it was deleted)."""
+    worker's, its endpoint disabled or deleted), "deferred" (due, but its endpoint or employer
+    has its cap in flight: no attempt made or counted), "succeeded", "retry", "failed",
+    "disabled" (a 410 disabled the endpoint) or "lost" (the lease was taken over, or it was
+    deleted). Once an attempt ends, `hand_on` is given the delivery waiting for its place."""
     t = timing(settings)
-    # As for email copies (workers.delivery): each step is one statement; on PostgreSQL
-    # they commit by themselves and no transaction stays open during the POST.
-    steps = autocommit_sessions(sessions)
-    with session_scope(steps) as s:
+    # The claim is a transaction of its own (on PostgreSQL, the employer's turn). Then, as
+    # for email copies (workers.delivery), each step is one statement; on PostgreSQL they
+    # commit by themselves and no transaction stays open during the POST.
+    deferred = False
+    with session_scope(sessions) as s:
         claimed = deliveries.claim(s, delivery_id, now=utcnow(), timing=t)
         if claimed is None:
-            return "skipped"
-        if steps is sessions:
-            commit(s)
+            deferred = deliveries.defer(s, delivery_id, now=utcnow())
+    if claimed is None:
+        if deferred:
+            DEFERRED.inc()
+        return "deferred" if deferred else "skipped"
+    steps = autocommit_sessions(sessions)
+    with session_scope(steps) as s:
         outcome = _attempt(s, steps, settings, t, claimed, sender or client_for(settings))
     OUTCOMES.labels(claimed.type, outcome).inc()
+    if hand_on is not None:
+        _hand_on(steps, t, claimed.endpoint_id, hand_on)
     return outcome
+
+
+def _hand_on(
+    steps: sessionmaker[Session],
+    t: deliveries.Timing,
+    endpoint_id: int,
+    hand_on: Callable[[list[int]], object],
+) -> None:
+    """Enqueue the delivery that waited for the place this attempt frees; on a database
+    error, the sweeper enqueues it instead."""
+    try:
+        with session_scope(steps) as s:
+            waiting = deliveries.next_waiting(s, endpoint_id, now=utcnow(), timing=t)
+    except SQLAlchemyError as e:
+        log.warning("webhook hand-on after endpoint %s failed: %s", endpoint_id, database_said(e))
+        return
+    if waiting is not None:
+        hand_on([waiting])
 
 
 def _attempt(
