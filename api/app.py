@@ -102,7 +102,11 @@ def create_app(
     hooks = webhooks.Context(
         keys=settings,
         policy=parts.url_policy
-        or UrlPolicy(settings.webhook_allow_http, settings.webhook_allow_private),
+        or UrlPolicy(
+            settings.webhook_allow_http,
+            settings.webhook_allow_private,
+            allowed_ports=settings.webhook_allowed_ports,
+        ),
         now=parts.now,
         public_base_url=base,
         enqueue=parts.enqueue_webhooks,

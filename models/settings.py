@@ -32,7 +32,7 @@ VARIABLES = (
     "DELIVERY_RETRY_HOURS", "READY_TIMEOUT_SECONDS", "PROMETHEUS_MULTIPROC_DIR",
     "WORKER_METRICS_PORT", "JOBPOST_VAR_DIR", "JOBPOST_BEAT_EVERY_SECONDS", "JOB_CACHE_MB",
     "TRUSTED_PROXIES", "GUNICORN_CMD_ARGS", "SYNC_RETENTION_DAYS", "SYNC_LEASE_SECONDS",
-    "WEBHOOK_ALLOW_HTTP", "WEBHOOK_ALLOW_PRIVATE",
+    "WEBHOOK_ALLOW_HTTP", "WEBHOOK_ALLOW_PRIVATE", "WEBHOOK_ALLOWED_PORTS",
     "WEBHOOK_ENDPOINT_IN_FLIGHT", "WEBHOOK_EMPLOYER_IN_FLIGHT",
     "WEBHOOK_RETRY_SCHEDULE", "JOBPOST_SECRET_KEY", "CHANGE_FEED_LAG_SECONDS",
     "REPORTS_EMAIL", "REPORT_REVIEW_DAYS", "PRIVACY_CONTACT",
@@ -234,9 +234,9 @@ def _port_ranges(raw: str) -> PortRanges:
     """WEBHOOK_ALLOWED_PORTS: ports and ranges, comma-separated (`9000,10000-10099`)."""
     ranges = []
     for part in filter(None, (p.strip() for p in raw.split(","))):
-        low, _, high = part.partition("-")
+        low, dash, high = part.partition("-")
         try:
-            first, last = _port(low.strip()), _port((high or low).strip())
+            first, last = _port(low.strip()), _port((high if dash else low).strip())
         except ValueError:
             raise ValueError(f"{part!r} is not a port or a range (8000-8999)") from None
         if first > last:
@@ -472,6 +472,7 @@ class Settings:
             webhook_retry_schedule=_read(
                 e, "WEBHOOK_RETRY_SCHEDULE", "5,300,1800,7200,18000,36000,36000", _schedule
             ),
+            webhook_allowed_ports=_read(e, "WEBHOOK_ALLOWED_PORTS", "", _port_ranges),
             webhook_endpoint_in_flight=int(
                 _read(e, "WEBHOOK_ENDPOINT_IN_FLIGHT", "2", _number(1, whole=True, most=1000))
             ),

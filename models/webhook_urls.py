@@ -21,6 +21,23 @@ SHARED = ipaddress.ip_network("100.64.0.0/10")  # carrier-grade NAT, refused too
 NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 Resolve = Callable[[str, int, float], list[str]]
+PortRanges = tuple[tuple[int, int], ...]  # WEBHOOK_ALLOWED_PORTS, as models.settings reads it
+# C12: web ports only, so that an endpoint cannot aim the workers at a database or a mail
+# server; plain HTTP's only where it is allowed. WEBHOOK_ALLOWED_PORTS adds others.
+TLS_PORTS = (443, 8443)
+PLAIN_PORTS = (80, 8080)
+
+
+def port_allowed(port: int, *, allow_http: bool, extra: PortRanges = ()) -> bool:
+    """Whether a webhook URL may name `port` (C12)."""
+    if port in TLS_PORTS or (allow_http and port in PLAIN_PORTS):
+        return True
+    return any(low <= port <= high for low, high in extra)
+
+
+def url_port(parts: SplitResult) -> int:
+    """The port a URL names, or its scheme's."""
+    return parts.port or (443 if parts.scheme.lower() == "https" else 80)
 
 
 class Unresolved(Exception):
@@ -110,6 +127,7 @@ def check_url(
     allow_private: bool,
     resolve: Resolve = resolve,
     field: str = "url",
+    allowed_ports: PortRanges = (),
 ) -> FieldError | None:
     """The first rule of C12 that `url` breaks, as the C1 entry to answer; None if it keeps
     them all. Every address its host resolves to must be allowed."""
@@ -132,7 +150,15 @@ def check_url(
         return FieldError(field, "invalid_format", f"{field} must not carry a user or password.")
     host = parts.hostname
     assert host is not None
-    port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+    port = url_port(parts)
+    if not port_allowed(port, allow_http=allow_http, extra=allowed_ports):
+        ports = TLS_PORTS + (PLAIN_PORTS if allow_http else ())
+        shown_ports = ", ".join(map(str, sorted(ports)))
+        return FieldError(
+            field,
+            "url_not_allowed",
+            f"{field}'s port {port} is not allowed: use a web port ({shown_ports}).",
+        )
     try:
         addresses = resolve(host, port, RESOLVE_SECONDS)
     except Unresolved as e:

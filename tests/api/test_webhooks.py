@@ -74,7 +74,10 @@ def build(
     enqueued: list[list[int]] = []
     hosts = dict(HOSTS)
     policy = webhooks.UrlPolicy(
-        settings.webhook_allow_http, settings.webhook_allow_private, resolver(hosts)
+        settings.webhook_allow_http,
+        settings.webhook_allow_private,
+        resolver(hosts),
+        settings.webhook_allowed_ports,
     )
     parts = Collaborators(url_policy=policy, enqueue_webhooks=enqueued.append)
     app = create_app(settings, sessions, parts, today=clock)
@@ -176,6 +179,8 @@ def test_list_is_oldest_first_and_paged(hooks: Hooks, employer: Account) -> None
         ({"url": "https://hooks.example.com/a\x00", "events": ["*"]}, [("url", "invalid_format")]),
         ({"url": URL + "/" + "a" * 2000, "events": ["*"]}, [("url", "too_long")]),
         ({"url": "https://nowhere.invalid/", "events": ["*"]}, [("url", "url_not_allowed")]),
+        ({"url": "https://hooks.example.com:22/", "events": ["*"]}, [("url", "url_not_allowed")]),
+        ({"url": "https://hooks.example.com:80/", "events": ["*"]}, [("url", "url_not_allowed")]),
         ({"url": URL}, [("events", "required")]),
         ({"url": URL, "events": []}, [("events", "too_few")]),
         ({"url": URL, "events": "*"}, [("events", "invalid_type")]),
@@ -203,6 +208,44 @@ def test_the_longest_url_and_description_are_taken(hooks: Hooks, employer: Accou
     url = URL + "/" + "a" * (2000 - len(URL) - 1)
     created = register(hooks, employer.key, url=url, description="d" * 200)
     assert (len(created["url"]), len(created["description"])) == (2000, 200)
+
+
+def test_only_web_ports_are_taken_unless_webhook_allowed_ports_widens_them(
+    settings: Settings, sessions: sessionmaker[Session], clock: Clock, employer: Account
+) -> None:
+    """C12: 443 and 8443; 80 and 8080 with plain HTTP; WEBHOOK_ALLOWED_PORTS adds others. A
+    port refused is named, and no name is resolved for it."""
+    hooks = build(settings, sessions, clock)
+    for url in ("https://hooks.example.com/", "https://hooks.example.com:8443/a"):
+        assert register(hooks, employer.key, url=url)["url"] == url
+    body = {"url": "https://hooks.example.com:5432/", "events": ["*"]}
+    refused = hooks.api.post(f"{V}/webhooks", key=employer.key, json=body)
+    assert entries(refused) == [("url", "url_not_allowed")]
+    assert refused.json["errors"][0]["message"] == (
+        "url's port 5432 is not allowed: use a web port (443, 8443)."
+    )
+    del hooks.hosts["hooks.example.com"]  # a lookup would now fail with another message
+    refused = hooks.api.post(f"{V}/webhooks", key=employer.key, json=body)
+    assert "port 5432 is not allowed" in refused.json["errors"][0]["message"]
+    plain = build(settings, sessions, clock, allow_http=True)
+    for url in ("http://hooks.example.com/", "http://hooks.example.com:8080/"):
+        assert register(plain, employer.key, url=url)["url"] == url
+    body = {"url": "http://hooks.example.com:8000/", "events": ["*"]}
+    refused = plain.api.post(f"{V}/webhooks", key=employer.key, json=body)
+    assert refused.json["errors"][0]["message"] == (
+        "url's port 8000 is not allowed: use a web port (80, 443, 8080, 8443)."
+    )
+    wider = build(
+        dataclasses.replace(settings, webhook_allowed_ports=((5432, 5432), (9000, 9099))),
+        sessions,
+        clock,
+    )
+    for port in (5432, 9000, 9099):
+        register(wider, employer.key, url=f"https://hooks.example.com:{port}/")
+    body = {"url": "https://hooks.example.com:9100/", "events": ["*"]}
+    assert entries(wider.api.post(f"{V}/webhooks", key=employer.key, json=body)) == [
+        ("url", "url_not_allowed")
+    ]
 
 
 def test_http_only_with_webhook_allow_http(
@@ -366,6 +409,7 @@ def test_put_is_partial(hooks: Hooks, employer: Account) -> None:
         ({"events": None}, [("events", "required")]),
         ({"events": []}, [("events", "too_few")]),
         ({"url": "https://nowhere.invalid/"}, [("url", "url_not_allowed")]),
+        ({"url": "https://hooks.example.com:6379/"}, [("url", "url_not_allowed")]),
         (
             {"description": "x" * 201, "status": "off"},
             [("description", "too_long"), ("status", "out_of_range")],

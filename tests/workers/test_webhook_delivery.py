@@ -5,6 +5,7 @@ Webhooks library."""
 from __future__ import annotations
 
 import dataclasses
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -48,9 +49,18 @@ def factory(database: Engine) -> sessionmaker[Session]:
     return make_sessionmaker(database)
 
 
+# The receivers listen on free ports: the tests allow every port beyond the web ports (C12).
+ANY_PORT = ((1, 65535),)
+
+
 @pytest.fixture
 def hook_settings(settings: Settings) -> Settings:
-    return dataclasses.replace(settings, secret_key=KEY.decode(), webhook_allow_private=True)
+    return dataclasses.replace(
+        settings,
+        secret_key=KEY.decode(),
+        webhook_allow_private=True,
+        webhook_allowed_ports=ANY_PORT,
+    )
 
 
 @pytest.fixture
@@ -285,7 +295,12 @@ def test_dns_that_turns_private_at_send_is_refused(
     factory: sessionmaker[Session], settings: Settings, receiver: Receiver
 ) -> None:
     """Registered while it resolved to a public address; now it answers a private one."""
-    s = dataclasses.replace(settings, secret_key=KEY.decode(), webhook_allow_private=False)
+    s = dataclasses.replace(
+        settings,
+        secret_key=KEY.decode(),
+        webhook_allow_private=False,
+        webhook_allowed_ports=ANY_PORT,
+    )
     employer_id, _ = endpoint(factory, receiver)
     [d] = emit(factory, employer_id)
     sender = client.Client(
@@ -307,6 +322,51 @@ def test_plain_http_is_refused_at_send_without_webhook_allow_http(
         allowed = dataclasses.replace(hook_settings, webhook_allow_http=True)
         make_due(factory, d)
         assert deliver(factory, allowed, plain, d) == "succeeded"
+
+
+def test_a_port_no_longer_allowed_is_refused_at_send(
+    factory: sessionmaker[Session], hook_settings: Settings, receiver: Receiver
+) -> None:
+    """A URL stored before the port rule, or under a wider WEBHOOK_ALLOWED_PORTS (C12)."""
+    employer_id, _ = endpoint(factory, receiver)
+    [d] = emit(factory, employer_id)
+    narrow = dataclasses.replace(hook_settings, webhook_allowed_ports=())
+    assert deliver(factory, narrow, receiver, d) == "retry"
+    assert row(factory, d).last_error == f"Refused: port {receiver.port} is not allowed"
+    assert receiver.received == []
+
+
+def test_a_connection_that_fails_reads_the_same_refused_or_silent(
+    factory: sessionmaker[Session], hook_settings: Settings, receiver: Receiver
+) -> None:
+    """lastError does not tell which ports answer: nothing listening (refused) and a host
+    that never completes the handshake (timed out) read alike (C12)."""
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    closed_port = closed.getsockname()[1]
+    closed.close()
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(0)
+    filler = socket.create_connection(silent.getsockname())  # the backlog is full: SYNs wait
+    errors = []
+    try:
+        for port in (closed_port, silent.getsockname()[1]):
+            employer_id, endpoint_id = endpoint(factory, receiver)
+            with session_scope(factory) as s:
+                s.execute(
+                    update(WebhookEndpoint)
+                    .where(WebhookEndpoint.id == endpoint_id)
+                    .values(url=f"https://hooks.test:{port}/hook")
+                )
+            [d] = emit(factory, employer_id)
+            outcome = deliver(factory, hook_settings, receiver, d, connect_timeout=0.5)
+            assert outcome == "retry"
+            errors.append(row(factory, d).last_error)
+    finally:
+        filler.close()
+        silent.close()
+    assert errors == ["could not connect to the receiver"] * 2
 
 
 def test_no_employer_receives_another_employers_events(

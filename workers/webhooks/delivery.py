@@ -27,7 +27,7 @@ from models.dates import utcnow
 from models.engines import database_said
 from models.settings import Settings
 from models.unit_of_work import autocommit_sessions, commit, session_scope
-from models.webhook_urls import address_allowed
+from models.webhook_urls import address_allowed, port_allowed, url_port
 from workers.delivery import SEND_SHARE_OF_LEASE
 from workers.webhooks import client, signing
 
@@ -42,6 +42,10 @@ DEFERRED = Counter(
     "jobpost_webhook_deferred",
     "Webhook deliveries due but not attempted: their endpoint or employer had its cap in flight.",
 )
+# C12: a connection that fails reads the same whatever the reason, so that `lastError` does
+# not tell an employer which hosts and ports answer, and which are silent.
+CONNECT_ERRORS = (client.Unreachable,)
+CONNECT_FAILED = "could not connect to the receiver"
 # What may go wrong in the exchange itself: every one is a failed attempt, retried.
 EXCHANGE_ERRORS = (
     client.Refused,
@@ -154,12 +158,19 @@ def _attempt(
     status: int | None = None
     try:
         signing_secrets = secrets.signing_secrets(claimed, utcnow(), secrets.load_key(settings))
-        if urlsplit(claimed.url).scheme != "https" and not settings.webhook_allow_http:
+        parts = urlsplit(claimed.url)
+        if parts.scheme != "https" and not settings.webhook_allow_http:
             raise client.Refused("the URL is not https")
+        port = url_port(parts)
+        allow_http, extra = settings.webhook_allow_http, settings.webhook_allowed_ports
+        if not port_allowed(port, allow_http=allow_http, extra=extra):
+            raise client.Refused(f"port {port} is not allowed")
         headers = signing.headers(claimed.message_id, body, signing_secrets, at=utcnow())
         answer = sender.post(claimed.url, body, headers, limit=limit)
     except (RuntimeError, InvalidToken) as e:  # no key, or not the key it was sealed with
         error = f"the secret cannot be read: {e or type(e).__name__}"
+    except CONNECT_ERRORS:  # refused, unreachable or timed out: the same words for all
+        error = CONNECT_FAILED
     except EXCHANGE_ERRORS as e:
         error = f"{type(e).__name__}: {e}"
     else:
