@@ -33,7 +33,7 @@ VARIABLES = (
     "WORKER_METRICS_PORT", "JOBPOST_VAR_DIR", "JOBPOST_BEAT_EVERY_SECONDS", "JOB_CACHE_MB",
     "TRUSTED_PROXIES", "GUNICORN_CMD_ARGS", "SYNC_RETENTION_DAYS", "SYNC_LEASE_SECONDS",
     "WEBHOOK_ALLOW_HTTP", "WEBHOOK_ALLOW_PRIVATE", "WEBHOOK_ALLOWED_PORTS",
-    "WEBHOOK_ENDPOINT_IN_FLIGHT", "WEBHOOK_EMPLOYER_IN_FLIGHT",
+    "WEBHOOK_ENDPOINT_IN_FLIGHT", "WEBHOOK_EMPLOYER_IN_FLIGHT", "WEBHOOK_TEST_RATE_LIMIT",
     "WEBHOOK_RETRY_SCHEDULE", "JOBPOST_SECRET_KEY", "CHANGE_FEED_LAG_SECONDS",
     "REPORTS_EMAIL", "REPORT_REVIEW_DAYS", "PRIVACY_CONTACT",
 )  # fmt: skip
@@ -479,6 +479,7 @@ class Settings:
             webhook_employer_in_flight=int(
                 _read(e, "WEBHOOK_EMPLOYER_IN_FLIGHT", "8", _number(1, whole=True, most=10000))
             ),
+            webhook_test_rate_limit=_read(e, "WEBHOOK_TEST_RATE_LIMIT", "10/minute", _limit),
             secret_key=_read(e, "JOBPOST_SECRET_KEY", "", _fernet_key, secret=True),
             reports_email=_read(e, "REPORTS_EMAIL", "", _recipient),
             report_review_days=int(

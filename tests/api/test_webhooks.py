@@ -14,9 +14,10 @@ from typing import Any
 import falcon.testing
 import pytest
 from cryptography.fernet import Fernet
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from api import ratelimit
 from api.app import Collaborators, create_app
 from models import secrets, webhooks
 from models.dates import utcnow
@@ -64,6 +65,7 @@ def build(
     *,
     allow_http: bool = False,
     allow_private: bool = False,
+    resends: ratelimit.Limiter | None = None,
 ) -> Hooks:
     settings = dataclasses.replace(
         settings,
@@ -79,7 +81,9 @@ def build(
         resolver(hosts),
         settings.webhook_allowed_ports,
     )
-    parts = Collaborators(url_policy=policy, enqueue_webhooks=enqueued.append)
+    parts = Collaborators(
+        url_policy=policy, enqueue_webhooks=enqueued.append, resend_limiter=resends
+    )
     app = create_app(settings, sessions, parts, today=clock)
     return Hooks(Api(app), enqueued, hosts, sessions, settings)
 
@@ -604,6 +608,39 @@ def test_retry_sends_a_failed_delivery_again_from_the_start_of_the_schedule(
     assert hooks.enqueued == [[d.id]]
     again = hooks.api.post(f"{path}/deliveries/{message}/retry", key=employer.key)
     assert (again.status_code, again.json["code"]) == (409, "delivery_not_failed")
+
+
+def test_tests_and_retries_are_throttled_per_endpoint(
+    settings: Settings, sessions: sessionmaker[Session], clock: Clock, employer: Account
+) -> None:
+    """C12: WEBHOOK_TEST_RATE_LIMIT counts an endpoint's tests and retries together; over
+    it, 429 rate_limited with Retry-After, and nothing is written or enqueued."""
+    now = [1000.0]  # 20 s before the window of a minute ends
+    limiter = ratelimit.MemoryLimiter(3, 60, clock=lambda: now[0])
+    hooks = build(settings, sessions, clock, resends=limiter)
+    first, other = register(hooks, employer.key), register(hooks, employer.key)
+    path = f"{V}/webhooks/{first['id']}"
+    messages = [hooks.api.post(f"{path}/test", key=employer.key).json["id"] for _ in range(2)]
+    fail(hooks, messages[0])
+    fail(hooks, messages[1])
+    retried = hooks.api.post(f"{path}/deliveries/{messages[0]}/retry", key=employer.key)
+    assert retried.status_code == 202  # the third of three
+    hooks.enqueued.clear()
+    for over in (
+        hooks.api.post(f"{path}/test", key=employer.key),
+        hooks.api.post(f"{path}/deliveries/{messages[1]}/retry", key=employer.key),
+    ):
+        assert (over.status_code, over.json["code"]) == (429, "rate_limited")
+        assert over.headers["retry-after"] == "20"
+        assert over.json["detail"] == "Too many tests and retries for this webhook; retry in 20 s."
+    assert hooks.enqueued == []
+    with hooks.sessions() as s:
+        assert s.scalar(select(func.count()).select_from(WebhookMessage)) == 2
+        left = s.scalars(select(WebhookDelivery.status).order_by(WebhookDelivery.id)).all()
+        assert left == ["pending", "failed"]
+    assert hooks.api.post(f"{V}/webhooks/{other['id']}/test", key=employer.key).status_code == 202
+    now[0] = 1020.0  # the next window
+    assert hooks.api.post(f"{path}/test", key=employer.key).status_code == 202
 
 
 @pytest.mark.parametrize("status", ["pending", "sending", "succeeded", "cancelled"])
