@@ -10,6 +10,8 @@ from __future__ import annotations
 import concurrent.futures
 import ipaddress
 import socket
+import threading
+import time
 from collections.abc import Callable
 from urllib.parse import SplitResult, urlsplit
 
@@ -49,15 +51,41 @@ def _lookup(host: str, port: int) -> list[str]:
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
-# getaddrinfo takes no timeout: it runs in a thread of its own, abandoned past the limit.
-_LOOKUPS = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="resolve")
+# getaddrinfo takes no timeout: each lookup runs in a thread of its own, abandoned past the
+# limit. Each thread that asks (a worker's, a web request's) has at most this many lookups
+# under way, abandoned ones included: a host whose DNS never answers holds the thread that
+# asked for it, never the lookups of the others (C12). No pool is shared.
+LOOKUPS_PER_THREAD = 2
+_asking = threading.local()
+
+
+def _start(host: str, port: int) -> concurrent.futures.Future[list[str]]:
+    future: concurrent.futures.Future[list[str]] = concurrent.futures.Future()
+
+    def run() -> None:
+        try:
+            future.set_result(_lookup(host, port))
+        except BaseException as e:  # handed to the thread that waits, if it still does
+            future.set_exception(e)
+
+    threading.Thread(target=run, name="resolve", daemon=True).start()
+    return future
 
 
 def resolve(host: str, port: int, timeout: float) -> list[str]:
     """Every address `host` resolves to, within `timeout` seconds; Unresolved otherwise."""
-    future = _LOOKUPS.submit(_lookup, host, port)
+    deadline = time.monotonic() + timeout
+    pending: list[concurrent.futures.Future[list[str]]] = _asking.__dict__.setdefault("p", [])
+    pending[:] = [f for f in pending if not f.done()]
+    if len(pending) >= LOOKUPS_PER_THREAD:
+        concurrent.futures.wait(pending, timeout, concurrent.futures.FIRST_COMPLETED)
+        pending[:] = [f for f in pending if not f.done()]
+        if len(pending) >= LOOKUPS_PER_THREAD:
+            raise Unresolved(f"{host} was not looked up: earlier lookups have not ended")
+    future = _start(host, port)
+    pending.append(future)
     try:
-        found = future.result(timeout=timeout)
+        found = future.result(timeout=max(0.0, deadline - time.monotonic()))
     except concurrent.futures.TimeoutError:
         raise Unresolved(f"{host} did not resolve within {timeout:g} s") from None
     except (OSError, UnicodeError) as e:
