@@ -169,8 +169,9 @@ def _attempt(
         answer = sender.post(claimed.url, body, headers, limit=limit)
     except (RuntimeError, InvalidToken) as e:  # no key, or not the key it was sealed with
         error = f"the secret cannot be read: {e or type(e).__name__}"
-    except CONNECT_ERRORS:  # refused, unreachable or timed out: the same words for all
+    except CONNECT_ERRORS as e:  # refused, unreachable or timed out: the same words for all
         error = CONNECT_FAILED
+        log.info("webhook delivery %s: %s", claimed.id, e)  # the operator's log tells which
     except EXCHANGE_ERRORS as e:
         error = f"{type(e).__name__}: {e}"
     else:
