@@ -63,6 +63,7 @@ class Collaborators:
     enqueue_webhooks: webhooks.EnqueueWebhooks = webhooks.nothing  # deliveries, after commit
     url_policy: UrlPolicy | None = None  # tests: a resolver of their own (C12)
     enqueue_report: reports.EnqueueReport = reports.no_broker  # the operator's email (C13)
+    resend_limiter: ratelimit.Limiter | None = None  # webhook tests and retries (C12)
 
 
 def create_app(
@@ -102,10 +103,16 @@ def create_app(
     hooks = webhooks.Context(
         keys=settings,
         policy=parts.url_policy
-        or UrlPolicy(settings.webhook_allow_http, settings.webhook_allow_private),
+        or UrlPolicy(
+            settings.webhook_allow_http,
+            settings.webhook_allow_private,
+            allowed_ports=settings.webhook_allowed_ports,
+        ),
         now=parts.now,
         public_base_url=base,
         enqueue=parts.enqueue_webhooks,
+        resends=parts.resend_limiter
+        or ratelimit.build(settings.webhook_test_rate_limit, settings.redis_url),
     )
     # Half as much for the public pages (C13): each worker's memory stays within its bound.
     pages_kept = cache.Representations[PageKey](int(settings.job_cache_mb * 2**19))

@@ -4,9 +4,9 @@ employer's endpoint or delivery is a 404. The rules live in models.webhooks."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -17,6 +17,7 @@ from api import query
 from api.auth import access_of, require_employer
 from api.body import JOB_BODY_LIMIT, media_type, read_bytes, read_json
 from api.errors import Problem
+from api.ratelimit import Limiter, Unlimited
 from api.responses import path_id, send_json
 from models import webhooks
 from models.entities import WebhookEndpoint
@@ -36,7 +37,7 @@ def nothing(delivery_ids: list[int]) -> None:
 KEY_RETRY_AFTER_SECONDS = 60
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Context:
     """What the webhook resources share: the settings for the key and the URL rules, the
     instant, where links point, and how deliveries are enqueued after commit."""
@@ -46,6 +47,7 @@ class Context:
     now: Callable[[], datetime]
     public_base_url: str | None
     enqueue: EnqueueWebhooks = nothing
+    resends: Limiter = dataclasses.field(default_factory=Unlimited)  # WEBHOOK_TEST_RATE_LIMIT
 
     def key(self) -> bytes:
         """The Fernet key; without one, no secret can be written: one log line naming the
@@ -61,6 +63,18 @@ class Context:
                 "secret key; nothing was written.",
                 headers={"Retry-After": str(KEY_RETRY_AFTER_SECONDS)},
             ) from None
+
+    def check_resend(self, endpoint_id: int) -> None:
+        """429 once an endpoint has had its share of tests and retries (C12): each one is an
+        attempt the workers make at once, so an employer cannot keep them busy on demand."""
+        wait = self.resends.hit(f"webhook-resend:{endpoint_id}")
+        if wait is not None:
+            raise Problem(
+                429,
+                "rate_limited",
+                f"Too many tests and retries for this webhook; retry in {wait} s.",
+                headers={"Retry-After": str(wait)},
+            )
 
     def location(self, req: falcon.Request, endpoint_id: int) -> str:
         return f"{query.base_url(req, self.public_base_url)}/api/v1.1/webhooks/{endpoint_id}"
@@ -182,6 +196,7 @@ class Test:
         no_body(req)
         session = _session(req)
         endpoint = _endpoint(req, webhook_id)
+        self.context.check_resend(endpoint.id)
         message = webhooks.send_test(session, endpoint, now=self.context.now())
         _enqueue_after_commit(session, self.context, webhooks.pending_of(session, [message]))
         send_json(resp, {"id": message}, 202)
@@ -224,6 +239,7 @@ class Retry:
         no_body(req)
         session = _session(req)
         endpoint = _endpoint(req, webhook_id)
+        self.context.check_resend(endpoint.id)
         retried = webhooks.retry_delivery(session, endpoint.id, message_id, now=self.context.now())
         _enqueue_after_commit(session, self.context, [retried])
         send_json(resp, {"id": message_id}, 202)

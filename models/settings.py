@@ -32,7 +32,8 @@ VARIABLES = (
     "DELIVERY_RETRY_HOURS", "READY_TIMEOUT_SECONDS", "PROMETHEUS_MULTIPROC_DIR",
     "WORKER_METRICS_PORT", "JOBPOST_VAR_DIR", "JOBPOST_BEAT_EVERY_SECONDS", "JOB_CACHE_MB",
     "TRUSTED_PROXIES", "GUNICORN_CMD_ARGS", "SYNC_RETENTION_DAYS", "SYNC_LEASE_SECONDS",
-    "WEBHOOK_ALLOW_HTTP", "WEBHOOK_ALLOW_PRIVATE",
+    "WEBHOOK_ALLOW_HTTP", "WEBHOOK_ALLOW_PRIVATE", "WEBHOOK_ALLOWED_PORTS",
+    "WEBHOOK_ENDPOINT_IN_FLIGHT", "WEBHOOK_EMPLOYER_IN_FLIGHT", "WEBHOOK_TEST_RATE_LIMIT",
     "WEBHOOK_RETRY_SCHEDULE", "JOBPOST_SECRET_KEY", "CHANGE_FEED_LAG_SECONDS",
     "REPORTS_EMAIL", "REPORT_REVIEW_DAYS", "PRIVACY_CONTACT",
     "JOBPOST_SECRET_KEY_FILE", "SMTP_PASSWORD_FILE", "DATABASE_URL_FILE",
@@ -250,6 +251,33 @@ def _rule(raw: str) -> str:
     return raw
 
 
+def _limit(raw: str) -> str:
+    """A rate rule as APPLY_RATE_LIMIT's, for another variable (its name comes from _read)."""
+    try:
+        rate_limit(raw)
+    except ValueError:
+        raise ValueError("must be N/second, N/minute, N/hour or off") from None
+    return raw
+
+
+PortRanges = tuple[tuple[int, int], ...]
+
+
+def _port_ranges(raw: str) -> PortRanges:
+    """WEBHOOK_ALLOWED_PORTS: ports and ranges, comma-separated (`9000,10000-10099`)."""
+    ranges = []
+    for part in filter(None, (p.strip() for p in raw.split(","))):
+        low, dash, high = part.partition("-")
+        try:
+            first, last = _port(low.strip()), _port((high if dash else low).strip())
+        except ValueError:
+            raise ValueError(f"{part!r} is not a port or a range (8000-8999)") from None
+        if first > last:
+            raise ValueError(f"{part!r}: the range goes from low to high")
+        ranges.append((first, last))
+    return tuple(ranges)
+
+
 def _schedule(raw: str) -> tuple[float, ...]:
     """WEBHOOK_RETRY_SCHEDULE: seconds between attempts, comma-separated (C12)."""
     delays = []
@@ -410,6 +438,10 @@ class Settings:
     webhook_allow_http: bool = False  # C12: development and tests only
     webhook_allow_private: bool = False  # C12: development and tests only
     webhook_retry_schedule: tuple[float, ...] = (5, 300, 1800, 7200, 18000, 36000, 36000)
+    webhook_allowed_ports: PortRanges = ()  # C12: beyond the web ports
+    webhook_endpoint_in_flight: int = 2  # C12: deliveries sending at once to one endpoint
+    webhook_employer_in_flight: int = 8  # C12: … to all of one employer's endpoints
+    webhook_test_rate_limit: str = "10/minute"  # C12: tests and retries, per endpoint
     secret_key: str | None = None  # JOBPOST_SECRET_KEY; else the key file (models.secrets)
     reports_email: str | None = None  # C13: where fraud reports go; None: no email
     report_review_days: int = 2  # C13: stated on the fraud policy page
@@ -478,6 +510,14 @@ class Settings:
             webhook_retry_schedule=_read(
                 e, "WEBHOOK_RETRY_SCHEDULE", "5,300,1800,7200,18000,36000,36000", _schedule
             ),
+            webhook_allowed_ports=_read(e, "WEBHOOK_ALLOWED_PORTS", "", _port_ranges),
+            webhook_endpoint_in_flight=int(
+                _read(e, "WEBHOOK_ENDPOINT_IN_FLIGHT", "2", _number(1, whole=True, most=1000))
+            ),
+            webhook_employer_in_flight=int(
+                _read(e, "WEBHOOK_EMPLOYER_IN_FLIGHT", "8", _number(1, whole=True, most=10000))
+            ),
+            webhook_test_rate_limit=_read(e, "WEBHOOK_TEST_RATE_LIMIT", "10/minute", _limit),
             secret_key=_read(e, "JOBPOST_SECRET_KEY", "", _fernet_key, secret=True),
             reports_email=_read(e, "REPORTS_EMAIL", "", _recipient),
             report_review_days=int(

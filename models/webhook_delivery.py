@@ -3,9 +3,18 @@ disabling endpoints, the sweeper, purge and the figures of the metrics.
 
 Every transition is one conditional UPDATE, as in the email outbox (models.outbox), so it
 behaves the same on SQLite and PostgreSQL and holds no lock while a worker waits on a
-receiver. A pending delivery's `lease_until` is when the sweeper last enqueued it (NULL:
-never): the sweeper leaves it alone for the grace period after, as the outbox's
-`enqueued_at` does; a claim replaces it with the claim's own lease.
+receiver. A pending delivery's `lease_until` is when the sweeper (or a worker handing on)
+last enqueued it (NULL: never, or no longer in the broker): the sweeper leaves it alone for the
+grace period after, as the outbox's `enqueued_at` does; a claim replaces it with the claim's
+own lease.
+
+No tenant starves another: a claim is won only while the delivery's endpoint has fewer than
+`endpoint_in_flight` deliveries `sending` under a live lease, and its employer fewer than
+`employer_in_flight` across its endpoints. A delivery over a cap is deferred (left pending,
+no attempt counted) and handed on by the worker whose attempt frees a place (`next_waiting`),
+else by the sweeper. On PostgreSQL the claims of one employer take turns on an advisory lock
+held to the end of the claim's transaction, so the caps hold across processes; SQLite has one
+writer at a time.
 """
 
 from __future__ import annotations
@@ -38,6 +47,8 @@ class Timing:
     schedule: tuple[float, ...] = DEFAULT_SCHEDULE  # seconds before each retry
     jitter: float = 0.1  # each delay grows by up to this share, at random
     failing_days: float = 5  # failed deliveries and no success for this long: disabled
+    endpoint_in_flight: int = 2  # deliveries `sending` at once to one endpoint
+    employer_in_flight: int = 8  # … and to all of one employer's endpoints
 
 
 def _count(session: Session, statement: Any) -> int:
@@ -56,6 +67,41 @@ _NOW = bindparam("now", type_=D.lease_until.type)
 _CLAIMABLE = or_(
     and_(D.status == "pending", or_(D.due_at.is_(None), D.due_at <= _NOW)),
     and_(D.status == "sending", D.lease_until < _NOW),
+)
+_BUSY = DELIVERIES.alias("busy")  # deliveries in flight, counted against the caps
+_BUSY_AT = ENDPOINTS.alias("busy_at")
+_OWN = ENDPOINTS.alias("own")  # the endpoint of the delivery claimed
+_IN_FLIGHT = and_(_BUSY.c.status == "sending", _BUSY.c.lease_until >= _NOW)
+
+
+def _room(endpoint: Any) -> Any:
+    """Whether `endpoint` (a column) and its employer are both under their caps."""
+    at_endpoint = (
+        select(func.count())
+        .select_from(_BUSY)
+        .where(_BUSY.c.endpoint_id == endpoint, _IN_FLIGHT)
+        .scalar_subquery()
+    )
+    at_employer = (
+        select(func.count())
+        .select_from(
+            _BUSY.join(_BUSY_AT, _BUSY_AT.c.id == _BUSY.c.endpoint_id).join(
+                _OWN, _OWN.c.employer_id == _BUSY_AT.c.employer_id
+            )
+        )
+        .where(_OWN.c.id == endpoint, _IN_FLIGHT)
+        .scalar_subquery()
+    )
+    return and_(at_endpoint < bindparam("endpoint_cap"), at_employer < bindparam("employer_cap"))
+
+
+# Claims of one employer take turns on PostgreSQL: the lock is the transaction's, and each
+# statement after it reads what the claims before it committed (READ COMMITTED).
+_LOCK_SPACE = 0x6A6F6200  # "job\0": the first key of pg_advisory_xact_lock(int, int)
+_TAKE_TURN = (
+    select(func.pg_advisory_xact_lock(_LOCK_SPACE, E.employer_id))
+    .select_from(DELIVERIES.join(ENDPOINTS, E.id == D.endpoint_id))
+    .where(D.id == _DELIVERY)
 )
 _CLAIM = update(DELIVERIES).values(
     status="sending",
@@ -84,8 +130,11 @@ _CLAIM_AND_READ = _CLAIM.where(
     E.id == D.endpoint_id,
     E.status == "enabled",
     M.id == D.message_pk,
+    _room(D.endpoint_id),
 ).returning(*_CLAIMED)
-_CLAIM_ONLY = _CLAIM.where(D.id == _DELIVERY, _CLAIMABLE, _enabled(D.endpoint_id))
+_CLAIM_ONLY = _CLAIM.where(
+    D.id == _DELIVERY, _CLAIMABLE, _enabled(D.endpoint_id), _room(D.endpoint_id)
+)
 _READ = (
     select(*_CLAIMED)
     .join(MESSAGES, M.id == D.message_pk)
@@ -96,16 +145,72 @@ _READ = (
 
 def claim(session: Session, delivery_id: int, *, now: datetime, timing: Timing) -> Row[Any] | None:
     """pending (due) or sending (lease run out) → sending, with a lease and one attempt more,
-    if its endpoint is enabled; then the claimed delivery with its message and endpoint.
-    None if not won: sent, finished, another worker's, or its endpoint disabled or deleted."""
+    if its endpoint is enabled and it and its employer are under their caps; then the claimed
+    delivery with its message and endpoint. None if not won: sent, finished, another
+    worker's, its endpoint disabled or deleted, or a cap full (`defer` tells). Run it in a
+    transaction of its own, committed at once: on PostgreSQL it holds the employer's turn."""
     lease = now + timedelta(seconds=timing.lease_seconds)
-    params = {"delivery": delivery_id, "now": now, "lease": lease}
+    params = {
+        "delivery": delivery_id,
+        "now": now,
+        "lease": lease,
+        "endpoint_cap": timing.endpoint_in_flight,
+        "employer_cap": timing.employer_in_flight,
+    }
     connection = session.connection()
     if connection.dialect.name == "postgresql":
+        connection.execute(_TAKE_TURN, params)
         return connection.execute(_CLAIM_AND_READ, params).one_or_none()
     if connection.execute(_CLAIM_ONLY, params).rowcount != 1:
         return None
     return cast(Row[Any], connection.execute(_READ, params).one())
+
+
+def defer(session: Session, delivery_id: int, *, now: datetime) -> bool:
+    """After a claim not won: whether the delivery was due and its endpoint enabled, so that
+    only a cap kept it. It stays pending, no attempt counted, marked as out of the broker
+    (`lease_until` NULL) for `next_waiting` or the next sweep to enqueue again."""
+    due = and_(
+        D.id == delivery_id,
+        D.status == "pending",
+        or_(D.due_at.is_(None), D.due_at <= now),
+        _enabled(D.endpoint_id),
+    )
+    return _count(session, update(DELIVERIES).where(due).values(lease_until=None)) == 1
+
+
+def next_waiting(
+    session: Session, endpoint_id: int, *, now: datetime, timing: Timing
+) -> int | None:
+    """The delivery to enqueue when an attempt at `endpoint_id` ends and frees a place: the
+    oldest due one, deferred or never enqueued, of the same employer (that endpoint's first)
+    whose endpoint has room; marked enqueued. None when nothing waits."""
+    employer = select(E.employer_id).where(E.id == endpoint_id).scalar_subquery()
+    waiting = (
+        select(D.id)
+        .join(ENDPOINTS, E.id == D.endpoint_id)
+        .where(
+            E.employer_id == employer,
+            E.status == "enabled",
+            D.status == "pending",
+            or_(D.due_at.is_(None), D.due_at <= now),
+            D.lease_until.is_(None),
+            _room(E.id),
+        )
+        .order_by((E.id != endpoint_id), D.id)
+        .limit(1)
+    )
+    params = {
+        "now": now,
+        "endpoint_cap": timing.endpoint_in_flight,
+        "employer_cap": timing.employer_in_flight,
+    }
+    found = session.execute(waiting, params).scalar_one_or_none()
+    if found is None:
+        return None
+    mine = and_(D.id == found, D.status == "pending", D.lease_until.is_(None))
+    taken = _count(session, update(DELIVERIES).where(mine).values(lease_until=now))
+    return int(found) if taken == 1 else None
 
 
 def _finish(session: Session, claimed: Row[Any], **values: object) -> bool:

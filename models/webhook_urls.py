@@ -10,6 +10,8 @@ from __future__ import annotations
 import concurrent.futures
 import ipaddress
 import socket
+import threading
+import time
 from collections.abc import Callable
 from urllib.parse import SplitResult, urlsplit
 
@@ -21,6 +23,23 @@ SHARED = ipaddress.ip_network("100.64.0.0/10")  # carrier-grade NAT, refused too
 NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 Resolve = Callable[[str, int, float], list[str]]
+PortRanges = tuple[tuple[int, int], ...]  # WEBHOOK_ALLOWED_PORTS, as models.settings reads it
+# C12: web ports only, so that an endpoint cannot aim the workers at a database or a mail
+# server; plain HTTP's only where it is allowed. WEBHOOK_ALLOWED_PORTS adds others.
+TLS_PORTS = (443, 8443)
+PLAIN_PORTS = (80, 8080)
+
+
+def port_allowed(port: int, *, allow_http: bool, extra: PortRanges = ()) -> bool:
+    """Whether a webhook URL may name `port` (C12)."""
+    if port in TLS_PORTS or (allow_http and port in PLAIN_PORTS):
+        return True
+    return any(low <= port <= high for low, high in extra)
+
+
+def url_port(parts: SplitResult) -> int:
+    """The port a URL names, or its scheme's."""
+    return parts.port or (443 if parts.scheme.lower() == "https" else 80)
 
 
 class Unresolved(Exception):
@@ -32,15 +51,41 @@ def _lookup(host: str, port: int) -> list[str]:
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
-# getaddrinfo takes no timeout: it runs in a thread of its own, abandoned past the limit.
-_LOOKUPS = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="resolve")
+# getaddrinfo takes no timeout: each lookup runs in a thread of its own, abandoned past the
+# limit. Each thread that asks (a worker's, a web request's) has at most this many lookups
+# under way, abandoned ones included: a host whose DNS never answers holds the thread that
+# asked for it, never the lookups of the others (C12). No pool is shared.
+LOOKUPS_PER_THREAD = 2
+_asking = threading.local()
+
+
+def _start(host: str, port: int) -> concurrent.futures.Future[list[str]]:
+    future: concurrent.futures.Future[list[str]] = concurrent.futures.Future()
+
+    def run() -> None:
+        try:
+            future.set_result(_lookup(host, port))
+        except BaseException as e:  # handed to the thread that waits, if it still does
+            future.set_exception(e)
+
+    threading.Thread(target=run, name="resolve", daemon=True).start()
+    return future
 
 
 def resolve(host: str, port: int, timeout: float) -> list[str]:
     """Every address `host` resolves to, within `timeout` seconds; Unresolved otherwise."""
-    future = _LOOKUPS.submit(_lookup, host, port)
+    deadline = time.monotonic() + timeout
+    pending: list[concurrent.futures.Future[list[str]]] = _asking.__dict__.setdefault("p", [])
+    pending[:] = [f for f in pending if not f.done()]
+    if len(pending) >= LOOKUPS_PER_THREAD:
+        concurrent.futures.wait(pending, timeout, concurrent.futures.FIRST_COMPLETED)
+        pending[:] = [f for f in pending if not f.done()]
+        if len(pending) >= LOOKUPS_PER_THREAD:
+            raise Unresolved(f"{host} was not looked up: earlier lookups have not ended")
+    future = _start(host, port)
+    pending.append(future)
     try:
-        found = future.result(timeout=timeout)
+        found = future.result(timeout=max(0.0, deadline - time.monotonic()))
     except concurrent.futures.TimeoutError:
         raise Unresolved(f"{host} did not resolve within {timeout:g} s") from None
     except (OSError, UnicodeError) as e:
@@ -110,6 +155,7 @@ def check_url(
     allow_private: bool,
     resolve: Resolve = resolve,
     field: str = "url",
+    allowed_ports: PortRanges = (),
 ) -> FieldError | None:
     """The first rule of C12 that `url` breaks, as the C1 entry to answer; None if it keeps
     them all. Every address its host resolves to must be allowed."""
@@ -132,7 +178,15 @@ def check_url(
         return FieldError(field, "invalid_format", f"{field} must not carry a user or password.")
     host = parts.hostname
     assert host is not None
-    port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+    port = url_port(parts)
+    if not port_allowed(port, allow_http=allow_http, extra=allowed_ports):
+        ports = TLS_PORTS + (PLAIN_PORTS if allow_http else ())
+        shown_ports = ", ".join(map(str, sorted(ports)))
+        return FieldError(
+            field,
+            "url_not_allowed",
+            f"{field}'s port {port} is not allowed: use a web port ({shown_ports}).",
+        )
     try:
         addresses = resolve(host, port, RESOLVE_SECONDS)
     except Unresolved as e:

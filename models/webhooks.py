@@ -23,7 +23,7 @@ from models.entities import Employer, WebhookEndpoint
 from models.errors import DeliveryNotFailed, FieldError, NotFound, ValidationFailed, WebhookDisabled
 from models.secrets import KeySource, MissingKey, encrypt, load_key, new_secret
 from models.webhook_tables import DELIVERIES, ENDPOINTS, MESSAGES
-from models.webhook_urls import Resolve, check_url, resolve
+from models.webhook_urls import PortRanges, Resolve, check_url, resolve
 
 D, E, M = DELIVERIES.c, ENDPOINTS.c, MESSAGES.c
 
@@ -226,6 +226,7 @@ class UrlPolicy:
     allow_http: bool = False
     allow_private: bool = False
     resolve: Resolve = resolve
+    allowed_ports: PortRanges = ()  # WEBHOOK_ALLOWED_PORTS: beyond the web ports
 
 
 @dataclass(frozen=True)
@@ -302,6 +303,7 @@ def check_write(
             allow_http=policy.allow_http,
             allow_private=policy.allow_private,
             resolve=policy.resolve,
+            allowed_ports=policy.allowed_ports,
         )
         if refused is not None:
             errors.append(refused)

@@ -124,7 +124,7 @@ STATUSES = {
     ("put", f"{V}/webhooks/{{id}}"): {200, 400, 401, 404, 413, 415, 422, 500, 503},
     ("delete", f"{V}/webhooks/{{id}}"): {204, 400, 401, 404, 413, 415, 500, 503},
     ("post", f"{V}/webhooks/{{id}}/secret"): {200, 400, 401, 404, 413, 415, 500, 503},
-    ("post", f"{V}/webhooks/{{id}}/test"): {202, 400, 401, 404, 409, 413, 415, 500, 503},
+    ("post", f"{V}/webhooks/{{id}}/test"): {202, 400, 401, 404, 409, 413, 415, 429, 500, 503},
     ("get", f"{V}/webhooks/{{id}}/deliveries"): {200, 400, 401, 404, 500, 503},
     ("post", f"{V}/webhooks/{{id}}/deliveries/{{messageId}}/retry"): {
         202,
@@ -134,6 +134,7 @@ STATUSES = {
         409,
         413,
         415,
+        429,
         500,
         503,
     },

@@ -27,6 +27,10 @@ TASKS_MODULE = "workers.tasks"  # imported by a worker at start: its tasks join 
 EMAIL_QUEUE = "email"
 MAINTENANCE_QUEUE = "maintenance"
 SYNCS_QUEUE = "syncs"  # C11: a large run never delays the sweeper, expiry or email
+# C12: webhook deliveries wait on other people's servers; on a queue of their own, a backlog
+# of one employer's deliveries never stands in front of email copies or reports.
+WEBHOOKS_QUEUE = "webhooks"
+QUEUES = (EMAIL_QUEUE, MAINTENANCE_QUEUE, SYNCS_QUEUE, WEBHOOKS_QUEUE)  # `jobpost worker`'s
 # A send is about six SMTP steps of up to SMTP_TIMEOUT (30 s) each; the limit must let one
 # finish, and stay below OUTBOX_LEASE_SECONDS (default 300) so no lease runs out mid-send.
 # workers.solo and prefork keep it; the threads pool cannot, so each send also has a deadline
@@ -190,8 +194,7 @@ def make_celery(
         task_routes={
             "jobpost.deliver": {"queue": EMAIL_QUEUE},
             "jobpost.deliver_report": {"queue": EMAIL_QUEUE},  # C13: the operator's email
-            # Webhooks are network waits as copies are: the same workers overlap both (C12).
-            "jobpost.deliver_webhook": {"queue": EMAIL_QUEUE},
+            "jobpost.deliver_webhook": {"queue": WEBHOOKS_QUEUE},  # C12
             "jobpost.sync": {"queue": SYNCS_QUEUE},
             "jobpost.*": {"queue": MAINTENANCE_QUEUE},
         },

@@ -6,19 +6,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from models.settings import is_redis
-from workers.app import (
-    EMAIL_QUEUE,
-    EMBEDDED_SCHEMES,
-    MAINTENANCE_QUEUE,
-    SYNCS_QUEUE,
-    prepare_embedded,
-)
+from workers.app import EMAIL_QUEUE, EMBEDDED_SCHEMES, QUEUES, prepare_embedded
 
 if TYPE_CHECKING:  # kombu and redis-py are imported by what uses them
     import redis
     from kombu.connection import Connection
 
-QUEUES = (EMAIL_QUEUE, MAINTENANCE_QUEUE, SYNCS_QUEUE)
 # kombu's Redis transport keeps a queue as one list per priority step: the queue's own name
 # for step 0, the name, a separator and the step for the others (kombu.transport.redis
 # PRIORITY_STEPS, Channel.sep and _q_for_pri).

@@ -65,9 +65,15 @@ def deliver_report(task: Task, report_id: int) -> str:
 
 @shared_task(name="jobpost.deliver_webhook", bind=True)
 def deliver_webhook(task: Task, delivery_id: int) -> str:
-    """One attempt of one webhook delivery (C12), in any pool, on the email queue."""
+    """One attempt of one webhook delivery (C12), in any pool, on the webhooks queue; the
+    delivery that waited for the place it frees is enqueued after it."""
     context = task_context(task.app)
-    return webhook_delivery.deliver(context.sessions(), context.settings, delivery_id)
+    return webhook_delivery.deliver(
+        context.sessions(),
+        context.settings,
+        delivery_id,
+        hand_on=lambda ids: enqueue.deliver_webhooks(task.app, ids),
+    )
 
 
 @shared_task(name="jobpost.sync", bind=True)

@@ -14,9 +14,10 @@ from typing import Any
 import falcon.testing
 import pytest
 from cryptography.fernet import Fernet
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from api import ratelimit
 from api.app import Collaborators, create_app
 from models import secrets, webhooks
 from models.dates import utcnow
@@ -64,6 +65,7 @@ def build(
     *,
     allow_http: bool = False,
     allow_private: bool = False,
+    resends: ratelimit.Limiter | None = None,
 ) -> Hooks:
     settings = dataclasses.replace(
         settings,
@@ -74,9 +76,14 @@ def build(
     enqueued: list[list[int]] = []
     hosts = dict(HOSTS)
     policy = webhooks.UrlPolicy(
-        settings.webhook_allow_http, settings.webhook_allow_private, resolver(hosts)
+        settings.webhook_allow_http,
+        settings.webhook_allow_private,
+        resolver(hosts),
+        settings.webhook_allowed_ports,
     )
-    parts = Collaborators(url_policy=policy, enqueue_webhooks=enqueued.append)
+    parts = Collaborators(
+        url_policy=policy, enqueue_webhooks=enqueued.append, resend_limiter=resends
+    )
     app = create_app(settings, sessions, parts, today=clock)
     return Hooks(Api(app), enqueued, hosts, sessions, settings)
 
@@ -176,6 +183,8 @@ def test_list_is_oldest_first_and_paged(hooks: Hooks, employer: Account) -> None
         ({"url": "https://hooks.example.com/a\x00", "events": ["*"]}, [("url", "invalid_format")]),
         ({"url": URL + "/" + "a" * 2000, "events": ["*"]}, [("url", "too_long")]),
         ({"url": "https://nowhere.invalid/", "events": ["*"]}, [("url", "url_not_allowed")]),
+        ({"url": "https://hooks.example.com:22/", "events": ["*"]}, [("url", "url_not_allowed")]),
+        ({"url": "https://hooks.example.com:80/", "events": ["*"]}, [("url", "url_not_allowed")]),
         ({"url": URL}, [("events", "required")]),
         ({"url": URL, "events": []}, [("events", "too_few")]),
         ({"url": URL, "events": "*"}, [("events", "invalid_type")]),
@@ -203,6 +212,44 @@ def test_the_longest_url_and_description_are_taken(hooks: Hooks, employer: Accou
     url = URL + "/" + "a" * (2000 - len(URL) - 1)
     created = register(hooks, employer.key, url=url, description="d" * 200)
     assert (len(created["url"]), len(created["description"])) == (2000, 200)
+
+
+def test_only_web_ports_are_taken_unless_webhook_allowed_ports_widens_them(
+    settings: Settings, sessions: sessionmaker[Session], clock: Clock, employer: Account
+) -> None:
+    """C12: 443 and 8443; 80 and 8080 with plain HTTP; WEBHOOK_ALLOWED_PORTS adds others. A
+    port refused is named, and no name is resolved for it."""
+    hooks = build(settings, sessions, clock)
+    for url in ("https://hooks.example.com/", "https://hooks.example.com:8443/a"):
+        assert register(hooks, employer.key, url=url)["url"] == url
+    body = {"url": "https://hooks.example.com:5432/", "events": ["*"]}
+    refused = hooks.api.post(f"{V}/webhooks", key=employer.key, json=body)
+    assert entries(refused) == [("url", "url_not_allowed")]
+    assert refused.json["errors"][0]["message"] == (
+        "url's port 5432 is not allowed: use a web port (443, 8443)."
+    )
+    del hooks.hosts["hooks.example.com"]  # a lookup would now fail with another message
+    refused = hooks.api.post(f"{V}/webhooks", key=employer.key, json=body)
+    assert "port 5432 is not allowed" in refused.json["errors"][0]["message"]
+    plain = build(settings, sessions, clock, allow_http=True)
+    for url in ("http://hooks.example.com/", "http://hooks.example.com:8080/"):
+        assert register(plain, employer.key, url=url)["url"] == url
+    body = {"url": "http://hooks.example.com:8000/", "events": ["*"]}
+    refused = plain.api.post(f"{V}/webhooks", key=employer.key, json=body)
+    assert refused.json["errors"][0]["message"] == (
+        "url's port 8000 is not allowed: use a web port (80, 443, 8080, 8443)."
+    )
+    wider = build(
+        dataclasses.replace(settings, webhook_allowed_ports=((5432, 5432), (9000, 9099))),
+        sessions,
+        clock,
+    )
+    for port in (5432, 9000, 9099):
+        register(wider, employer.key, url=f"https://hooks.example.com:{port}/")
+    body = {"url": "https://hooks.example.com:9100/", "events": ["*"]}
+    assert entries(wider.api.post(f"{V}/webhooks", key=employer.key, json=body)) == [
+        ("url", "url_not_allowed")
+    ]
 
 
 def test_http_only_with_webhook_allow_http(
@@ -366,6 +413,7 @@ def test_put_is_partial(hooks: Hooks, employer: Account) -> None:
         ({"events": None}, [("events", "required")]),
         ({"events": []}, [("events", "too_few")]),
         ({"url": "https://nowhere.invalid/"}, [("url", "url_not_allowed")]),
+        ({"url": "https://hooks.example.com:6379/"}, [("url", "url_not_allowed")]),
         (
             {"description": "x" * 201, "status": "off"},
             [("description", "too_long"), ("status", "out_of_range")],
@@ -560,6 +608,39 @@ def test_retry_sends_a_failed_delivery_again_from_the_start_of_the_schedule(
     assert hooks.enqueued == [[d.id]]
     again = hooks.api.post(f"{path}/deliveries/{message}/retry", key=employer.key)
     assert (again.status_code, again.json["code"]) == (409, "delivery_not_failed")
+
+
+def test_tests_and_retries_are_throttled_per_endpoint(
+    settings: Settings, sessions: sessionmaker[Session], clock: Clock, employer: Account
+) -> None:
+    """C12: WEBHOOK_TEST_RATE_LIMIT counts an endpoint's tests and retries together; over
+    it, 429 rate_limited with Retry-After, and nothing is written or enqueued."""
+    now = [1000.0]  # 20 s before the window of a minute ends
+    limiter = ratelimit.MemoryLimiter(3, 60, clock=lambda: now[0])
+    hooks = build(settings, sessions, clock, resends=limiter)
+    first, other = register(hooks, employer.key), register(hooks, employer.key)
+    path = f"{V}/webhooks/{first['id']}"
+    messages = [hooks.api.post(f"{path}/test", key=employer.key).json["id"] for _ in range(2)]
+    fail(hooks, messages[0])
+    fail(hooks, messages[1])
+    retried = hooks.api.post(f"{path}/deliveries/{messages[0]}/retry", key=employer.key)
+    assert retried.status_code == 202  # the third of three
+    hooks.enqueued.clear()
+    for over in (
+        hooks.api.post(f"{path}/test", key=employer.key),
+        hooks.api.post(f"{path}/deliveries/{messages[1]}/retry", key=employer.key),
+    ):
+        assert (over.status_code, over.json["code"]) == (429, "rate_limited")
+        assert over.headers["retry-after"] == "20"
+        assert over.json["detail"] == "Too many tests and retries for this webhook; retry in 20 s."
+    assert hooks.enqueued == []
+    with hooks.sessions() as s:
+        assert s.scalar(select(func.count()).select_from(WebhookMessage)) == 2
+        left = s.scalars(select(WebhookDelivery.status).order_by(WebhookDelivery.id)).all()
+        assert left == ["pending", "failed"]
+    assert hooks.api.post(f"{V}/webhooks/{other['id']}/test", key=employer.key).status_code == 202
+    now[0] = 1020.0  # the next window
+    assert hooks.api.post(f"{path}/test", key=employer.key).status_code == 202
 
 
 @pytest.mark.parametrize("status", ["pending", "sending", "succeeded", "cancelled"])

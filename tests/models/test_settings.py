@@ -122,6 +122,33 @@ def test_webhook_settings_are_read() -> None:
     assert default.secret_key is None
 
 
+def test_the_tenant_caps_and_ports_of_webhooks_are_read() -> None:
+    """C12: in-flight caps, the ports beyond the web ports, the rate of tests and retries."""
+    settings = Settings.from_env(
+        {
+            "WEBHOOK_ENDPOINT_IN_FLIGHT": "3",
+            "WEBHOOK_EMPLOYER_IN_FLIGHT": "12",
+            "WEBHOOK_ALLOWED_PORTS": "9000, 10000-10099",
+            "WEBHOOK_TEST_RATE_LIMIT": "3/minute",
+        }
+    )
+    assert (settings.webhook_endpoint_in_flight, settings.webhook_employer_in_flight) == (3, 12)
+    assert settings.webhook_allowed_ports == ((9000, 9000), (10000, 10099))
+    assert settings.webhook_test_rate_limit == "3/minute"
+    default = Settings.from_env({})
+    assert (default.webhook_endpoint_in_flight, default.webhook_employer_in_flight) == (2, 8)
+    assert (default.webhook_allowed_ports, default.webhook_test_rate_limit) == ((), "10/minute")
+    for name, value, why in (
+        ("WEBHOOK_ALLOWED_PORTS", "22-", "is not a port or a range"),
+        ("WEBHOOK_ALLOWED_PORTS", "9000-8000", "goes from low to high"),
+        ("WEBHOOK_ALLOWED_PORTS", "70000", "is not a port or a range"),
+        ("WEBHOOK_ENDPOINT_IN_FLIGHT", "0", "at least 1"),
+        ("WEBHOOK_TEST_RATE_LIMIT", "often", "N/second, N/minute, N/hour or off"),
+    ):
+        with pytest.raises(ValueError, match=f"^{name}=.*{why}"):
+            Settings.from_env({name: value})
+
+
 def test_postgres_urls_of_either_scheme_use_psycopg_3() -> None:
     for scheme in ("postgres", "postgresql"):
         url = Settings.from_env({"DATABASE_URL": f"{scheme}://u@db/j"}).database_url

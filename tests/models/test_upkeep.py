@@ -449,7 +449,7 @@ def test_sweep_deletes_the_messages_workers_took_from_the_embedded_broker(
     assert stored() == 3
     assert run_sweep(sessions, settings) == 0
     assert stored() == 1
-    assert broker.depths(url) == {"email": 1, "maintenance": 0, "syncs": 0}
+    assert broker.depths(url) == {"email": 1, "maintenance": 0, "syncs": 0, "webhooks": 0}
 
 
 def set_entry(sessions: sessionmaker[Session], application_id: int, **values: Any) -> None:

@@ -3,7 +3,9 @@ through HTTP; here the parts the workers share, and the resolver's time limit)."
 
 from __future__ import annotations
 
+import socket
 import threading
+from typing import Any
 
 import pytest
 
@@ -82,3 +84,44 @@ def test_the_port_is_handed_to_the_resolver() -> None:
     for url in ("https://a.example.com/", "https://b.example.com:8443/", "http://c.example.com/"):
         assert check_url(url, allow_http=True, allow_private=False, resolve=resolve) is None
     assert asked == [("a.example.com", 443), ("b.example.com", 8443), ("c.example.com", 80)]
+
+
+def test_a_host_whose_dns_never_answers_holds_only_the_threads_that_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """C12: four worker threads stuck on a black-holed domain (more than a shared pool of
+    four once had) leave every other thread's lookups alone, and each stuck thread keeps at
+    most LOOKUPS_PER_THREAD lookups under way."""
+    release = threading.Event()
+    asked: list[str] = []
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host: str, port: int, *args: Any, **kw: Any) -> Any:
+        asked.append(host)
+        if host == "black.hole.example":
+            release.wait(30)
+        return real("127.0.0.1", port, *args, **kw)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    stuck: list[str] = []
+
+    def ask_the_hole() -> None:
+        for _ in range(3):
+            try:
+                webhook_urls.resolve("black.hole.example", 443, 0.1)
+            except Unresolved as e:
+                stuck.append(str(e))
+
+    try:
+        threads = [threading.Thread(target=ask_the_hole) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        assert len(stuck) == 12
+        assert asked.count("black.hole.example") == 8  # two a thread; the third not sent
+        assert sum("have not ended" in e for e in stuck) == 4
+        # Not queued behind the stuck lookups: answered within its own 2 s.
+        assert webhook_urls.resolve("hooks.example.com", 443, 2) == ["127.0.0.1"]
+    finally:
+        release.set()

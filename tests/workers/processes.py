@@ -15,7 +15,7 @@ from typing import Any
 from models.settings import VARIABLES
 from tests.conftest import SmtpSink
 from tests.harness import JOBPOST, ROOT, Program, SmtpServer, free_port
-from workers.app import prefetch_multiplier, worker_pool
+from workers.app import QUEUES, prefetch_multiplier, worker_pool
 
 # Every variable jobpost reads: a worker sees only the values its test gives it.
 C9_VARIABLES = VARIABLES
@@ -69,7 +69,7 @@ class Worker(Program):
         command = [
             *celery,
             "-Q",
-            "email,maintenance,syncs",
+            ",".join(QUEUES),
             "--concurrency",
             str(concurrency),
             "--pool",

@@ -39,11 +39,11 @@ def celery_on(url: str) -> Celery:
 def test_the_embedded_broker_answers_and_counts_what_waits(tmp_path: Path) -> None:
     url = embedded(tmp_path)
     broker.ping(url, 2)
-    assert broker.depths(url) == {"email": 0, "maintenance": 0, "syncs": 0}
+    assert broker.depths(url) == {"email": 0, "maintenance": 0, "syncs": 0, "webhooks": 0}
     celery = celery_on(url)
     assert enqueue.deliver(celery, 1) and enqueue.deliver(celery, 2)
     celery.send_task("jobpost.expire")
-    assert broker.depths(url) == {"email": 2, "maintenance": 1, "syncs": 0}
+    assert broker.depths(url) == {"email": 2, "maintenance": 1, "syncs": 0, "webhooks": 0}
 
 
 def test_an_embedded_broker_that_cannot_open_its_database_fails_the_checks(
@@ -98,7 +98,10 @@ def test_queue_depths_on_redis_count_every_priority_without_kombu(
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == [str({"email": 2, "maintenance": 2, "syncs": 0}), "[]"]
+    assert done.stdout.splitlines() == [
+        str({"email": 2, "maintenance": 2, "syncs": 0, "webhooks": 0}),
+        "[]",
+    ]
     client = redis.Redis.from_url(redis_server.url)
     assert client.llen("maintenance") == 1  # the other one waits in the priority 9 list
     client.close()
@@ -123,14 +126,19 @@ def test_jobpost_queues_on_the_embedded_broker(tmp_path: Path) -> None:
     env = {"CELERY_BROKER_URL": url, "PATH": "/usr/bin:/bin", "JOBPOST_VAR_DIR": str(tmp_path)}
     done = jobpost(env, "queues", "--json")
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["queues"] == {"email": 1, "maintenance": 0, "syncs": 0}
+    assert json.loads(done.stdout)["queues"] == {
+        "email": 1,
+        "maintenance": 0,
+        "syncs": 0,
+        "webhooks": 0,
+    }
 
 
 def test_the_embedded_broker_makes_its_folder(tmp_path: Path) -> None:
     """A fresh JOBPOST_VAR_DIR: whichever process asks first (here `jobpost queues`'s
     question, or a web process enqueueing) makes the folder, as the database's is made."""
     url = f"sqla+sqlite:///{tmp_path / 'var' / 'nested' / 'broker.sqlite'}"
-    assert broker.depths(url) == {"email": 0, "maintenance": 0, "syncs": 0}
+    assert broker.depths(url) == {"email": 0, "maintenance": 0, "syncs": 0, "webhooks": 0}
     assert (tmp_path / "var" / "nested" / "broker.sqlite").exists()
     other = f"sqla+sqlite:///{tmp_path / 'other' / 'broker.sqlite'}"
     assert enqueue.deliver(celery_on(other), 3)

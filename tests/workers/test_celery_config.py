@@ -77,6 +77,9 @@ def test_the_tasks_keep_the_app_settings(tmp_path: Path) -> None:
     assert celery_app.amqp.router.route({}, "jobpost.deliver")["queue"].name == "email"
     assert celery_app.amqp.router.route({}, "jobpost.sweep")["queue"].name == "maintenance"
     assert celery_app.amqp.router.route({}, "jobpost.sync")["queue"].name == "syncs"  # C11
+    # C12: a backlog of webhooks never stands in front of the copies and reports.
+    assert celery_app.amqp.router.route({}, "jobpost.deliver_webhook")["queue"].name == "webhooks"
+    assert celery_app.amqp.router.route({}, "jobpost.deliver_report")["queue"].name == "email"
 
 
 def test_the_embedded_broker_is_the_default(tmp_path: Path) -> None:

@@ -511,7 +511,7 @@ def test_outbox_and_queue_commands_on_pending_sent_and_failed_entries(
     listed, human = jobpost_all(env, ["queues", "--json"], ["queues"])
     assert listed.returncode == 0, listed.stderr
     assert json.loads(listed.stdout) == {
-        "queues": {"email": 2, "maintenance": 1, "syncs": 0},
+        "queues": {"email": 2, "maintenance": 1, "syncs": 0, "webhooks": 0},
         "workers": [],
     }
     assert re.search(r"email\s+2 waiting", human.stdout), human.stdout
@@ -577,7 +577,7 @@ def test_outbox_and_queue_commands_on_pending_sent_and_failed_entries(
         # The worker drained the queues, and answers.
         listed, human, after = jobpost_all(env, ["queues", "--json"], ["queues"], ["outbox"])
         report = json.loads(listed.stdout)
-        assert report["queues"] == {"email": 0, "maintenance": 0, "syncs": 0}
+        assert report["queues"] == {"email": 0, "maintenance": 0, "syncs": 0, "webhooks": 0}
         assert report["workers"] == [f"jobpost-{worker.proc.pid}@{socket.gethostname()}"]
         assert f"workers: {report['workers'][0]}" in human.stdout
         assert sorted(table(after.stdout)) == [pending]

@@ -5,6 +5,7 @@ Webhooks library."""
 from __future__ import annotations
 
 import dataclasses
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -48,9 +49,18 @@ def factory(database: Engine) -> sessionmaker[Session]:
     return make_sessionmaker(database)
 
 
+# The receivers listen on free ports: the tests allow every port beyond the web ports (C12).
+ANY_PORT = ((1, 65535),)
+
+
 @pytest.fixture
 def hook_settings(settings: Settings) -> Settings:
-    return dataclasses.replace(settings, secret_key=KEY.decode(), webhook_allow_private=True)
+    return dataclasses.replace(
+        settings,
+        secret_key=KEY.decode(),
+        webhook_allow_private=True,
+        webhook_allowed_ports=ANY_PORT,
+    )
 
 
 @pytest.fixture
@@ -285,7 +295,12 @@ def test_dns_that_turns_private_at_send_is_refused(
     factory: sessionmaker[Session], settings: Settings, receiver: Receiver
 ) -> None:
     """Registered while it resolved to a public address; now it answers a private one."""
-    s = dataclasses.replace(settings, secret_key=KEY.decode(), webhook_allow_private=False)
+    s = dataclasses.replace(
+        settings,
+        secret_key=KEY.decode(),
+        webhook_allow_private=False,
+        webhook_allowed_ports=ANY_PORT,
+    )
     employer_id, _ = endpoint(factory, receiver)
     [d] = emit(factory, employer_id)
     sender = client.Client(
@@ -307,6 +322,51 @@ def test_plain_http_is_refused_at_send_without_webhook_allow_http(
         allowed = dataclasses.replace(hook_settings, webhook_allow_http=True)
         make_due(factory, d)
         assert deliver(factory, allowed, plain, d) == "succeeded"
+
+
+def test_a_port_no_longer_allowed_is_refused_at_send(
+    factory: sessionmaker[Session], hook_settings: Settings, receiver: Receiver
+) -> None:
+    """A URL stored before the port rule, or under a wider WEBHOOK_ALLOWED_PORTS (C12)."""
+    employer_id, _ = endpoint(factory, receiver)
+    [d] = emit(factory, employer_id)
+    narrow = dataclasses.replace(hook_settings, webhook_allowed_ports=())
+    assert deliver(factory, narrow, receiver, d) == "retry"
+    assert row(factory, d).last_error == f"Refused: port {receiver.port} is not allowed"
+    assert receiver.received == []
+
+
+def test_a_connection_that_fails_reads_the_same_refused_or_silent(
+    factory: sessionmaker[Session], hook_settings: Settings, receiver: Receiver
+) -> None:
+    """lastError does not tell which ports answer: nothing listening (refused) and a host
+    that never completes the handshake (timed out) read alike (C12)."""
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    closed_port = closed.getsockname()[1]
+    closed.close()
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(0)
+    filler = socket.create_connection(silent.getsockname())  # the backlog is full: SYNs wait
+    errors = []
+    try:
+        for port in (closed_port, silent.getsockname()[1]):
+            employer_id, endpoint_id = endpoint(factory, receiver)
+            with session_scope(factory) as s:
+                s.execute(
+                    update(WebhookEndpoint)
+                    .where(WebhookEndpoint.id == endpoint_id)
+                    .values(url=f"https://hooks.test:{port}/hook")
+                )
+            [d] = emit(factory, employer_id)
+            outcome = deliver(factory, hook_settings, receiver, d, connect_timeout=0.5)
+            assert outcome == "retry"
+            errors.append(row(factory, d).last_error)
+    finally:
+        filler.close()
+        silent.close()
+    assert errors == ["could not connect to the receiver"] * 2
 
 
 def test_no_employer_receives_another_employers_events(
@@ -448,3 +508,98 @@ def test_one_client_per_process_and_rule(hook_settings: Settings) -> None:
     )
     assert delivery.client_for(other) is not first
     assert first.allowed("10.0.0.1") is hook_settings.webhook_allow_private
+
+
+# --- no tenant starves another: the caps of deliveries in flight (C12) -------------------
+
+
+def hold(factory: sessionmaker[Session], s: Settings, delivery_id: int) -> Any:
+    """Claim a delivery as a worker sending it would, and keep it in flight."""
+    with session_scope(factory) as session:
+        got = deliveries.claim(session, delivery_id, now=utcnow(), timing=delivery.timing(s))
+    assert got is not None
+    return got
+
+
+def test_an_endpoint_with_its_cap_in_flight_defers_the_next_without_an_attempt(
+    factory: sessionmaker[Session], hook_settings: Settings, receiver: Receiver
+) -> None:
+    employer_id, _ = endpoint(factory, receiver)
+    ids = [emit(factory, employer_id)[0] for _ in range(3)]
+    first = hold(factory, hook_settings, ids[0])
+    hold(factory, hook_settings, ids[1])  # two in flight: WEBHOOK_ENDPOINT_IN_FLIGHT's default
+    assert deliver(factory, hook_settings, receiver, ids[2]) == "deferred"
+    assert receiver.received == []
+    waiting = row(factory, ids[2])
+    assert (waiting.status, waiting.attempts, waiting.last_error) == ("pending", 0, None)
+    with session_scope(factory) as s:
+        assert deliveries.mark_succeeded(s, first, status_code=204, now=utcnow())
+    assert deliver(factory, hook_settings, receiver, ids[2]) == "succeeded"
+    assert row(factory, ids[2]).attempts == 1
+
+
+def test_an_employer_with_its_cap_in_flight_defers_even_where_an_endpoint_has_room(
+    factory: sessionmaker[Session], hook_settings: Settings, receiver: Receiver
+) -> None:
+    s = dataclasses.replace(hook_settings, webhook_employer_in_flight=3)
+    employer_id, one = endpoint(factory, receiver)
+    _, two = endpoint(factory, receiver, employer_id=employer_id)
+    first, second = emit(factory, employer_id), emit(factory, employer_id)  # one for each
+    at = {d: row(factory, d).endpoint_id for d in first + second}
+    [a1, b1], [a2, b2] = (sorted(m, key=lambda d: at[d] != one) for m in (first, second))
+    for d in (a1, a2, b1):  # the first endpoint full, the second with one of its two
+        hold(factory, s, d)
+    assert at[b2] == two
+    assert deliver(factory, s, receiver, b2) == "deferred"
+    _, other = endpoint(factory, receiver)  # another employer is not held back
+    [theirs] = emit(factory, endpoint_row(factory, other).employer_id)
+    assert deliver(factory, s, receiver, theirs) == "succeeded"
+    assert len(receiver.received) == 1
+
+
+def test_claims_at_once_never_pass_the_caps(
+    factory: sessionmaker[Session], hook_settings: Settings, receiver: Receiver
+) -> None:
+    """Twenty claims of one employer's deliveries at the same instant, each on a connection
+    of its own, as from twenty worker processes: eight win, at most two an endpoint."""
+    employer_id, _ = endpoint(factory, receiver)
+    for _ in range(4):
+        endpoint(factory, receiver, employer_id=employer_id)
+    ids = [d for _ in range(4) for d in emit(factory, employer_id)]
+    assert len(ids) == 20
+    start = threading.Barrier(len(ids))
+    won: list[Any] = []
+
+    def claim(d: int) -> None:
+        start.wait()
+        with session_scope(factory) as session:
+            got = deliveries.claim(session, d, now=utcnow(), timing=delivery.timing(hook_settings))
+        if got is not None:
+            won.append(got)
+
+    threads = [threading.Thread(target=claim, args=(d,)) for d in ids]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(won) == 8
+    per_endpoint = [sum(1 for w in won if w.endpoint_id == e) for e in {w.endpoint_id for w in won}]
+    assert max(per_endpoint) <= 2
+
+
+def test_an_attempt_that_ends_hands_on_the_delivery_waiting_for_its_place(
+    factory: sessionmaker[Session], hook_settings: Settings, receiver: Receiver
+) -> None:
+    s = dataclasses.replace(hook_settings, webhook_endpoint_in_flight=1)
+    employer_id, _ = endpoint(factory, receiver)
+    ids = [emit(factory, employer_id)[0] for _ in range(3)]
+    held = hold(factory, s, ids[1])
+    assert deliver(factory, s, receiver, ids[2]) == "deferred"
+    with session_scope(factory) as session:
+        deliveries.mark_succeeded(session, held, status_code=204, now=utcnow())
+    handed: list[list[int]] = []
+    sent = delivery.deliver(factory, s, ids[0], sender=sender_for(receiver), hand_on=handed.append)
+    assert sent == "succeeded"
+    assert handed == [[ids[2]]]
+    assert row(factory, ids[2]).lease_until is not None  # marked enqueued: not handed twice
+    assert delivery.deliver(factory, s, ids[2], sender=sender_for(receiver)) == "succeeded"

@@ -39,6 +39,7 @@ EVERY_POOL = ["solo", "prefork", "threads"]
 HOOK_ENV = {
     "WEBHOOK_ALLOW_HTTP": "true",
     "WEBHOOK_ALLOW_PRIVATE": "true",
+    "WEBHOOK_ALLOWED_PORTS": "1024-65535",  # the receivers' free ports (C12)
     "WEBHOOK_RETRY_SCHEDULE": "1,1,1",
     "JOBPOST_SECRET_KEY": KEY.decode(),
 }

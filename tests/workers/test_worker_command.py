@@ -3,11 +3,14 @@ host must not share a node name (tests/workers/test_operations.py starts two for
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
+import shlex
 from pathlib import Path
 
 import pytest
+import yaml
 
 import api.server
 from models.settings import Settings
@@ -89,3 +92,46 @@ def test_a_solo_pool_of_several_tasks_at_once_is_refused(tmp_path: Path) -> None
     args = parser().parse_args(["worker", "--pool", "solo", "--concurrency", "4"])
     with pytest.raises(SystemExit, match="--pool solo runs one task at a time"):
         services.worker(args, Command(settings))
+
+
+@pytest.mark.parametrize(
+    ("argv", "queues"),
+    [
+        (["worker"], "email,maintenance,syncs,webhooks"),
+        (["worker", "--queues", "webhooks"], "webhooks"),
+        (["worker", "--queues", "email, maintenance"], "email,maintenance"),
+    ],
+)
+def test_a_worker_consumes_every_queue_unless_told_which(
+    started: list[list[str]], tmp_path: Path, argv: list[str], queues: str
+) -> None:
+    """C12: webhooks have a queue of their own, which a worker consumes by default."""
+    settings = Settings.from_env({"JOBPOST_VAR_DIR": str(tmp_path)})
+    assert services.worker(parser().parse_args(argv), Command(settings)) == 0
+    [options] = started
+    assert options[options.index("-Q") + 1] == queues
+
+
+def test_an_unknown_queue_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parser().parse_args(["worker", "--queues", "email,mail"])
+    assert "name some of email, maintenance, syncs, webhooks" in capsys.readouterr().err
+
+
+def _worker_options(command: list[str]) -> argparse.Namespace:
+    return parser().parse_args(command[command.index("worker") :])
+
+
+def test_the_shipped_workers_have_more_slots_than_one_employer_may_hold() -> None:
+    """C12: compose's and the Procfile's workers consume webhooks with more tasks at once than
+    WEBHOOK_EMPLOYER_IN_FLIGHT, so one employer's slow receivers never hold every slot."""
+    root = Path(__file__).resolve().parents[2]
+    compose = yaml.safe_load((root / "docker-compose.yml").read_text())
+    procfile = dict(
+        line.split(":", 1) for line in (root / "Procfile").read_text().splitlines() if line
+    )
+    cap = Settings.from_env({}).webhook_employer_in_flight
+    for command in (compose["services"]["worker"]["command"], shlex.split(procfile["worker"])):
+        args = _worker_options(command)
+        assert args.queues is None or "webhooks" in args.queues, command
+        assert (args.concurrency or 1) > cap, command

@@ -37,6 +37,19 @@ from workers.cli import (
 from workers.cli.command import Command, Handler, json_flag
 
 
+def _queues(raw: str) -> list[str]:
+    """`jobpost worker --queues`: some of workers.app.QUEUES, comma-separated."""
+    from workers.app import QUEUES
+
+    names = [n.strip() for n in raw.split(",") if n.strip()]
+    unknown = [n for n in names if n not in QUEUES]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(
+            f"{raw!r}: name some of {', '.join(QUEUES)}, comma-separated"
+        )
+    return names
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="jobpost", description="jobpost operations (C9).")
     sub = p.add_subparsers(dest="command", required=True)
@@ -86,7 +99,14 @@ def parser() -> argparse.ArgumentParser:
         sub,
         "worker",
         services.worker,
-        "run a Celery worker on the email, maintenance and syncs queues",
+        "run a Celery worker on the email, maintenance, syncs and webhooks queues",
+    )
+    c.add_argument(
+        "--queues",
+        type=_queues,
+        default=None,
+        help="the queues to consume, comma-separated (default: all four); a worker of its own"
+        " for webhooks: --queues webhooks --pool threads",
     )
     c.add_argument(
         "--concurrency",

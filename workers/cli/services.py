@@ -45,13 +45,7 @@ def serve(args: argparse.Namespace, command: Command) -> int:
 
 def worker(args: argparse.Namespace, command: Command) -> int:
     from api.server import prepare_metrics_dir
-    from workers.app import (
-        EMAIL_QUEUE,
-        MAINTENANCE_QUEUE,
-        SYNCS_QUEUE,
-        prefetch_multiplier,
-        worker_pool,
-    )
+    from workers.app import QUEUES, prefetch_multiplier, worker_pool
 
     settings = command.settings
     key_needed(command)
@@ -68,7 +62,7 @@ def worker(args: argparse.Namespace, command: Command) -> int:
     for name in CELERY_TASK_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
     name = args.name or DEFAULT_NODE_NAME.format(pid=os.getpid())
-    queues = f"{EMAIL_QUEUE},{MAINTENANCE_QUEUE},{SYNCS_QUEUE}"
+    queues = ",".join(args.queues or QUEUES)
     pool = worker_pool(concurrency, args.pool)
     options = ["-Q", queues, "--loglevel", "INFO", "--concurrency", str(concurrency), "-n", name]
     options += ["--prefetch-multiplier", str(prefetch_multiplier(pool))]

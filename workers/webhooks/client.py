@@ -38,6 +38,11 @@ class Refused(Exception):
     """The attempt was not made: the host does not resolve, or resolves to a forbidden address."""
 
 
+class Unreachable(httpcore.ConnectError):
+    """No TCP connection to any address of the receiver: refused, unreachable or timed out,
+    told apart in the message only (C12 keeps the reason out of `lastError`)."""
+
+
 @dataclass(frozen=True)
 class Answer:
     status: int
@@ -109,15 +114,15 @@ class _PinnedBackend(httpcore.NetworkBackend):
     ) -> httpcore.NetworkStream:
         failure: Exception = httpcore.ConnectError("no address to connect to")
         for address in self.addresses:
-            bounded = self.deadline.bound(timeout, httpcore.ConnectTimeout)
             try:
+                bounded = self.deadline.bound(timeout, httpcore.ConnectTimeout)
                 stream = self.inner.connect_tcp(address, port, bounded, None, socket_options)
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as e:
                 failure = e
                 continue
             self.connected = address
             return _Stream(stream, self)
-        raise failure
+        raise Unreachable(f"{type(failure).__name__}: {failure}") from failure
 
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)

@@ -27,7 +27,7 @@ from models.dates import utcnow
 from models.engines import database_said
 from models.settings import Settings
 from models.unit_of_work import autocommit_sessions, commit, session_scope
-from models.webhook_urls import address_allowed
+from models.webhook_urls import address_allowed, port_allowed, url_port
 from workers.delivery import SEND_SHARE_OF_LEASE
 from workers.webhooks import client, signing
 
@@ -38,6 +38,14 @@ OUTCOMES = Counter(
     "Webhook delivery attempts by event type and outcome (succeeded, retry, failed, disabled).",
     ["event", "outcome"],
 )
+DEFERRED = Counter(
+    "jobpost_webhook_deferred",
+    "Webhook deliveries due but not attempted: their endpoint or employer had its cap in flight.",
+)
+# C12: a connection that fails reads the same whatever the reason, so that `lastError` does
+# not tell an employer which hosts and ports answer, and which are silent.
+CONNECT_ERRORS = (client.Unreachable,)
+CONNECT_FAILED = "could not connect to the receiver"
 # What may go wrong in the exchange itself: every one is a failed attempt, retried.
 EXCHANGE_ERRORS = (
     client.Refused,
@@ -54,6 +62,8 @@ def timing(settings: Settings) -> deliveries.Timing:
         lease_seconds=settings.outbox_lease_seconds,
         sweep_grace_seconds=settings.outbox_sweep_grace_seconds,
         schedule=settings.webhook_retry_schedule,
+        endpoint_in_flight=settings.webhook_endpoint_in_flight,
+        employer_in_flight=settings.webhook_employer_in_flight,
     )
 
 
@@ -87,23 +97,51 @@ def deliver(
     delivery_id: int,
     *,
     sender: client.Client | None = None,
+    hand_on: Callable[[list[int]], object] | None = None,
 ) -> str:
     """One attempt. Returns "skipped" (not claimable: finished, not yet due, another
-    worker's, its endpoint disabled or deleted), "succeeded", "retry", "failed", "disabled"
-    (a 410 disabled the endpoint) or "lost" (the lease was taken over, or it was deleted)."""
+    worker's, its endpoint disabled or deleted), "deferred" (due, but its endpoint or employer
+    has its cap in flight: no attempt made or counted), "succeeded", "retry", "failed",
+    "disabled" (a 410 disabled the endpoint) or "lost" (the lease was taken over, or it was
+    deleted). Once an attempt ends, `hand_on` is given the delivery waiting for its place."""
     t = timing(settings)
-    # As for email copies (workers.delivery): each step is one statement; on PostgreSQL
-    # they commit by themselves and no transaction stays open during the POST.
-    steps = autocommit_sessions(sessions)
-    with session_scope(steps) as s:
+    # The claim is a transaction of its own (on PostgreSQL, the employer's turn). Then, as
+    # for email copies (workers.delivery), each step is one statement; on PostgreSQL they
+    # commit by themselves and no transaction stays open during the POST.
+    deferred = False
+    with session_scope(sessions) as s:
         claimed = deliveries.claim(s, delivery_id, now=utcnow(), timing=t)
         if claimed is None:
-            return "skipped"
-        if steps is sessions:
-            commit(s)
+            deferred = deliveries.defer(s, delivery_id, now=utcnow())
+    if claimed is None:
+        if deferred:
+            DEFERRED.inc()
+        return "deferred" if deferred else "skipped"
+    steps = autocommit_sessions(sessions)
+    with session_scope(steps) as s:
         outcome = _attempt(s, steps, settings, t, claimed, sender or client_for(settings))
     OUTCOMES.labels(claimed.type, outcome).inc()
+    if hand_on is not None:
+        _hand_on(steps, t, claimed.endpoint_id, hand_on)
     return outcome
+
+
+def _hand_on(
+    steps: sessionmaker[Session],
+    t: deliveries.Timing,
+    endpoint_id: int,
+    hand_on: Callable[[list[int]], object],
+) -> None:
+    """Enqueue the delivery that waited for the place this attempt frees; on a database
+    error, the sweeper enqueues it instead."""
+    try:
+        with session_scope(steps) as s:
+            waiting = deliveries.next_waiting(s, endpoint_id, now=utcnow(), timing=t)
+    except SQLAlchemyError as e:
+        log.warning("webhook hand-on after endpoint %s failed: %s", endpoint_id, database_said(e))
+        return
+    if waiting is not None:
+        hand_on([waiting])
 
 
 def _attempt(
@@ -120,12 +158,20 @@ def _attempt(
     status: int | None = None
     try:
         signing_secrets = secrets.signing_secrets(claimed, utcnow(), secrets.load_key(settings))
-        if urlsplit(claimed.url).scheme != "https" and not settings.webhook_allow_http:
+        parts = urlsplit(claimed.url)
+        if parts.scheme != "https" and not settings.webhook_allow_http:
             raise client.Refused("the URL is not https")
+        port = url_port(parts)
+        allow_http, extra = settings.webhook_allow_http, settings.webhook_allowed_ports
+        if not port_allowed(port, allow_http=allow_http, extra=extra):
+            raise client.Refused(f"port {port} is not allowed")
         headers = signing.headers(claimed.message_id, body, signing_secrets, at=utcnow())
         answer = sender.post(claimed.url, body, headers, limit=limit)
     except (RuntimeError, InvalidToken) as e:  # no key, or not the key it was sealed with
         error = f"the secret cannot be read: {e or type(e).__name__}"
+    except CONNECT_ERRORS as e:  # refused, unreachable or timed out: the same words for all
+        error = CONNECT_FAILED
+        log.info("webhook delivery %s: %s", claimed.id, e)  # the operator's log tells which
     except EXCHANGE_ERRORS as e:
         error = f"{type(e).__name__}: {e}"
     else:
