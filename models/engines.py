@@ -1,6 +1,8 @@
 """Engines and their pools (C9 `DATABASE_URL`): a PostgreSQL connection checked before
 use only when it may have gone, a connect timeout, SQLite tuned for several processes, and
-the engine that reads (GET) use: autocommit on PostgreSQL, snapshots on SQLite."""
+the engine that reads (GET) use: autocommit on PostgreSQL, snapshots on SQLite. No engine
+writes a statement's bound values into its errors or logs (`hide_parameters`): they carry
+applicants' names, emails and letters, which must not reach a log line."""
 
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ def make_engine(
     """Create an engine; SQLite gets WAL, a busy timeout and write-ahead `BEGIN IMMEDIATE`
     (`sqlite_begin`: how its transactions begin)."""
     parsed = make_url(url)
+    kwargs["hide_parameters"] = True
     if parsed.get_backend_name() != "sqlite":
         if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
             # A server that takes the connection and never answers would hold a request (or

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import io
+import logging
 import queue
 import re
 import socket
@@ -18,7 +19,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 from celery import Celery
-from sqlalchemy import update
+from sqlalchemy import text, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from api import forms, ratelimit
@@ -1236,3 +1237,42 @@ def test_an_operator_retry_gives_a_failed_copy_the_whole_retry_hours_again(
         s.commit()
     assert deliver(app_id) == "failed"
     assert api.get(f"{API}/applications/{app_id}", key=employer.key).json["status"] == "failed"
+
+
+# --- C9: applicants' data never reaches a log line ----------------------------------------------
+
+FORCED = {
+    "sqlite": [
+        "CREATE TRIGGER forced BEFORE INSERT ON applications "
+        "BEGIN SELECT RAISE(ABORT, 'forced failure'); END"
+    ],
+    "postgresql": [
+        "CREATE FUNCTION forced() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN RAISE EXCEPTION 'forced failure'; END $$",
+        "CREATE TRIGGER forced BEFORE INSERT ON applications "
+        "FOR EACH ROW EXECUTE FUNCTION forced()",
+    ],
+}
+
+
+def test_a_database_error_storing_an_application_logs_none_of_its_values(
+    api: Api,
+    employer: Any,
+    sessions: sessionmaker[Session],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The engines hide bound parameters (models.engines): the statement that failed is
+    logged, the applicant's email, name and letter it carried are not. The database refuses
+    the insert by a trigger of the test's (rolled back with the test's transaction)."""
+    job = create_job(api, employer, status="active")
+    with sessions() as s:
+        for statement in FORCED[s.get_bind().dialect.name]:
+            s.execute(text(statement))
+        s.commit()
+    private = {"email": "ada.private@example.org", "name": "Ada Privata", "coverLetter": "Secretly"}
+    with caplog.at_level(logging.INFO):
+        result = api.post(f"{API}/jobs/{job['id']}/applications", json=applicant(**private))
+    problem(result, 500, "internal_error")
+    assert "forced failure" in caplog.text  # the error and its statement were logged
+    for value in private.values():
+        assert value not in caplog.text
