@@ -29,6 +29,7 @@ from api import (
 from api.middleware import Cors, MethodOverride, RequestId, SessionManager
 from api.openapi_resource import OpenApi
 from api.pages import Applied, ApplyForm, JobPage, PageKey, serialize_error
+from api.server import DEFAULT_LISTEN_URL
 from models import logs
 from models.dates import today_in, utcnow
 from models.engines import make_engine
@@ -64,6 +65,9 @@ class Collaborators:
     url_policy: UrlPolicy | None = None  # tests: a resolver of their own (C12)
     enqueue_report: reports.EnqueueReport = reports.no_broker  # the operator's email (C13)
     resend_limiter: ratelimit.Limiter | None = None  # webhook tests and retries (C12)
+    # Where the server listens (api.server.listen_url): the base of absolute URLs when
+    # PUBLIC_BASE_URL is unset. Never the request's Host or X-Forwarded-Host (C9).
+    listen_url: str = DEFAULT_LISTEN_URL
 
 
 def create_app(
@@ -89,7 +93,7 @@ def create_app(
     app = App(middleware=middleware)
     app.req_options.strip_url_path_trailing_slash = True
     errors.register(app, serialize_error)  # problems, but pages on the pages
-    base = settings.public_base_url
+    base = settings.public_base_url or parts.listen_url
     intake = applications.Intake(
         limiter,
         parts.enqueue,
@@ -186,9 +190,10 @@ class App(falcon.App):  # type: ignore[type-arg]
     _default_responder_bad_request = errors.unknown_method  # type: ignore[assignment]
 
 
-def get_app() -> WsgiApp:
+def get_app(listen_url: str | None = None) -> WsgiApp:
     """For gunicorn (`api.app:get_app()`), once in each web process: the settings read from
-    the environment here, and everything the app needs made from them (C9)."""
+    the environment here, and everything the app needs made from them (C9). `listen_url`:
+    where `jobpost serve` listens; under plain gunicorn, which does not say, its default."""
     from workers import broker, enqueue  # neither imports Celery nor kombu (issue 15)
 
     settings = Settings.from_env()
@@ -206,5 +211,6 @@ def get_app() -> WsgiApp:
             "broker": lambda: broker.ping(settings.broker_url, timeout),
         },
         queue_depths=lambda: broker.depths(settings.broker_url, timeout),
+        listen_url=listen_url or DEFAULT_LISTEN_URL,
     )
     return create_app(settings, make_sessionmaker(engine, settings.change_feed_lag_seconds), parts)

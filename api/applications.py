@@ -65,7 +65,7 @@ class Intake:
         trusted_proxies: tuple[Network, ...] = (),
         *,
         enqueue_webhooks: Callable[[list[int]], object] = lambda ids: None,
-        public_base_url: str | None = None,
+        public_base_url: str,
     ) -> None:
         self.limiter, self.enqueue, self.trusted_proxies = limiter, enqueue, trusted_proxies
         self.enqueue_webhooks, self.public_base_url = enqueue_webhooks, public_base_url
@@ -101,7 +101,7 @@ class Intake:
         view of it, and the absolute address of its résumé (or null)."""
         resume_url = None
         if a.resume_filename:
-            base = query.base_url(req, self.public_base_url)
+            base = self.public_base_url
             resume_url = f"{base}/api/v1.1/applications/{a.id}/resume"
         data = {**represent(a), "resumeUrl": resume_url}
         message = webhooks.emit(
@@ -126,7 +126,7 @@ class Submissions:
     """/api/v1.1/jobs/{id}/applications: POST is public; GET is the employer's."""
 
     def __init__(
-        self, intake: Intake, public_base_url: str | None, changes: Changes | None = None
+        self, intake: Intake, public_base_url: str, changes: Changes | None = None
     ) -> None:
         self.intake, self.public_base_url = intake, public_base_url
         self.feed = changes or Changes()
@@ -146,7 +146,7 @@ class Submissions:
 
 
 class Collection:
-    def __init__(self, public_base_url: str | None, changes: Changes | None = None) -> None:
+    def __init__(self, public_base_url: str, changes: Changes | None = None) -> None:
         self.public_base_url = public_base_url
         self.feed = changes or Changes()
 
@@ -196,7 +196,7 @@ def _list_query(req: falcon.Request, *, by_job: bool) -> _ListQuery:
 def _send(
     req: falcon.Request,
     resp: falcon.Response,
-    base: str | None,
+    base: str,
     wanted: _ListQuery,
     changes: Changes,
     carry_job: bool = False,
@@ -240,7 +240,7 @@ def _job_filter(req: falcon.Request, errors: list[FieldError]) -> int | None:
 def _send_page(
     req: falcon.Request,
     resp: falcon.Response,
-    base: str | None,
+    base: str,
     wanted: _ListQuery,
     carry_job: bool = False,
 ) -> None:

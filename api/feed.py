@@ -127,7 +127,7 @@ def decode(token: str, kind: str, employer_id: int) -> Position | None:
 
 def paging(
     req: falcon.Request,
-    public_base_url: str | None,
+    public_base_url: str,
     kind: str,
     employer_id: int,
     page_size: int,
@@ -148,7 +148,7 @@ def paging(
     )
     return {
         "pageSize": page_size,
-        "next": f"{query.base_url(req, public_base_url)}{req.path}?{link}",
+        "next": f"{public_base_url}{req.path}?{link}",
     }
 
 

@@ -39,7 +39,7 @@ class _JobResource:
     def __init__(
         self,
         today: Callable[[], date],
-        public_base_url: str | None,
+        public_base_url: str,
         kept: cache.Representations[int] | None = None,
     ) -> None:
         self.today = today
@@ -47,7 +47,7 @@ class _JobResource:
         self.kept = kept if kept is not None else cache.Representations[int](0)
 
     def _location(self, req: falcon.Request, job_id: int) -> str:
-        return f"{query.base_url(req, self.public_base_url)}/api/v1.1/jobs/{job_id}"
+        return f"{self.public_base_url}/api/v1.1/jobs/{job_id}"
 
     def _send_written(
         self, req: falcon.Request, resp: falcon.Response, applied: jobs.Applied, trial: bool
@@ -79,7 +79,7 @@ class JobCollection(_JobResource):
     def __init__(
         self,
         today: Callable[[], date],
-        public_base_url: str | None,
+        public_base_url: str,
         searches: tallies.SearchTotals | None = None,
         *,
         now: Callable[[], datetime] = utcnow,

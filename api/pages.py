@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 import falcon
 from sqlalchemy.orm import Session
 
-from api import cache, forms, html_render, idempotency, languages, query
+from api import cache, forms, html_render, idempotency, languages
 from api import errors as problems
 from api.applications import Intake, job_scope
 from api.responses import path_id
@@ -162,7 +162,7 @@ class JobPage:
     def __init__(
         self,
         timezone: ZoneInfo,
-        public_base_url: str | None = None,
+        public_base_url: str,
         kept: cache.Representations[PageKey] | None = None,
         *,
         retention_days: int = 180,
@@ -183,7 +183,7 @@ class JobPage:
             send_missing(req, resp, job_id)
             return
         lang = language(languages.choose(req, state.language))
-        base = query.base_url(req, self.public_base_url)
+        base = self.public_base_url
         key = (number, lang.code, base)
         entry = self.kept.get(key, state.version, state.employer_name)
         if entry is None:

@@ -103,13 +103,9 @@ def page_size(req: falcon.Request, errors: list[FieldError]) -> int:
     return _bounded(req, "pageSize", 10, 100, errors)
 
 
-def base_url(req: falcon.Request, public_base_url: str | None) -> str:
-    return public_base_url or f"{req.scheme}://{req.netloc}"
-
-
 def paging_object(
     req: falcon.Request,
-    public_base_url: str | None,
+    public_base_url: str,
     p: Paging,
     total: int,
     filters: dict[str, str | None],
@@ -120,7 +116,7 @@ def paging_object(
 
     def link(page: int) -> str:
         query = urlencode({**carried, "pageSize": p.page_size, "page": page})
-        return f"{base_url(req, public_base_url)}{req.path}?{query}"
+        return f"{public_base_url}{req.path}?{query}"
 
     return {
         "total": total,

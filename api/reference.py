@@ -25,7 +25,7 @@ class Categories:
 
 
 class Locations:
-    def __init__(self, public_base_url: str | None) -> None:
+    def __init__(self, public_base_url: str) -> None:
         self.public_base_url = public_base_url
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:

@@ -22,11 +22,12 @@ from typing import Any, NoReturn
 from gunicorn.app.base import BaseApplication
 from gunicorn.config import Config
 from gunicorn.glogging import Logger
+from gunicorn.util import parse_address
 
 
 class Server(BaseApplication):  # type: ignore[misc]  # gunicorn ships no type hints
-    def __init__(self, options: dict[str, Any]) -> None:
-        self.options = options
+    def __init__(self, options: dict[str, Any], *, listen_url: str | None = None) -> None:
+        self.options, self.listen_url = options, listen_url
         super().__init__()
 
     def load_config(self) -> None:
@@ -36,7 +37,7 @@ class Server(BaseApplication):  # type: ignore[misc]  # gunicorn ships no type h
     def load(self) -> Any:
         from api.app import get_app
 
-        return get_app()
+        return get_app(self.listen_url)
 
 
 class NoAccessLog(Logger):  # type: ignore[misc]
@@ -126,6 +127,9 @@ LOGGING = {
 
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8000
+DEFAULT_LISTEN_URL = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
+# A wildcard address is reached on this machine through its loopback address.
+_WILDCARDS = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}
 
 
 def serve(
@@ -135,15 +139,35 @@ def serve(
     *,
     metrics_dir: str | None = None,
     cmd_args: Sequence[str] = (),
+    public_base_url: str | None = None,
     **extra: Any,
 ) -> None:
     """gunicorn, on `options_for`'s options (`host`, `port`, `workers`: None when not given).
     A value of GUNICORN_CMD_ARGS (`cmd_args`) gunicorn refuses is a ValueError, before
-    anything starts."""
+    anything starts; so is a socket file to listen on without `public_base_url`."""
     options = options_for(host, port, workers, cmd_args=cmd_args)
+    listening = listen_url(options["bind"], tls=bool(options.get("certfile")))
+    if listening is None and public_base_url is None:
+        raise ValueError(
+            "PUBLIC_BASE_URL must be set when jobpost serve listens on a socket file or "
+            "descriptor: the service's absolute URLs need an http address (C9)"
+        )
     if metrics_dir is not None:
         options["child_exit"] = child_exit(prepare_metrics_dir(metrics_dir))
-    Server({**options, **extra}).run()
+    Server({**options, **extra}, listen_url=listening).run()
+
+
+def listen_url(bind: str | Sequence[str], *, tls: bool = False) -> str | None:
+    """The origin of the first address gunicorn listens on (`bind`): the base of the service's
+    absolute URLs when PUBLIC_BASE_URL is unset, never the request's Host (C9). A wildcard
+    host is named by its loopback address; a socket file or descriptor has none (None)."""
+    first = bind if isinstance(bind, str) else bind[0]
+    address = parse_address(first, DEFAULT_PORT)
+    if not isinstance(address, tuple):
+        return None
+    host, port = str(address[0]), address[1]
+    host = _WILDCARDS.get(host, host)
+    return f"{'https' if tls else 'http'}://{f'[{host}]' if ':' in host else host}:{port}"
 
 
 def options_for(

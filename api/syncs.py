@@ -54,12 +54,12 @@ class _Syncs:
     requires_employer = True  # read by MethodOverride: 401 outranks its 400 (C1)
 
     def __init__(
-        self, now: Callable[[], datetime], enqueue: EnqueueSync, public_base_url: str | None
+        self, now: Callable[[], datetime], enqueue: EnqueueSync, public_base_url: str
     ) -> None:
         self.now, self.enqueue, self.public_base_url = now, enqueue, public_base_url
 
     def _location(self, req: falcon.Request, run_id: int) -> str:
-        return f"{query.base_url(req, self.public_base_url)}/api/v1.1/syncs/{run_id}"
+        return f"{self.public_base_url}/api/v1.1/syncs/{run_id}"
 
     def _enqueue_after_commit(self, req: falcon.Request, run_id: int) -> None:
         request_id = getattr(req.context, "request_id", None)

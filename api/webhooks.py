@@ -45,7 +45,7 @@ class Context:
     keys: KeySource
     policy: webhooks.UrlPolicy
     now: Callable[[], datetime]
-    public_base_url: str | None
+    public_base_url: str
     enqueue: EnqueueWebhooks = nothing
     resends: Limiter = dataclasses.field(default_factory=Unlimited)  # WEBHOOK_TEST_RATE_LIMIT
 
@@ -77,7 +77,7 @@ class Context:
             )
 
     def location(self, req: falcon.Request, endpoint_id: int) -> str:
-        return f"{query.base_url(req, self.public_base_url)}/api/v1.1/webhooks/{endpoint_id}"
+        return f"{self.public_base_url}/api/v1.1/webhooks/{endpoint_id}"
 
 
 represent = webhooks.shape

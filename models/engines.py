@@ -1,6 +1,9 @@
 """Engines and their pools (C9 `DATABASE_URL`): a PostgreSQL connection checked before
 use only when it may have gone, a connect timeout, SQLite tuned for several processes, and
-the engine that reads (GET) use: autocommit on PostgreSQL, snapshots on SQLite."""
+the engine that reads (GET) use: autocommit on PostgreSQL, snapshots on SQLite. No engine
+writes a statement's bound values into its errors or logs (`hide_parameters`): they carry
+applicants' names, emails and letters, which must not reach a log line. Nor does PostgreSQL's
+DETAIL, which quotes them ("Failing row contains (…)")."""
 
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ def make_engine(
     """Create an engine; SQLite gets WAL, a busy timeout and write-ahead `BEGIN IMMEDIATE`
     (`sqlite_begin`: how its transactions begin)."""
     parsed = make_url(url)
+    kwargs["hide_parameters"] = True
     if parsed.get_backend_name() != "sqlite":
         if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
             # A server that takes the connection and never answers would hold a request (or
@@ -43,6 +47,7 @@ def make_engine(
         _ping_when_idle(engine, idle_ping_seconds)
         if parsed.get_backend_name() == "postgresql":
             _prepare_unless_pooled(engine)
+            _no_detail_in_messages(engine)
         return engine
     make_sqlite_folder(url)
     engine = create_engine(url, connect_args={"timeout": 30}, **kwargs)
@@ -62,6 +67,22 @@ def _prepare_unless_pooled(engine: Engine) -> None:
     def _connect(_dialect: Any, _record: Any, _args: Any, params: dict[str, Any]) -> None:
         if params.pop(POOLER, None) == "transaction":
             params["prepare_threshold"] = None
+
+
+def _no_detail_in_messages(engine: Engine) -> None:
+    """Drop the DETAIL line from a database error's message (the driver's, and SQLAlchemy's
+    made from it): for a constraint violation PostgreSQL writes the failing row or key into it,
+    applicants' data included, and the message reaches the logs with the traceback. The
+    driver's `diag` keeps every field for code that asks."""
+
+    @event.listens_for(engine, "handle_error")
+    def _strip(context: Any) -> None:
+        for error in (context.original_exception, context.sqlalchemy_exception):
+            if error is not None and error.args and isinstance(error.args[0], str):
+                kept = [
+                    line for line in error.args[0].split("\n") if not line.startswith("DETAIL:")
+                ]
+                error.args = ("\n".join(kept), *error.args[1:])
 
 
 def make_sqlite_folder(url: str) -> None:

@@ -54,7 +54,24 @@ def cannot_listen(host: str, port: int) -> str | None:
     return None
 
 
-def run(host: str, port: int, smtp_host: str, smtp_port: int, var: Path) -> int:
+def tell_children(host: str, port: int, public_base_url: str | None) -> str:
+    """Set PUBLIC_BASE_URL for the children: the API's address when it is unset. A worker does
+    not know where the web listens, and its links (the report email's) name it (C9)."""
+    from api.server import listen_url
+
+    base = public_base_url or listen_url(f"{host}:{port}") or ""
+    os.environ["PUBLIC_BASE_URL"] = base
+    return base
+
+
+def run(
+    host: str,
+    port: int,
+    smtp_host: str,
+    smtp_port: int,
+    var: Path,
+    public_base_url: str | None = None,
+) -> int:
     """Start the sink, then web, worker and beat as child processes; stop them together.
     Nothing starts if the API's or the sink's port is taken (another `make run`, most often):
     a line says which, and the exit status is 1."""
@@ -72,6 +89,7 @@ def run(host: str, port: int, smtp_host: str, smtp_port: int, var: Path) -> int:
         return 1
     sink = start_sink(smtp_host, smtp_port, var / "mail")
     jobpost = [sys.executable, "-m", "workers.cli"]
+    tell_children(host, port, public_base_url)
     children = [
         subprocess.Popen(
             [*jobpost, "serve", "--host", host, "--port", str(port), "--workers", "2"]

@@ -78,7 +78,7 @@ def test_an_application_emits_the_employers_view_with_its_resume_url(
     assert owner == employer.id and message["type"] == "application.received"
     view = api.get(f"{API}/applications/{app_id}", key=employer.key).json
     data = message["data"]
-    assert data["resumeUrl"] == f"http://falconframework.org{API}/applications/{app_id}/resume"
+    assert data["resumeUrl"] == f"http://127.0.0.1:8000{API}/applications/{app_id}/resume"
     assert {k: v for k, v in data.items() if k != "resumeUrl"} == {
         **view,
         "status": "pending",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import io
+import logging
 import queue
 import re
 import socket
@@ -18,7 +19,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 from celery import Celery
-from sqlalchemy import update
+from sqlalchemy import text, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from api import forms, ratelimit
@@ -1236,3 +1237,64 @@ def test_an_operator_retry_gives_a_failed_copy_the_whole_retry_hours_again(
         s.commit()
     assert deliver(app_id) == "failed"
     assert api.get(f"{API}/applications/{app_id}", key=employer.key).json["status"] == "failed"
+
+
+# --- C9: applicants' data never reaches a log line ----------------------------------------------
+
+# How the test's trigger makes the database refuse an application: an error of its own, or a
+# NOT NULL violation, whose DETAIL on PostgreSQL quotes the failing row (the email with it).
+FORCED = {
+    ("sqlite", "raised"): [
+        "CREATE TRIGGER forced BEFORE INSERT ON applications "
+        "BEGIN SELECT RAISE(ABORT, 'forced failure'); END"
+    ],
+    ("sqlite", "failing-row"): [
+        "CREATE TRIGGER forced AFTER INSERT ON applications "
+        "BEGIN UPDATE applications SET name = NULL WHERE id = NEW.id; END"
+    ],
+    ("postgresql", "raised"): [
+        "CREATE FUNCTION forced() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN RAISE EXCEPTION 'forced failure'; END $$",
+        "CREATE TRIGGER forced BEFORE INSERT ON applications "
+        "FOR EACH ROW EXECUTE FUNCTION forced()",
+    ],
+    ("postgresql", "failing-row"): [
+        "CREATE FUNCTION forced() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN NEW.name := NULL; RETURN NEW; END $$",
+        "CREATE TRIGGER forced BEFORE INSERT ON applications "
+        "FOR EACH ROW EXECUTE FUNCTION forced()",
+    ],
+}
+SAID = {  # what the log says of each
+    ("sqlite", "raised"): "forced failure",
+    ("sqlite", "failing-row"): "NOT NULL constraint failed: applications.name",
+    ("postgresql", "raised"): "forced failure",
+    ("postgresql", "failing-row"): 'null value in column "name"',
+}
+
+
+@pytest.mark.parametrize("how", ["raised", "failing-row"])
+def test_a_database_error_storing_an_application_logs_none_of_its_values(
+    how: str,
+    api: Api,
+    employer: Any,
+    sessions: sessionmaker[Session],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The engines hide bound parameters, and PostgreSQL's DETAIL quoting the failing row
+    (models.engines): the statement that failed is logged, the applicant's email, name and
+    letter it carried are not. The database refuses the insert by a trigger of the test's
+    (rolled back with the test's transaction)."""
+    job = create_job(api, employer, status="active")
+    with sessions() as s:
+        backend = s.get_bind().dialect.name
+        for statement in FORCED[backend, how]:
+            s.execute(text(statement))
+        s.commit()
+    private = {"email": "ada.private@example.org", "name": "Ada Privata", "coverLetter": "Secretly"}
+    with caplog.at_level(logging.INFO):
+        result = api.post(f"{API}/jobs/{job['id']}/applications", json=applicant(**private))
+    problem(result, 500, "internal_error")
+    assert SAID[backend, how] in caplog.text  # the error and its statement were logged
+    for value in private.values():
+        assert value not in caplog.text

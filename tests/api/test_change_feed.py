@@ -23,7 +23,7 @@ from tests.conftest import Api, Clock
 from tests.factories import JOBS, create_job, entries, job_body, read_shape, unstamped
 
 APPLICATIONS = "/api/v1.1/applications"
-HOST = "http://falconframework.org"
+HOST = "http://127.0.0.1:8000"
 STAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 
 

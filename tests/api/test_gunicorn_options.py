@@ -4,6 +4,7 @@ would refuse stops the command in one line, before anything starts."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -62,3 +63,45 @@ def test_what_gunicorn_would_refuse_stops_jobpost_serve_in_one_line(
     assert printed.out == ""
     assert printed.err.startswith(f"jobpost: {why}")
     assert printed.err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("bind", "url"),
+    [
+        ("127.0.0.1:8123", "http://127.0.0.1:8123"),
+        (["jobs.internal:9000", "127.0.0.1:9001"], "http://jobs.internal:9000"),
+        ("0.0.0.0:8000", "http://127.0.0.1:8000"),
+        ("[::]:8000", "http://[::1]:8000"),
+        ("unix:/run/jobpost.sock", None),
+    ],
+)
+def test_the_base_of_absolute_urls_without_public_base_url_is_the_listen_address(
+    bind: str | list[str], url: str | None
+) -> None:
+    """C9: never the request's Host; a wildcard is named by its loopback address."""
+    assert api.server.listen_url(bind) == url
+
+
+def test_a_socket_file_without_public_base_url_stops_jobpost_serve_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    monkeypatch.setattr(api.server.Server, "run", never)
+    monkeypatch.setenv("GUNICORN_CMD_ARGS", "--bind unix:/tmp/jobpost-test.sock")
+    monkeypatch.delenv("PUBLIC_BASE_URL", raising=False)
+    assert main(["serve"]) == 1
+    assert capsys.readouterr().err.startswith("jobpost: PUBLIC_BASE_URL must be set")
+    monkeypatch.setenv("PUBLIC_BASE_URL", "https://jobs.example.test")
+    monkeypatch.setattr(api.server.Server, "run", lambda self: None)
+    assert main(["serve"]) == 0
+
+
+def test_jobpost_dev_gives_its_processes_its_own_address(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker does not know where the web listens: `jobpost dev` tells it (the report
+    email's link), unless PUBLIC_BASE_URL is set already."""
+    from workers.dev import tell_children
+
+    monkeypatch.delenv("PUBLIC_BASE_URL", raising=False)  # restored after the test
+    assert tell_children("0.0.0.0", 8765, None) == "http://127.0.0.1:8765"
+    public = "https://jobs.example.test"
+    assert tell_children("127.0.0.1", 8765, public) == public
+    assert os.environ["PUBLIC_BASE_URL"] == public

@@ -16,7 +16,7 @@ from models.settings import Settings
 from tests.conftest import Api
 from tests.factories import JOBS, create_job, entries, job_body
 
-HOST = "http://falconframework.org"
+HOST = "http://127.0.0.1:8000"
 
 
 def listing(api: Any, account: Any, **params: Any) -> dict[str, Any]:

@@ -47,7 +47,7 @@ def test_the_response_is_the_complete_job_with_names_and_units(api: Any, employe
     created = api.post(JOBS, json=FULL_URL_JOB, key=employer.key)
     assert created.status_code == 201
     job = created.json
-    assert created.headers["location"] == f"http://falconframework.org{JOBS}/{job['id']}"
+    assert created.headers["location"] == f"http://127.0.0.1:8000{JOBS}/{job['id']}"
     assert job["employer"] == {"id": employer.id, "name": employer.name}
     assert job["referenceId"] == "BAKE-001"
     assert [loc["description"] for loc in job["locations"]] == ["Vancouver, BC", "Montréal, QC"]

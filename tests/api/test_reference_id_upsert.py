@@ -39,7 +39,7 @@ def test_put_with_an_unknown_reference_id_creates_the_job(api: Any, employer: An
     assert result.status_code == 201
     job = read_shape(result.json)
     assert job["referenceId"] == "NEW-1" and job["status"] == "draft"
-    assert result.headers["location"] == f"http://falconframework.org{JOBS}/{job['id']}"
+    assert result.headers["location"] == f"http://127.0.0.1:8000{JOBS}/{job['id']}"
     assert api.get(f"{JOBS}/{job['id']}", key=employer.key).json == job
 
 

@@ -14,7 +14,7 @@ from tests.factories import problem
 from tests.services import missing
 
 V = "/api/v1.1"
-HOST = "http://falconframework.org"
+HOST = "http://127.0.0.1:8000"
 POSITION_TYPES = ["Full Time", "Part Time", "Contract", "Temp", "Volunteer"]
 CATEGORIES = [
     "Accounting & Finance",

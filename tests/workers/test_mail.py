@@ -19,6 +19,7 @@ from email.generator import BytesGenerator
 from email.message import EmailMessage, Message
 from email.policy import EmailPolicy
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 from zoneinfo import ZoneInfo
 
@@ -28,6 +29,7 @@ from tests.conftest import SmtpSink
 from tests.harness import SmtpServer, free_port
 from tests.workers.mail_reference import build_message
 from workers.mail import relay
+from workers.mail import report as report_mail
 from workers.mail.content import ApplicationCopy, message_id
 from workers.mail.mime import Outgoing, render
 from workers.mail.relay import PermanentFailure, Relay, SmtpSettings, TransientFailure, send
@@ -803,3 +805,37 @@ def test_after_starttls_the_deadline_still_holds(tls_files: tuple[Path, Path]) -
         finally:
             conn.close()
     assert [str(m["Message-ID"]) for m in sink.messages] == [message_id(1, "jobs.example")]
+
+
+def test_a_report_title_with_line_breaks_and_encoded_words_is_sent_as_written(
+    smtp_sink: SmtpSink,
+) -> None:
+    """C13: the report email's Subject is guarded as the copy's, whatever the Python patch
+    level (gh-121650): a stored title's raw line breaks and encoded words add no header, no
+    recipient and no HTML; the relay receives the title as text."""
+    title = "Cook\r\nX-Evil: 1 =?utf-8?q?x=0D=0ABcc:_evil@example.com=0D=0A=0D=0A<b>hi</b>?="
+    report = SimpleNamespace(
+        id=3,
+        reason="scam",
+        job_id=7,
+        job_title=title,
+        employer_name="Acme",
+        job_reference_id=None,
+        email="zoé@exemple.ca",
+        created_at=datetime(2024, 5, 6, 14, 30, tzinfo=UTC),
+        details="Asks for a fee.",
+    )
+    rendered = report_mail.render(
+        report, to="trust@jobs.example", mail_from=MAIL_FROM, base_url=None
+    )
+    send(rendered, SmtpSettings(host=smtp_sink.host, port=smtp_sink.port))
+    [message] = smtp_sink.messages
+    assert smtp_sink.envelopes == [("jobpost@jobs.example", ["trust@jobs.example"])]
+    assert sorted(message.keys()) == sorted(
+        [*TOP_HEADERS, "Content-Type", "Content-Transfer-Encoding"]
+    )
+    flat = " ".join(title.split())
+    assert message["Subject"] == f"Fraud report #3 (scam): {flat}"
+    assert message["Reply-To"] == "zoé@exemple.ca"
+    assert not message.is_multipart() and message.get_content_type() == "text/plain"
+    assert f"Title:     {flat}\n" in message.get_content().replace("\r\n", "\n")

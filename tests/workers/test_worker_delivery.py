@@ -1159,3 +1159,34 @@ def test_a_report_email_is_failed_when_reports_email_was_unset_since(
     assert delivery.deliver_report(stack.sessions, stack.settings, report_id) == "failed"
     assert mail_of(stack, report_id).last_error == "REPORTS_EMAIL is not set"
     assert delivery.deliver_report(stack.sessions, stack.settings, report_id) == "skipped"
+
+
+# A title whose encoded word decodes to a line break, a Content-Type and an HTML body.
+HOSTILE_TITLE = (
+    "Cook =?utf-8?q?x=0D=0AContent-Type:_text/html=0D=0A=0D=0A<a_href=3Dhttps://evil.test>pay</a>?="
+)
+REPORT_HEADERS = ["To", "From", "Subject", "Date", "Message-ID", "MIME-Version"]
+
+
+@pytest.mark.parametrize("stack", MAIN_STACKS, indirect=True)
+def test_a_title_holding_an_encoded_word_cannot_rewrite_the_report_email(
+    stack: Stack, sink: SinkServer
+) -> None:
+    """C13: the report email's headers are guarded as the copies' are (workers.mail.mime).
+    Written by the email package, on Python before 3.11.10 (gh-121650), this title gave the
+    email a Content-Type header and an HTML body of its own; it now reads as written."""
+    received = sink.start()
+    job_id = open_job(stack, title=HOSTILE_TITLE)
+    report_id = report_on(stack, job_id)
+    extra = {"REPORTS_EMAIL": REPORTS_EMAIL, "PUBLIC_BASE_URL": "https://jobs.example.test"}
+    stack.start_worker(sink.port, extra=extra)
+    assert enqueue.deliver_report(stack.celery, report_id)
+    wait_for(lambda: mail_of(stack, report_id).status == "sent", timeout=60, what="sent")
+    [message] = received.messages
+    text_part = ["Content-Type", "Content-Transfer-Encoding"]
+    assert sorted(message.keys()) == sorted([*REPORT_HEADERS, *text_part])
+    assert message["Subject"] == f"Fraud report #{report_id} (scam): {HOSTILE_TITLE}"
+    assert not message.is_multipart() and message.get_content_type() == "text/plain"
+    words = message.get_content().replace("\r\n", "\n")
+    assert f"Title:     {HOSTILE_TITLE}\n" in words
+    assert f"Page:      https://jobs.example.test/jobs/{job_id}\n" in words

@@ -39,6 +39,7 @@ def serve(args: argparse.Namespace, command: Command) -> int:
         args.workers,
         metrics_dir=settings.prometheus_multiproc_dir,
         cmd_args=settings.gunicorn_cmd_args,
+        public_base_url=settings.public_base_url,
     )
     return 0
 
@@ -100,4 +101,11 @@ def dev(args: argparse.Namespace, command: Command) -> int:
 
     settings = command.settings
     ensure_key_file(settings)  # webhook secrets need a key; a local service makes its own
-    return run(args.host, args.port, settings.smtp_host, settings.smtp_port, settings.var_dir)
+    return run(
+        args.host,
+        args.port,
+        settings.smtp_host,
+        settings.smtp_port,
+        settings.var_dir,
+        settings.public_base_url,
+    )

@@ -114,6 +114,38 @@ def render(copy: ApplicationCopy, *, mail_from: str) -> Outgoing:
     return Outgoing(sender, recipients, data, smtputf8)
 
 
+def render_text(
+    *,
+    mail_from: str,
+    to: str,
+    subject: str,
+    message_id: str,
+    date: str,
+    body: str,
+    reply_to: str | None = None,
+) -> Outgoing:
+    """A plain-text email as sent (C13's report email), its headers written as the copy's:
+    a value holding encoded words or line breaks writes no header of its own, whatever the
+    Python patch level (gh-121650); ValueError when a header would not be one line."""
+    sender, from_line = _from(mail_from)
+    to_header = _header("To", to)
+    recipients = tuple(address for _, address in getaddresses([str(to_header)]))
+    smtputf8 = not "".join([sender, *recipients, reply_to or ""]).isascii()
+    fold = _SMTPUTF8 if smtputf8 else _SMTP
+    head = [_one_header(to_header.fold(policy=fold)), from_line[smtputf8]]
+    if reply_to:
+        head.append(_one_header(_header("Reply-To", reply_to).fold(policy=fold)))
+    head += [
+        _one_header(_subject_line(subject, fold)),
+        _one_header(f"Date: {date}\r\n"),
+        _one_header(f"Message-ID: {message_id}\r\n"),
+        "MIME-Version: 1.0\r\n",
+    ]
+    text = b"Content-Type: text/plain; " + _TEXT_HEADERS + _qp(body)
+    data = "".join(head).encode("utf-8" if smtputf8 else "ascii") + text
+    return Outgoing(sender, recipients, data, smtputf8)
+
+
 # A line break, or any other control character but tab, inside a folded header line.
 _BREAK = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 

@@ -1,16 +1,15 @@
 """The operator's email of a fraud report (C13): what was reported, on which job, and the
 commands that resolve it. In English: the operator's language (the service has no setting
-for it). Plain text, built with the email package: one is sent per report, so the copies'
-one-pass writer (workers.mail.mime) buys nothing here."""
+for it). Plain text, written by workers.mail.mime with the copies' header guards: a job title
+or an address cannot add a header or turn the body into HTML."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from email import policy as policies
-from email.message import EmailMessage
-from email.utils import format_datetime, getaddresses
+from email.utils import format_datetime
 from typing import Any
 
+from workers.mail import mime
 from workers.mail.content import sender_domain, utc
 from workers.mail.mime import Outgoing
 
@@ -63,17 +62,15 @@ def _when(moment: datetime) -> str:
 
 
 def render(report: Any, *, to: str, mail_from: str, base_url: str | None) -> Outgoing:
-    """The email as sent; ValueError when the report's own data makes no valid message."""
-    message = EmailMessage(policy=policies.SMTPUTF8)
-    message["From"] = mail_from
-    message["To"] = to
-    if report.email:
-        message["Reply-To"] = report.email
-    message["Subject"] = subject_of(report)
-    message["Date"] = format_datetime(utc(report.created_at))
-    message["Message-ID"] = message_id(report.id, mail_from)
-    message.set_content(body_of(report, base_url))
-    sender = getaddresses([mail_from])[0][1]
-    smtputf8 = not (sender.isascii() and to.isascii() and (report.email or "").isascii())
-    policy = policies.SMTPUTF8 if smtputf8 else policies.SMTP
-    return Outgoing(sender, (to,), message.as_bytes(policy=policy), smtputf8)
+    """The email as sent, its headers guarded as the copy's (a job title holding encoded
+    words or line breaks adds no header); ValueError when the report's own data makes no
+    valid message."""
+    return mime.render_text(
+        mail_from=mail_from,
+        to=to,
+        reply_to=report.email,
+        subject=subject_of(report),
+        message_id=message_id(report.id, mail_from),
+        date=format_datetime(utc(report.created_at)),
+        body=body_of(report, base_url),
+    )
