@@ -7,12 +7,16 @@ DETAIL, which quotes them ("Failing row contains (…)")."""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import select
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.pool import QueuePool
@@ -24,6 +28,10 @@ CONNECT_TIMEOUT = 10  # seconds, for PostgreSQL connections
 # PostgreSQL, if any, in the pool mode it runs (C9).
 POOLER = "pooler"
 POOL_MODES = ("session", "transaction")
+# Beside a SQLite file: the writers waiting for its write lock hold a shared flock on it
+# (`_waiting`, `let_writers_in`). It holds no data; deleting it loses nothing.
+WRITERS_SUFFIX = "-writers"
+WRITERS_WAIT_SECONDS = 2.0  # at most this long a long writer waits for them between steps
 
 
 def make_engine(
@@ -214,6 +222,76 @@ def _tune_sqlite(engine: Engine, begin: str) -> None:
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.close()
 
+    writers = _writers_file(engine) if begin.upper() != "BEGIN" else None
+
     @event.listens_for(engine, "begin")
     def _begin(conn: Any) -> None:
-        conn.exec_driver_sql(begin)
+        with _waiting(writers):
+            conn.exec_driver_sql(begin)
+
+
+def _writers_file(engine: Engine) -> str | None:
+    """The file of the writers waiting for a SQLite file's write lock; None in memory."""
+    database = engine.url.database
+    if engine.dialect.name != "sqlite" or database in (None, "", ":memory:"):
+        return None
+    return f"{database}{WRITERS_SUFFIX}"
+
+
+def _open_writers(path: str | None) -> int | None:
+    if path is None:
+        return None
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError:  # a read-only folder: writers take turns as SQLite's busy handler has it
+        return None
+
+
+@contextmanager
+def _waiting(path: str | None) -> Iterator[None]:
+    """While a transaction waits for SQLite's write lock (`BEGIN IMMEDIATE`), a shared flock
+    on the writers' file says a writer waits: `let_writers_in` lets it go first."""
+    fd = _open_writers(path)
+    if fd is None:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # releases the flock: this writer holds the write lock, or gave up
+
+
+def let_writers_in(
+    bind: Engine | Connection, *, most_seconds: float = WRITERS_WAIT_SECONDS
+) -> None:
+    """Between two transactions of a long series on a SQLite file (a sync run's batches),
+    outside any transaction: wait until every writer already waiting for the write lock has
+    had it (up to `most_seconds`); elsewhere nothing.
+
+    SQLite's busy handler is not fair: a waiting writer sleeps (up to 100 ms) and tries
+    again, and a worker that commits a batch and begins the next at once takes the lock
+    back before it wakes, batch after batch, until the run is done (a cancel, C11, then
+    found it completed). Each waiting writer holds a shared flock on the writers' file
+    (`_waiting`) until it has the lock; an exclusive flock is granted here only once none
+    does. A lock, not a flag: it holds nothing that could disagree with the database (the
+    cancel is still one transaction in it), and a crashed holder's lock goes with its file
+    descriptor. PostgreSQL's row locks queue their waiters: there, and in memory, nothing
+    to do.
+    """
+    engine = bind.engine if isinstance(bind, Connection) else bind
+    fd = _open_writers(_writers_file(engine))
+    if fd is None:
+        return
+    deadline = time.monotonic() + most_seconds
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    return  # writers that keep coming do not stop the series
+                time.sleep(0.005)
+    finally:
+        os.close(fd)

@@ -5,6 +5,11 @@ One session (and its connection) serves the whole run. A batch that raises anyth
 rule's error is rolled back and its items applied one transaction each, as is a dry run, and
 the first batch after taking a run back from a worker that died: that worker may have died
 of one of them, and the item blamed for it (models.syncs `claim`) must be that one.
+
+Before each batch (each item, one at a time) the worker lets the writers waiting for the
+database go first (models.engines `let_writers_in`): on SQLite, whose one write lock the
+batches would otherwise take back to back, a cancel (C11) or any other write waits for the
+batch in progress only, as it does on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from models import job_rows, sync_batches, syncs
 from models.dates import today_in, utcnow
+from models.engines import let_writers_in
 from models.entities import Employer
 from models.errors import DomainError, FieldError
 from workers.observability import SYNC_ITEMS
@@ -105,6 +111,7 @@ def _apply_all(
     careful = held.dry_run or held.resumed
     planned: Future[Planned] | None = None
     while True:
+        _writers_first(session)
         batch, prepared = _taken(planned, held)
         planned = None
         if batch is None:
@@ -119,6 +126,7 @@ def _apply_all(
             for item in batch:
                 if time.monotonic() > deadline:
                     return _hand_on(session, held, now(), hand_on)
+                _writers_first(session)
                 outcome = _apply_one(session, held, employer, item, today, now() + lease)
                 SYNC_ITEMS.labels(outcome).inc()
                 after = item.position
@@ -133,6 +141,13 @@ def _apply_all(
         for outcome in _apply_batch(session, held, employer, batch, prepared, lease_until, today):
             SYNC_ITEMS.labels(outcome).inc()
         after = batch[-1].position
+
+
+def _writers_first(session: Session) -> None:
+    """Let the writers waiting for the database go before the next transaction (a cancel
+    waits for the batch in progress only, C11); inside one, they wait for it anyway."""
+    if not session.in_transaction():
+        let_writers_in(session.get_bind())
 
 
 def _apply_batch(

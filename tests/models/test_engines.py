@@ -1,10 +1,15 @@
 """The engine's connection handling: a pooled PostgreSQL connection is checked only after it
 sat idle, reads (GET) may run without a transaction on PostgreSQL, and a server that never
-answers fails the connection in time."""
+answers fails the connection in time; on SQLite a long series of writes lets the writers
+waiting go first."""
 
 from __future__ import annotations
 
+import fcntl
+import os
+import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +20,7 @@ from sqlalchemy.exc import OperationalError
 from models import engines
 from models.engines import autocommit, make_engine
 from tests.conftest import nowhere_url
+from tests.harness import wait_for
 from tests.models.conftest import backend_pid, terminate
 
 
@@ -149,3 +155,59 @@ def test_behind_a_transaction_pooler_no_statement_is_prepared(
                 conn.rollback()
     finally:
         engine.dispose()
+
+
+def test_a_long_writer_lets_the_writers_waiting_for_sqlites_lock_go_first(
+    tmp_path: Path,
+) -> None:
+    """SQLite's busy handler is not fair: a writer that commits and begins again at once
+    keeps the lock from one that sleeps between tries. `let_writers_in` returns only once
+    the writer waiting meanwhile holds the lock (models.engines, C11)."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'jobpost.db'}")
+    began = threading.Event()
+
+    def waiting_writer() -> None:
+        with engine.begin() as connection:  # waits for the lock `holder` holds
+            began.set()
+            connection.execute(text("SELECT 1"))
+
+    holder = engine.connect()
+    holder.begin()
+    writer = threading.Thread(target=waiting_writer)
+    writer.start()
+    try:
+        wait_for(lambda: writers_waiting(tmp_path), timeout=10, what="the writer to wait")
+        holder.commit()
+        engines.let_writers_in(engine, most_seconds=30)
+        assert began.is_set()
+    finally:
+        holder.close()
+        writer.join()
+        engine.dispose()
+
+
+def test_a_writer_that_never_gets_the_lock_holds_the_long_writer_back_a_moment_only(
+    tmp_path: Path,
+) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'jobpost.db'}")
+    stuck = os.open(tmp_path / "jobpost.db-writers", os.O_RDONLY | os.O_CREAT)
+    try:
+        fcntl.flock(stuck, fcntl.LOCK_SH)  # a writer waiting, as far as the file says
+        started = time.monotonic()
+        engines.let_writers_in(engine, most_seconds=0.2)
+        assert time.monotonic() - started < 5
+    finally:
+        os.close(stuck)
+        engine.dispose()
+
+
+def writers_waiting(folder: Path) -> bool:
+    """Whether a writer holds its shared flock on the writers' file (it waits for the lock)."""
+    fd = os.open(folder / "jobpost.db-writers", os.O_RDONLY | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)

@@ -1,10 +1,15 @@
 """Sync runs applied by real `celery worker` processes (C11), on Redis and on the embedded
 broker, on SQLite and PostgreSQL: a run from its 202 to `completed`, a broker down at intake,
-and a worker SIGKILLed mid-run whose run another worker finishes with nothing applied twice.
-The stack (databases, brokers, workers) is test_worker_delivery's; SYNC_LEASE_SECONDS is 3."""
+a worker SIGKILLed mid-run whose run another worker finishes with nothing applied twice, and
+a cancel (and any write) mid-run served between two batches. The stack (databases, brokers,
+workers) is test_worker_delivery's; SYNC_LEASE_SECONDS is 3."""
 
 from __future__ import annotations
 
+import functools
+import json
+import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,7 +23,8 @@ from tests.conftest import Api
 from tests.factories import job_body
 from tests.harness import wait_for
 from tests.workers import test_worker_delivery as delivery_tests
-from workers import enqueue
+from tests.workers.processes import jobpost, worker_env
+from workers import enqueue, syncing
 
 # The stack and its database templates, shared with the delivery tests.
 stack = delivery_tests.stack
@@ -152,3 +158,97 @@ def test_a_worker_killed_mid_run_loses_nothing_and_applies_nothing_twice(stack: 
             .where(SyncItem.run_id == run_id, SyncItem.outcome != "created")
         )
         assert pending == 0
+
+
+def applied_while(stack: Stack, run_id: int, write: Callable[[], Any]) -> tuple[Any, int]:
+    """What `write` answered, and how many items the run applied meanwhile."""
+    before = progress(stack, run_id)[1]
+    answer = write()
+    return answer, progress(stack, run_id)[1] - before
+
+
+# The API's cancel on both backends, and the operator's (`jobpost syncs cancel`) on SQLite.
+CANCELS = [
+    pytest.param(
+        "redis-postgresql", "api", marks=delivery_tests.REDIS_POSTGRES.marks, id="postgresql-api"
+    ),
+    pytest.param("embedded-sqlite", "api", id="sqlite-api"),
+    pytest.param("embedded-sqlite", "cli", id="sqlite-cli"),
+]
+
+
+def cancel(stack: Stack, api: Api, key: str, run_id: int, entry: str) -> dict[str, Any]:
+    """The run, as the cancel answered it: `POST /syncs/{id}/cancel`, or the command."""
+    if entry == "api":
+        answer = api.post(f"{SYNCS}/{run_id}/cancel", key=key)
+        assert answer.status_code == 200, answer.text
+        run: dict[str, Any] = answer.json
+        return run
+    env = worker_env(
+        database_url=stack.database_url,
+        broker_url=stack.broker_url,
+        smtp_port=1,
+        workdir=stack.workdir,
+    )
+    done = jobpost(env, "syncs", "cancel", str(run_id), "--json")
+    assert done.returncode == 0, done.stderr
+    printed: dict[str, Any] = json.loads(done.stdout)
+    return printed
+
+
+@pytest.mark.parametrize(("stack", "entry"), CANCELS, indirect=["stack"])
+def test_a_cancel_stops_a_running_run_between_two_batches(stack: Stack, entry: str) -> None:
+    """On SQLite the worker's batches take the one write lock back to back; a write waiting
+    for it goes first at the next batch (models.engines `let_writers_in`), as a row lock's
+    waiter does on PostgreSQL. Several writes sample that (each one alone may be let in by
+    luck, between two batches of a worker that does not wait), then the cancel."""
+    total, batch = 10_000, syncing.BATCH
+    # The batch in progress, and the next when the write came just as it began; one more
+    # for a test process slow to send.
+    at_most = 3 * batch
+    api = api_of(stack)
+    employer_id, key = employer_key(stack)
+    run_id = start(api, key, total, mode="upsert")
+    # A lease (so a task's budget) longer than the run: no hand-on to another task lets
+    # the writes in.
+    worker = stack.start_worker(1, extra={"SYNC_LEASE_SECONDS": "120"})
+    wait_for(
+        lambda: progress(stack, run_id)[1] > 0,
+        timeout=60,
+        what="the first items applied",
+        interval=0.01,
+    )
+    for i in range(5):
+        other = functools.partial(api.post, "/api/v1.1/jobs", json=job_body(), key=key)
+        answer, meanwhile = applied_while(stack, run_id, other)
+        assert answer.status_code == 201, answer.text
+        assert meanwhile <= at_most, f"write {i}: {meanwhile} items applied while it waited"
+    sent = time.monotonic()
+    answer, meanwhile = applied_while(
+        stack, run_id, functools.partial(cancel, stack, api, key, run_id, entry)
+    )
+    took = time.monotonic() - sent
+    assert answer["status"] == "cancelled"
+    if entry == "api":
+        assert meanwhile <= at_most and took < 5, f"{meanwhile} items applied in {took:.1f} s"
+    else:  # a new process: its start is most of the time
+        assert took < 15, f"the command took {took:.1f} s"
+    processed = answer["processed"]
+    assert processed < total // 2
+    worker.wait_until(
+        lambda: "'lost'" in worker.text(), timeout=60, what="the worker to let the run go"
+    )
+    run = run_of(stack, run_id)  # nothing applied after the cancel
+    assert (run.status, run.processed, run.created) == ("cancelled", processed, processed)
+    with stack.sessions() as session:
+        synced = session.scalar(
+            select(func.count()).where(
+                Job.employer_id == employer_id, Job.reference_id.is_not(None)
+            )
+        )
+        done = session.scalar(
+            select(func.count())
+            .select_from(SyncItem)
+            .where(SyncItem.run_id == run_id, SyncItem.outcome != "pending")
+        )
+    assert synced == done == processed  # each applied item whole, with its job
