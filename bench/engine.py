@@ -70,7 +70,7 @@ from models.unit_of_work import make_sessionmaker
 from tests.harness import JOBPOST, Program, RedisServer
 from tests.workers.mail_reference import build_message
 from workers import enqueue
-from workers.app import EMAIL_QUEUE, make_celery
+from workers.app import EMAIL_QUEUE, WEBHOOKS_QUEUE, make_celery
 
 DATABASE = "jobpost_bench_engine"
 CONCURRENCY = 16
@@ -175,6 +175,10 @@ def run(options: Options) -> bool:
                 "JOBPOST_SECRET_KEY": KEY.decode(),
                 "WEBHOOK_ALLOW_HTTP": "true",
                 "WEBHOOK_ALLOW_PRIVATE": "true",
+                "WEBHOOK_ALLOWED_PORTS": "1024-65535",  # the receiver's free port
+                # One endpoint against a bare loop of CONCURRENCY threads: no cap below it.
+                "WEBHOOK_ENDPOINT_IN_FLIGHT": str(CONCURRENCY),
+                "WEBHOOK_EMPLOYER_IN_FLIGHT": str(CONCURRENCY),
             }
             employer_id = _employer_of(sessions, job_id)
             for delay in RECEIVER_DELAYS:
@@ -406,6 +410,7 @@ def _worker_webhooks(
         lambda: enqueue.deliver_webhooks(celery, list(ids)),
         lambda: _wait_delivered(watch, ids, timeout=max(120.0, len(ids) / 5)),
         "deliveries",
+        queue=WEBHOOKS_QUEUE,
     )
 
 
@@ -416,10 +421,11 @@ def _timed_worker(
     send: Callable[[], object],
     wait: Callable[[], datetime],
     unit: str,
+    queue: str = EMAIL_QUEUE,
 ) -> tuple[float, int]:
     """The queue stopped while `send` enqueues the tasks, then timed from add_consumer to
     what `wait` returns (the last one done). Also the most memory the worker held."""
-    _control(celery.control.cancel_consumer, EMAIL_QUEUE)
+    _control(celery.control.cancel_consumer, queue)
     send()
     highest = [server.tree_rss_bytes(pid)]
     done = threading.Event()
@@ -431,7 +437,7 @@ def _timed_worker(
     watcher = threading.Thread(target=watch_memory, daemon=True)
     watcher.start()
     started_at = datetime.now(UTC)
-    _control(celery.control.add_consumer, EMAIL_QUEUE)
+    _control(celery.control.add_consumer, queue)
     try:
         last = wait()
     finally:

@@ -528,7 +528,9 @@ def test_an_endpoint_with_its_cap_in_flight_defers_the_next_without_an_attempt(
     ids = [emit(factory, employer_id)[0] for _ in range(3)]
     first = hold(factory, hook_settings, ids[0])
     hold(factory, hook_settings, ids[1])  # two in flight: WEBHOOK_ENDPOINT_IN_FLIGHT's default
+    before = REGISTRY.get_sample_value("jobpost_webhook_deferred_total") or 0
     assert deliver(factory, hook_settings, receiver, ids[2]) == "deferred"
+    assert REGISTRY.get_sample_value("jobpost_webhook_deferred_total") == before + 1
     assert receiver.received == []
     waiting = row(factory, ids[2])
     assert (waiting.status, waiting.attempts, waiting.last_error) == ("pending", 0, None)
