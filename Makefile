@@ -2,8 +2,9 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# The pinned versions (with their hashes) that `make install` installs: the runtime ones and the
-# test tools for `make install` and CI, the runtime ones alone for the Dockerfile. `make lock`
+# The pinned versions (with their hashes) that `make install` installs: the runtime ones, the
+# test tools and the dev extra (the `jobpost dev` mail sink) for `make install` and CI, the
+# runtime ones alone for the Dockerfile. `make lock`
 # writes both from pyproject.toml.
 LOCK := requirements-test.txt
 RUNTIME_LOCK := requirements.txt
@@ -34,7 +35,7 @@ install: $(STAMP) ## create .venv and install jobpost with its test tools, as lo
 lock: ## pin pyproject.toml's dependencies in requirements*.txt (UPGRADE=1: the newest allowed)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q uv==$(UV_VERSION)
-	$(COMPILE) --extra test $(if $(UPGRADE),--upgrade) -o $(LOCK)
+	$(COMPILE) --extra test --extra dev $(if $(UPGRADE),--upgrade) -o $(LOCK)
 	$(COMPILE) --constraint $(LOCK) -o $(RUNTIME_LOCK)
 
 CATALOGS := models/locale

@@ -70,7 +70,7 @@ def depths(url: str, timeout: float = 2.0) -> dict[str, int]:
         return {name: _depth(conn, name) for name in QUEUES}
 
 
-def _redis(url: str, timeout: float) -> redis.Redis[bytes]:
+def _redis(url: str, timeout: float) -> redis.Redis:
     """A redis-py client giving up after `timeout`, closed on leaving its block."""
     import redis
 
