@@ -15,7 +15,7 @@ COMPILE := $(BIN)/uv pip compile pyproject.toml --quiet --generate-hashes \
 	--python-version 3.11 --python-platform x86_64-unknown-linux-gnu --custom-compile-command 'make lock'
 
 .DEFAULT_GOAL := help
-.PHONY: help install lock catalogs run test lint bench browser pgbouncer clean
+.PHONY: help install lock catalogs run test lint bench browser pgbouncer nginx clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-9s %s\n", $$1, $$2}'
@@ -61,12 +61,17 @@ pgbouncer: ## install Debian's PgBouncer for the pooler test (skipped where apt 
 	  && [ "$$(id -u)" = 0 ] && (apt-get update -qq && apt-get install -y -qq pgbouncer >/dev/null) \
 	  || echo "pgbouncer not installed: the pooler test will skip (fail under CI=true)"; }
 
+nginx: ## install Debian's nginx for the production-topology test (skipped where apt is absent)
+	@command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || { command -v apt-get >/dev/null \
+	  && [ "$$(id -u)" = 0 ] && (apt-get update -qq && apt-get install -y -qq nginx >/dev/null) \
+	  || echo "nginx not installed: the production test will skip (fail under CI=true)"; }
+
 lint: install ## ruff (lint and format) and mypy
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: install browser pgbouncer lint ## lint, then the whole suite on SQLite and PostgreSQL
+test: install browser pgbouncer nginx lint ## lint, then the whole suite on SQLite and PostgreSQL
 	$(BIN)/pytest -q -p no:cacheprovider
 
 bench: install ## benchmarks against PostgreSQL, printed as ratios to a baseline of the same run
