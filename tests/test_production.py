@@ -32,7 +32,7 @@ from standardwebhooks import Webhook
 
 from tests.api.test_applications import multipart
 from tests.conftest import SmtpSink
-from tests.harness import Program, SmtpServer, free_port, wait_for
+from tests.harness import Program, SmtpServer, copy_tracked, free_port, wait_for
 from tests.resume_files import DOCX_BYTES
 from tests.services import missing, private_redis, scratch_postgres
 from tests.webhook_receiver import Receiver, receiving
@@ -82,14 +82,7 @@ def site_config(values: dict[str, str]) -> str:
 def image_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The bin/ folder of a virtualenv installed as the Dockerfile installs the image."""
     base = tmp_path_factory.mktemp("image")
-    source = base / "src"  # the build writes build/ and *.egg-info here, not in the checkout
-    tracked = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
-    ).stdout.decode()
-    for name in filter(None, tracked.split("\0")):
-        if (ROOT / name).is_file():
-            (source / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, source / name)
+    source = copy_tracked(base / "src")  # the build leaves nothing in the checkout
     venv = base / "venv"
     steps = [
         [sys.executable, "-m", "venv", str(venv)],
