@@ -102,6 +102,7 @@ class Topology:
     home: Path
     url: str  # nginx's
     web: Program
+    programs: list[Program]  # serve, worker, beat and nginx
     sink: SmtpSink
     receiver: Receiver
 
@@ -187,8 +188,8 @@ def topology(image_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
         web = start(
             "web", "serve", "--host", "127.0.0.1", "--port", str(web_port), "--workers", "2"
         )
-        start("worker", "worker", "--concurrency", "1")
-        start("beat", "beat")
+        worker = start("worker", "worker", "--concurrency", "1")
+        beat = start("beat", "beat")
         folder = home / "nginx"
         folder.mkdir()
         config = folder / "nginx.conf"
@@ -210,7 +211,8 @@ def topology(image_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
         command = [nginx, "-p", str(folder), "-e", str(folder / "error.log"), "-c", str(config)]
         proxy = Program([*command, "-g", globals_], folder / "nginx.out", name="nginx")
         stack.enter_context(proxy)
-        running = Topology(image_bin, env, home, url, web, sink, receiver)
+        programs = [web, worker, beat, proxy]
+        running = Topology(image_bin, env, home, url, web, programs, sink, receiver)
 
         def healthy() -> bool:
             try:
@@ -288,6 +290,26 @@ def test_an_application_through_nginx_reaches_the_employer_by_mail_and_webhook(
     assert payload["type"] == "application.received"
     assert payload["data"]["id"] == application_id
     assert payload["data"]["resume"]["size"] == len(DOCX_BYTES)
+    for program in topology.programs:  # beat too (on the old lock it stopped at once)
+        assert program.alive()
+
+
+def test_a_body_over_the_largest_accepted_is_refused_by_nginx_in_the_c1_shape(
+    topology: Topology,
+) -> None:
+    headers = {"Content-Type": "application/json", "Content-Length": str(52 * 1024 * 1024)}
+    port = int(topology.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+        lines = [f"POST {API}/syncs HTTP/1.1", "Host: 127.0.0.1", "Connection: close"]
+        lines += [f"{name}: {value}" for name, value in headers.items()]
+        client.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        answer = b""
+        while chunk := client.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413"), head
+    assert b"content-type: application/problem+json" in head.lower()
+    assert json.loads(body)["code"] == "payload_too_large"
 
 
 def requests_seen(topology: Topology, route: str) -> int:
