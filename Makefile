@@ -2,8 +2,9 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# The pinned versions (with their hashes) that `make install` installs: the runtime ones and the
-# test tools for `make install` and CI, the runtime ones alone for the Dockerfile. `make lock`
+# The pinned versions (with their hashes) that `make install` installs: the runtime ones, the
+# test tools and the dev extra (the `jobpost dev` mail sink) for `make install` and CI, the
+# runtime ones alone for the Dockerfile. `make lock`
 # writes both from pyproject.toml.
 LOCK := requirements-test.txt
 RUNTIME_LOCK := requirements.txt
@@ -14,7 +15,7 @@ COMPILE := $(BIN)/uv pip compile pyproject.toml --quiet --generate-hashes \
 	--python-version 3.11 --python-platform x86_64-unknown-linux-gnu --custom-compile-command 'make lock'
 
 .DEFAULT_GOAL := help
-.PHONY: help install lock catalogs run test lint bench browser pgbouncer prometheus clean
+.PHONY: help install lock catalogs run test lint bench browser pgbouncer prometheus nginx clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-9s %s\n", $$1, $$2}'
@@ -34,7 +35,7 @@ install: $(STAMP) ## create .venv and install jobpost with its test tools, as lo
 lock: ## pin pyproject.toml's dependencies in requirements*.txt (UPGRADE=1: the newest allowed)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q uv==$(UV_VERSION)
-	$(COMPILE) --extra test $(if $(UPGRADE),--upgrade) -o $(LOCK)
+	$(COMPILE) --extra test --extra dev $(if $(UPGRADE),--upgrade) -o $(LOCK)
 	$(COMPILE) --constraint $(LOCK) -o $(RUNTIME_LOCK)
 
 CATALOGS := models/locale
@@ -65,12 +66,17 @@ prometheus: ## install Debian's promtool for the alert rule tests (skipped where
 	  && (apt-get update -qq && apt-get install -y -qq prometheus >/dev/null) \
 	  || echo "promtool not installed: the alert rule tests will skip (fail under CI=true)"; }
 
+nginx: ## install Debian's nginx for the production-topology test (skipped where apt is absent)
+	@command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || { command -v apt-get >/dev/null \
+	  && [ "$$(id -u)" = 0 ] && (apt-get update -qq && apt-get install -y -qq nginx >/dev/null) \
+	  || echo "nginx not installed: the production test will skip (fail under CI=true)"; }
+
 lint: install ## ruff (lint and format) and mypy
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: install browser pgbouncer prometheus lint ## lint, then the whole suite on SQLite and PostgreSQL
+test: install browser pgbouncer prometheus nginx lint ## lint, then the whole suite on SQLite and PostgreSQL
 	$(BIN)/pytest -q -p no:cacheprovider
 
 bench: install ## benchmarks against PostgreSQL, printed as ratios to a baseline of the same run

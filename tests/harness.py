@@ -30,6 +30,17 @@ JOBPOST = [sys.executable, "-m", "workers.cli"]  # the `jobpost` command, as thi
 T = TypeVar("T")
 
 
+def copy_tracked(dest: Path) -> Path:
+    """The repository's tracked files as they are in the work tree, copied into `dest`: a
+    build there (build/, *.egg-info) leaves nothing in the checkout."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True)
+    for name in filter(None, listed.stdout.decode().split("\0")):
+        if (ROOT / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, dest / name)
+    return dest
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on (at the time of asking)."""
     with socket.socket() as sock:

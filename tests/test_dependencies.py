@@ -18,8 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
 RUNTIME = [Requirement(text) for text in PROJECT["dependencies"]]
 TEST = [Requirement(text) for text in PROJECT["optional-dependencies"]["test"]]
-# What `make install` (and so CI) installs, and what the Dockerfile installs.
-LOCKS = {"requirements-test.txt": RUNTIME + TEST, "requirements.txt": RUNTIME}
+DEV = [Requirement(text) for text in PROJECT["optional-dependencies"]["dev"]]
+# What `make install` (and so CI, `make run`) installs, and what the Dockerfile installs.
+LOCKS = {"requirements-test.txt": RUNTIME + TEST + DEV, "requirements.txt": RUNTIME}
 PIN = re.compile(r"^([A-Za-z0-9._-]+)==([^\s;\\]+)", re.MULTILINE)
 
 
@@ -45,6 +46,45 @@ def test_the_runtime_lock_pins_the_versions_the_suite_is_run_on() -> None:
     tested, shipped = pins("requirements-test.txt"), pins("requirements.txt")
     differ = {name: (v, tested.get(name)) for name, v in shipped.items() if tested.get(name) != v}
     assert not differ, f"requirements.txt and requirements-test.txt differ: {differ}; make lock"
+
+
+def extras_needs(requirement: Requirement, seen: set[str] | None = None) -> set[NormalizedName]:
+    """What `requirement`'s extras bring, through the extras those name in turn (celery[redis]
+    names kombu[redis], which names redis and packaging), read from the installed metadata."""
+    seen = set() if seen is None else seen
+    needs: set[NormalizedName] = set()
+    for extra in requirement.extras:
+        if f"{requirement.name}[{extra}]" in seen:
+            continue
+        seen.add(f"{requirement.name}[{extra}]")
+        for text in metadata.requires(requirement.name) or []:
+            needed, marker = Requirement(text), Requirement(text).marker
+            # brought by this extra, not by the package alone
+            if marker and marker.evaluate({"extra": extra}) and not marker.evaluate({"extra": ""}):
+                needs.add(canonicalize_name(needed.name))
+                needs |= extras_needs(needed, seen)
+    return needs
+
+
+def test_the_image_lock_carries_what_the_extras_it_needs_bring() -> None:
+    """kombu's Redis transport imports `packaging`, which only kombu's `redis` extra brings: a
+    lock without it installs an image whose worker and beat stop at once (issue 27)."""
+    (celery,) = [r for r in RUNTIME if r.name == "celery"]
+    assert "redis" in celery.extras, "pyproject.toml must depend on celery[redis]"
+    brought = set().union(*(extras_needs(r) for r in RUNTIME))
+    assert {"kombu", "redis", "packaging"} <= brought
+    absent = sorted(brought - pins("requirements.txt").keys())
+    assert not absent, f"requirements.txt lacks {absent}, which the extras bring: run `make lock`"
+
+
+def test_the_image_lock_leaves_out_the_development_tools() -> None:
+    """The mail sink of `jobpost dev` is in requirements-test.txt (`make install`) only."""
+    shipped = pins("requirements.txt")
+    assert DEV, "pyproject.toml has no `dev` extra"
+    for requirement in DEV:
+        name = canonicalize_name(requirement.name)
+        assert name not in shipped, f"requirements.txt ships {name}, a development tool"
+        assert name in pins("requirements-test.txt"), f"make install would lack {name}"
 
 
 def installed(name: str) -> Version | None:

@@ -27,7 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # real command line, so a renamed command cannot leave a Procfile or compose file behind.
 JOBPOST_SUBCOMMANDS = frozenset({"db upgrade", "serve", "worker", "beat", "queues"})
 
-SERVICES = frozenset({"postgres", "redis", "migrate", "web", "worker", "beat", "flower", "mailpit"})
+SERVICES = frozenset(
+    {"postgres", "redis", "migrate", "nginx", "web", "worker", "beat", "flower", "mailpit"}
+)
 APP_SERVICES = ("migrate", "web", "worker", "beat")
 APP_ENV = (
     "DATABASE_URL",
@@ -451,16 +453,18 @@ def test_beat_runs_exactly_one_replica(services: dict[str, dict[str, Any]]) -> N
     assert beat.get("scale", 1) == 1, "beat must not be scaled beyond one replica"
 
 
-def test_web_publishes_the_port_it_serves_and_checks(services: dict[str, dict[str, Any]]) -> None:
+def test_web_serves_the_port_it_checks_and_publishes_none(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """Clients reach web through nginx only (issue 27): a published gunicorn port would let
+    a slow client hold a sync worker."""
     web = services["web"]
     args = argv(web.get("command"))
     assert jobpost_subcommand(args) == "serve", "web must run `jobpost serve`"
     assert option(args, "--host") == "0.0.0.0", "web must listen on 0.0.0.0 inside its container"
     port = option(args, "--port")
     assert port == str(WEB_PORT), f"web serves on {port}, expected {WEB_PORT}"
-    assert published_ports(web).get(WEB_PORT) == WEB_PORT, (
-        f"web must publish container port {WEB_PORT} as host port {WEB_PORT}"
-    )
+    assert not web.get("ports"), "web must publish no port: nginx is the way in"
     check = healthcheck_text(web)
     assert "/healthz" in check, "web's healthcheck must poll /healthz"
     assert URL_PORT.findall(check) == [port], "web's healthcheck polls another port than it serves"
@@ -485,6 +489,32 @@ def test_flower_watches_the_same_broker_as_the_app(services: dict[str, dict[str,
     app_broker = environment(services["worker"])["CELERY_BROKER_URL"]
     assert broker == app_broker, f"flower watches {broker}, the workers use {app_broker}"
     assert depends_on(flower).get("redis") == "service_healthy", "flower must wait for redis"
+
+
+def test_nginx_publishes_the_api_and_proxies_to_web_with_the_shipped_config(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    nginx = services["nginx"]
+    assert published_ports(nginx).get(WEB_PORT) == WEB_PORT, f"nginx must publish {WEB_PORT}"
+    mounts = [str(entry).split(":") for entry in nginx.get("volumes") or []]
+    assert ["./deploy/nginx.conf", "/etc/nginx/nginx.conf", "ro"] in mounts
+    config = (ROOT / "deploy" / "nginx.conf").read_text("utf-8")
+    assert re.search(rf"^\s*listen {WEB_PORT};", config, re.MULTILINE)
+    assert re.search(rf"^\s*server web:{WEB_PORT};", config, re.MULTILINE)
+    assert depends_on(nginx).get("web") == "service_healthy"
+    assert "/healthz" in healthcheck_text(nginx)
+
+
+def test_web_trusts_the_proxy_in_front_for_client_addresses(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """The apply rate limit counts the address nginx appends, not nginx's own (C9)."""
+    import ipaddress
+
+    trusted = environment(services["web"]).get("TRUSTED_PROXIES", "")
+    networks = [ipaddress.ip_network(entry) for entry in trusted.split(",") if entry]
+    assert networks, "web behind nginx must set TRUSTED_PROXIES"
+    assert all(network.is_private for network in networks), networks
 
 
 # --- Procfile ----------------------------------------------------------------------------------

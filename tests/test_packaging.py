@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.harness import copy_tracked
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
+    source = copy_tracked(tmp_path_factory.mktemp("source"))  # no build/ in the checkout
     subprocess.run(
         [
             sys.executable,
@@ -28,7 +29,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "-q",
             "-w",
             str(out),
-            str(ROOT),
+            str(source),
         ],
         check=True,
         capture_output=True,

@@ -36,22 +36,16 @@ def _connect(url: str, timeout: float) -> Connection:
 
 
 def ping(url: str, timeout: float) -> None:
-    """Raise unless the broker answers within about `timeout` seconds: Redis to PING, the
+    """Raise unless a task could be handed to the broker within about `timeout` seconds: the
+    transport the workers use is loaded and connected through kombu, as a publisher does, so
+    a transport that cannot load (kombu's Redis transport without `packaging`, issue 27) fails
+    as an unreachable broker does. Redis then answers PING (kombu's channel asks it), the
     embedded broker by opening its database and reading a queue."""
-    if is_redis(url):
-        _ping_redis(url, timeout)
-        return
     with _connect(url, timeout) as conn:
         conn.ensure_connection(max_retries=1, interval_start=0, timeout=timeout)
-        _depth(conn, EMAIL_QUEUE)
-
-
-def _ping_redis(url: str, timeout: float) -> None:
-    """PING with redis-py alone, which a web process with Redis has imported for its rate
-    limiter: kombu's connection and transport would add about 13 MB to each web worker that
-    /readyz probes (issue 15, docs/benchmarks.md)."""
-    with _redis(url, timeout) as client:
-        client.ping()
+        conn.default_channel  # noqa: B018  (Redis: the channel PINGs the server)
+        if not is_redis(url):
+            _depth(conn, EMAIL_QUEUE)
 
 
 def depths(url: str, timeout: float = 2.0) -> dict[str, int]:
@@ -63,7 +57,7 @@ def depths(url: str, timeout: float = 2.0) -> dict[str, int]:
         return {name: _depth(conn, name) for name in QUEUES}
 
 
-def _redis(url: str, timeout: float) -> redis.Redis[bytes]:
+def _redis(url: str, timeout: float) -> redis.Redis:
     """A redis-py client giving up after `timeout`, closed on leaving its block."""
     import redis
 

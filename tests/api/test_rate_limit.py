@@ -125,7 +125,7 @@ def test_redis_limiter_on_fakeredis(
 
 
 @pytest.fixture
-def redis_client() -> Iterator[redis.Redis[bytes]]:
+def redis_client() -> Iterator[redis.Redis]:
     """The test Redis (db 15); the test's own keys are deleted after it, nothing else."""
     client = redis.Redis.from_url(require_redis())
     yield client
@@ -138,7 +138,7 @@ def random_net() -> str:
 
 
 @pytest.fixture
-def unique_addr(redis_client: redis.Redis[bytes]) -> Iterator[str]:
+def unique_addr(redis_client: redis.Redis) -> Iterator[str]:
     """A client address no other test uses, so its counters are this test's alone."""
     addr = f"{random_net()}::{secrets.token_hex(2)}"
     yield addr
@@ -183,7 +183,7 @@ def test_built_from_settings_with_redis_url(
     sessions: sessionmaker[Session],
     clock: Any,
     job_id: int,
-    redis_client: redis.Redis[bytes],
+    redis_client: redis.Redis,
     unique_addr: str,
 ) -> None:
     # create_app builds the limiter from APPLY_RATE_LIMIT and REDIS_URL when none is given.

@@ -68,19 +68,50 @@ def test_a_redis_broker_that_is_not_there_fails_the_checks_within_the_timeout(
     assert time.monotonic() - started < 10
 
 
-def test_readyz_pings_redis_without_kombu_or_celery(redis_server: RedisServer) -> None:
-    """A web worker that /readyz probes stays as small as one that serves jobs (issue 15):
-    Redis is asked with redis-py alone, which its rate limiter has imported already."""
-    script = (
-        f"import sys; from workers import broker; broker.ping({redis_server.url!r}, 2);"
-        "print([m for m in ('kombu.connection', 'celery.app.base') if m in sys.modules])"
-    )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+# /readyz of the web app `jobpost serve` runs (api.app.get_app), in a process of its own; the
+# first argument, when "no-packaging", makes `packaging` impossible to import first, as in the
+# image whose lock lacked kombu's `redis` extra (issue 27).
+READYZ = (
+    "import sys\n"
+    "if sys.argv[1] == 'no-packaging': sys.modules['packaging'] = None\n"
+    "from falcon import testing; from api.app import get_app\n"
+    "answer = testing.TestClient(get_app()).simulate_get('/readyz')\n"
+    "print(answer.status_code, answer.json.get('detail', ''))\n"
+    "print([m for m in ('kombu.transport.redis', 'celery.app.base') if m in sys.modules])\n"
+)
+
+
+def readyz(tmp_path: Path, broker_url: str, *, packaging: bool = True) -> list[str]:
+    env = {"CELERY_BROKER_URL": broker_url, "JOBPOST_VAR_DIR": str(tmp_path), "PATH": "/bin"}
+    env["READY_TIMEOUT_SECONDS"] = "1"
+    argv = [sys.executable, "-c", READYZ, "with" if packaging else "no-packaging"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["[]"]
-    redis_server.stop()
-    with pytest.raises(Exception, match="onnect"):
-        broker.ping(redis_server.url, 1)
+    return done.stdout.splitlines()
+
+
+def test_readyz_hands_redis_to_the_workers_transport_without_celery(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """/readyz loads and connects kombu's Redis transport, the one tasks leave by; Celery's
+    app is still made only by the first task sent (issue 15)."""
+    assert readyz(tmp_path, redis_server.url) == ["200 ", "['kombu.transport.redis']"]
+
+
+def test_readyz_names_the_broker_whose_transport_cannot_load(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """Redis answers, but the transport the workers use cannot be imported: no task could
+    leave, so the web is not ready (issue 27: a PING with redis-py alone said 200)."""
+    status, _ = readyz(tmp_path, redis_server.url, packaging=False)
+    assert status == "503 Not ready: broker (ModuleNotFoundError)."
+
+
+def test_readyz_names_the_broker_whose_server_is_down(unused_port: int, tmp_path: Path) -> None:
+    started = time.monotonic()
+    status, _ = readyz(tmp_path, f"redis://127.0.0.1:{unused_port}/0")
+    assert status == "503 Not ready: broker (OperationalError)."
+    assert time.monotonic() - started < 30  # READY_TIMEOUT_SECONDS=1, and a Python start
 
 
 def test_queue_depths_on_redis_count_every_priority_without_kombu(

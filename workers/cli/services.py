@@ -97,7 +97,15 @@ def beat(args: argparse.Namespace, command: Command) -> int:
 
 
 def dev(args: argparse.Namespace, command: Command) -> int:
-    from workers.dev import run
+    try:
+        from workers.dev import run
+    except ModuleNotFoundError as e:  # the image installs no dev extra (issue 27)
+        if e.name != "aiosmtpd":
+            raise
+        raise SystemExit(
+            "jobpost dev: its mail sink needs aiosmtpd, a development tool this install lacks: "
+            "`make install`, or `pip install 'jobpost[dev]'`"
+        ) from None
 
     settings = command.settings
     ensure_key_file(settings)  # webhook secrets need a key; a local service makes its own
