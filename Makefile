@@ -22,7 +22,9 @@ help: ## list the targets
 
 $(STAMP): pyproject.toml $(LOCK)
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "jobpost needs Python 3.11+"'
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@# A fresh virtualenv whenever the lock changes: a package the lock dropped (types-redis,
+	@# say) must not linger and hide what a fresh clone lacks.
+	$(PYTHON) -m venv --clear $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q --require-hashes -r $(LOCK)
 	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
