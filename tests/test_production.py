@@ -169,6 +169,7 @@ def topology(image_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
             JOBPOST_SECRET_KEY=Fernet.generate_key().decode(),
             WEBHOOK_ALLOW_HTTP="true",  # the receiver is plain HTTP on loopback
             WEBHOOK_ALLOW_PRIVATE="true",
+            WEBHOOK_ALLOWED_PORTS="1024-65535",  # the receiver's free port (C12)
         )
         migrated = subprocess.run(
             [str(image_bin / "jobpost"), "db", "upgrade"],
