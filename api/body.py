@@ -13,6 +13,10 @@ from api.errors import Problem
 
 MiB = 1024 * 1024
 JOB_BODY_LIMIT = MiB  # C1: the request size limit the interface leaves open
+# Arrays and objects a body may nest (C1): a job needs 3 levels, a sync run's body 4. Every
+# later step (the Idempotency-Key's canonical form, a sync item's stored text) is then safe
+# from the recursion limits of Python and orjson (255), whatever the parser accepts.
+MAX_DEPTH = 64
 _SURROGATE = re.compile("[\ud800-\udfff]")  # from a "\\ud800" escape: no UTF-8 holds it
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # where one may come from
 
@@ -106,15 +110,40 @@ def _has_lone_surrogate(value: Any) -> bool:
 UTF8_BOM = b"\xef\xbb\xbf"
 
 
+def too_deep() -> Problem:
+    return malformed(f"The body nests arrays and objects more than {MAX_DEPTH} levels deep.")
+
+
+def nests_deeper(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether arrays and objects nest more than `limit` levels in `value`, counted level by
+    level (no recursion): the outermost object is level 1."""
+    level = [value] if isinstance(value, dict | list) else []
+    for _ in range(limit):
+        level = [
+            child
+            for parent in level
+            for child in (parent.values() if isinstance(parent, dict) else parent)
+            if isinstance(child, dict | list)
+        ]
+        if not level:
+            return False
+    return True
+
+
 def parse_json(data: bytes) -> dict[str, Any]:
-    """Parse with numbers as Decimal (never through floats); hostile input is a 400 (C4)."""
+    """Parse with numbers as Decimal (never through floats); hostile input is a 400 (C4),
+    a body nested more than MAX_DEPTH levels too (C1)."""
     try:
         text = data.removeprefix(UTF8_BOM).decode("utf-8")
         value = json.loads(text, parse_float=Decimal, parse_constant=_no_constant)
         if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(value):
             raise ValueError("unpaired surrogate")
-    except (UnicodeDecodeError, ValueError, RecursionError):
+    except (UnicodeDecodeError, ValueError):
         raise malformed("The body is not valid UTF-8 JSON.") from None
+    except RecursionError:  # nested deeper than the parser goes: far beyond MAX_DEPTH
+        raise too_deep() from None
     if not isinstance(value, dict):
         raise malformed("The body must be a JSON object.")
+    if data.count(b"[") + data.count(b"{") > MAX_DEPTH and nests_deeper(value):
+        raise too_deep()
     return value
