@@ -182,11 +182,24 @@ class Keys:
             )
 
     def begin(
-        self, req: falcon.Request, scope: Scope, key: str, fingerprint: str
+        self,
+        req: falcon.Request,
+        scope: Scope,
+        key: str,
+        fingerprint: str,
+        *,
+        before_claim: Callable[[], None] | None = None,
     ) -> Recorded | Busy | None:
-        """Mark the key for this request (None), or the key's own answer."""
+        """Mark the key for this request (None), or the key's own answer. `before_claim` runs
+        once the key has no answer of its own and before it is marked: a rate limit's 429
+        raised there leaves no mark (C8, C10)."""
         now = self.now()
         held = _open_sqlite_transaction(req)
+        if before_claim is not None:
+            found = self._look(held, scope, key, fingerprint, now)
+            if found is not None:
+                return found
+            before_claim()
         if held is not None:
             with held.begin_nested():
                 outcome = idempotency.claim(held, scope, key, fingerprint, now)
@@ -197,6 +210,14 @@ class Keys:
             req.context.held = Held(outcome)
             return None
         return outcome
+
+    def _look(
+        self, held: Session | None, scope: Scope, key: str, fingerprint: str, now: datetime
+    ) -> Recorded | Busy | None:
+        if held is not None:
+            return idempotency.look(held, scope, key, fingerprint, now)
+        with session_scope(self.sessions) as session:
+            return idempotency.look(session, scope, key, fingerprint, now)
 
 
 def _open_sqlite_transaction(req: falcon.Request) -> Session | None:
@@ -270,6 +291,9 @@ class Endpoint:
     media_types: tuple[str, ...]
     media_detail: str
     dry_runs: bool = False  # takes ?dryRun=true (C10), which neither marks nor records a key
+    # A rate limit the request is counted against (its 429 raised) before its key is marked;
+    # called with the responder's resource and the request.
+    rate: Callable[[Any, falcon.Request], None] | None = None
 
 
 def idempotent(endpoint: Endpoint) -> Callable[[Responder], Responder]:
@@ -289,7 +313,9 @@ def idempotent(endpoint: Endpoint) -> Callable[[Responder], Responder]:
                 responder(resource, req, resp, **params)
                 return
             keys: Keys = req.context.idempotency_keys
-            outcome = keys.begin(req, scope, key, fingerprint(req, content))
+            rate = endpoint.rate
+            before = None if rate is None else functools.partial(rate, resource, req)
+            outcome = keys.begin(req, scope, key, fingerprint(req, content), before_claim=before)
             if outcome is not None:
                 answer(req, resp, outcome)
                 return
