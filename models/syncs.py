@@ -33,7 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from models import jobs, webhooks
+from models import checks, jobs, webhooks
 from models.entities import Employer, Job, SyncItem, SyncRun
 from models.errors import DomainError, FieldError, NotFound, ValidationFailed
 
@@ -135,8 +135,8 @@ def _items(jobs_value: Any, prefix: str, errors: list[FieldError]) -> list[tuple
             errors.append(
                 FieldError(field, "too_long", f"referenceId is at most {MAX_REFERENCE} characters.")
             )
-        elif "\x00" in ref:
-            errors.append(FieldError(field, "invalid_format", "referenceId holds a NUL character."))
+        elif checks.CONTROL.search(ref):
+            errors.append(FieldError(field, "invalid_format", checks.control_message(field)))
         elif ref in seen:
             errors.append(
                 FieldError(field, "duplicate", f"referenceId {ref!r} is already in this run.")
