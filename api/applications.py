@@ -43,6 +43,7 @@ KEYED = Endpoint(
     limit=forms.APPLICATION_BODY_LIMIT,
     media_types=forms.FORM_TYPES,
     media_detail="Send the application as application/json or multipart/form-data.",
+    rate=lambda resource, req: resource.intake.check_rate(req),
 )
 
 
@@ -112,6 +113,11 @@ class Intake:
             after_commit(session, lambda: self.enqueue_webhooks(deliveries))
 
     def check_rate(self, req: falcon.Request) -> None:
+        """Count the request against APPLY_RATE_LIMIT, once however often it is asked: before
+        its Idempotency-Key is marked, and again in C1's order."""
+        if getattr(req.context, "rate_counted", False):
+            return
+        req.context.rate_counted = True
         wait = self.limiter.hit(rate_key(client_address(req, self.trusted_proxies)))
         if wait is not None:
             raise Problem(

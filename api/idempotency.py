@@ -13,7 +13,7 @@ import functools
 import hashlib
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from api import forms, query
 from api.body import media_type, parse_json, read_bytes, too_large
 from api.errors import Problem
-from models import idempotency
+from models import idempotency, syncs
 from models.applications import Upload
 from models.errors import FieldError
 from models.idempotency import Busy, Claim, Recorded, Scope
@@ -98,14 +98,31 @@ def canonical(value: Any) -> str:
     """JSON text of `value` in one form: members sorted, no whitespace, and each number as
     the value it is (`1`, `1.0` and `1e0` alike), so two bodies that differ only in how they
     are written have the same form."""
-    if isinstance(value, dict):
-        members = (f"{canonical(str(k))}:{canonical(v)}" for k, v in sorted(value.items()))
-        return "{" + ",".join(members) + "}"
-    if isinstance(value, list | tuple):
-        return "[" + ",".join(canonical(v) for v in value) + "]"
-    if isinstance(value, int | Decimal) and not isinstance(value, bool):
-        return number(value)
-    return orjson.dumps(value).decode()
+    return "".join(canonical_parts(value))
+
+
+def canonical_parts(value: Any) -> Iterator[str]:
+    """`canonical(value)` piece by piece, to be hashed without being held whole; a packed
+    sync item (models.syncs.Packed) is read back one at a time, as the item it is."""
+    if isinstance(value, syncs.Packed):
+        yield from canonical_parts(syncs.read_item(value.text))
+    elif isinstance(value, dict):
+        yield "{"
+        for i, (k, v) in enumerate(sorted(value.items())):
+            yield ("," if i else "") + orjson.dumps(str(k)).decode() + ":"
+            yield from canonical_parts(v)
+        yield "}"
+    elif isinstance(value, list | tuple):
+        yield "["
+        for i, v in enumerate(value):
+            if i:
+                yield ","
+            yield from canonical_parts(v)
+        yield "]"
+    elif isinstance(value, int | Decimal) and not isinstance(value, bool):
+        yield number(value)
+    else:
+        yield orjson.dumps(value).decode()
 
 
 def number(value: int | Decimal) -> str:
@@ -138,8 +155,10 @@ def fingerprint(req: falcon.Request, content: Any) -> str:
     override, C7), the path, the query parameters as sent (in any order) and the content.
     The request itself is not stored."""
     query = sorted(parse_qsl(req.query_string, keep_blank_values=True))
-    text = canonical([req.method, req.path, query, content])
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    digest = hashlib.sha256()
+    for part in canonical_parts([req.method, req.path, query, content]):
+        digest.update(part.encode("utf-8"))
+    return digest.hexdigest()
 
 
 # --- the key's mark and its answers ----------------------------------------------------------
@@ -182,11 +201,24 @@ class Keys:
             )
 
     def begin(
-        self, req: falcon.Request, scope: Scope, key: str, fingerprint: str
+        self,
+        req: falcon.Request,
+        scope: Scope,
+        key: str,
+        fingerprint: str,
+        *,
+        before_claim: Callable[[], None] | None = None,
     ) -> Recorded | Busy | None:
-        """Mark the key for this request (None), or the key's own answer."""
+        """Mark the key for this request (None), or the key's own answer. `before_claim` runs
+        once the key has no answer of its own and before it is marked: a rate limit's 429
+        raised there leaves no mark (C8, C10)."""
         now = self.now()
         held = _open_sqlite_transaction(req)
+        if before_claim is not None:
+            found = self._look(held, scope, key, fingerprint, now)
+            if found is not None:
+                return found
+            before_claim()
         if held is not None:
             with held.begin_nested():
                 outcome = idempotency.claim(held, scope, key, fingerprint, now)
@@ -197,6 +229,14 @@ class Keys:
             req.context.held = Held(outcome)
             return None
         return outcome
+
+    def _look(
+        self, held: Session | None, scope: Scope, key: str, fingerprint: str, now: datetime
+    ) -> Recorded | Busy | None:
+        if held is not None:
+            return idempotency.look(held, scope, key, fingerprint, now)
+        with session_scope(self.sessions) as session:
+            return idempotency.look(session, scope, key, fingerprint, now)
 
 
 def _open_sqlite_transaction(req: falcon.Request) -> Session | None:
@@ -270,6 +310,11 @@ class Endpoint:
     media_types: tuple[str, ...]
     media_detail: str
     dry_runs: bool = False  # takes ?dryRun=true (C10), which neither marks nor records a key
+    # A rate limit the request is counted against (its 429 raised) before its key is marked;
+    # called with the responder's resource and the request.
+    rate: Callable[[Any, falcon.Request], None] | None = None
+    # The body's own parse, where it has one (the sync runs' packs their items, C11).
+    parse: Callable[[falcon.Request], dict[str, Any]] | None = None
 
 
 def idempotent(endpoint: Endpoint) -> Callable[[Responder], Responder]:
@@ -289,7 +334,9 @@ def idempotent(endpoint: Endpoint) -> Callable[[Responder], Responder]:
                 responder(resource, req, resp, **params)
                 return
             keys: Keys = req.context.idempotency_keys
-            outcome = keys.begin(req, scope, key, fingerprint(req, content))
+            rate = endpoint.rate
+            before = None if rate is None else functools.partial(rate, resource, req)
+            outcome = keys.begin(req, scope, key, fingerprint(req, content), before_claim=before)
             if outcome is not None:
                 answer(req, resp, outcome)
                 return
@@ -313,4 +360,4 @@ def _read(req: falcon.Request, endpoint: Endpoint, key: str) -> Any:
     data = read_bytes(req, endpoint.limit)
     if kind == "multipart/form-data":
         return ["form", form_content(forms.parse_multipart(req.content_type or "", data))]
-    return ["json", parse_json(data)]
+    return ["json", parse_json(data) if endpoint.parse is None else endpoint.parse(req)]

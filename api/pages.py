@@ -9,6 +9,7 @@ language, so its errors, its 303 and the thank-you page keep it.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -323,7 +324,18 @@ class ApplyForm(ApplyRedirect):
             ),
         )
         back = f"/jobs/{scope.id}?lang={lang.code}"
-        return answered_by_form_key(req, resp, scope, token, "form", fields, busy, reused, back)
+        return answered_by_form_key(
+            req,
+            resp,
+            scope,
+            token,
+            "form",
+            fields,
+            busy,
+            reused,
+            back,
+            before_claim=lambda: self.intake.check_rate(req),
+        )
 
     def _invalid(
         self,
@@ -423,13 +435,17 @@ def answered_by_form_key(
     busy: tuple[str, str],
     reused: tuple[str, str],
     back: str,
+    *,
+    before_claim: Callable[[], None],
 ) -> bool:
     """A form's one-time token as its Idempotency-Key (C10): the first answer replayed, or a
     page saying why not (`busy` while in flight, 409; `reused` with other answers, 422, each a
-    title and a text). True when the key answered; False when the form is to be processed."""
+    title and a text). True when the key answered; False when the form is to be processed.
+    `before_claim` counts the form against its rate limit before the key is marked."""
     content = [form, idempotency.form_content(fields)]
     keys: idempotency.Keys = req.context.idempotency_keys
-    outcome = keys.begin(req, scope, token, idempotency.fingerprint(req, content))
+    fingerprint = idempotency.fingerprint(req, content)
+    outcome = keys.begin(req, scope, token, fingerprint, before_claim=before_claim)
     lang = page_language(req)
     if outcome is Busy.IN_FLIGHT:
         page = html_render.error_page(*busy, lang, links(req), back=back)

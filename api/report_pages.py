@@ -124,7 +124,18 @@ class ReportForm:
             _("A report was sent from this page already. To send another, open the form again."),
         )
         back = f"/jobs/{scope.id}/report?lang={lang.code}"
-        return answered_by_form_key(req, resp, scope, token, "report", fields, busy, reused, back)
+        return answered_by_form_key(
+            req,
+            resp,
+            scope,
+            token,
+            "report",
+            fields,
+            busy,
+            reused,
+            back,
+            before_claim=lambda: self.twin.check_rate(req),
+        )
 
     def _job(self, req: falcon.Request, resp: falcon.Response, raw_id: str) -> Job | None:
         """The active job reported on, or None once its 404 or 410 page is sent."""

@@ -49,7 +49,11 @@ class Reports:
         send_json(resp, {"id": report.id, "status": report.status}, 202)
 
     def check_rate(self, req: falcon.Request) -> None:
-        """429 once the client has sent its share of reports, the form's and the twin's."""
+        """429 once the client has sent its share of reports, the form's and the twin's; a
+        request is counted once however often it is asked (before its form key is marked)."""
+        if getattr(req.context, "report_rate_counted", False):
+            return
+        req.context.report_rate_counted = True
         wait = self.limiter.hit(BUCKET + rate_key(client_address(req, self.trusted_proxies)))
         if wait is not None:
             raise Problem(

@@ -92,7 +92,7 @@ def check(fields: dict[str, Any]) -> Submission:
     name = take("name", lambda v: _required(v, "name", 100))
     email = take("email", lambda v: _required_email(v))
     phone = take("phone", _phone)
-    letter = take("coverLetter", lambda v: _optional_text(v, "coverLetter", 10_000))
+    letter = take("coverLetter", lambda v: _optional_text(v, "coverLetter", 10_000, multiline=True))
     resume = take("resume", _resume)
     if errors:
         raise ValidationFailed(errors, subject="application")
@@ -111,10 +111,10 @@ def _required_email(value: Any) -> str:
     return checks.email(value, "email", max_len=MAX_EMAIL)
 
 
-def _optional_text(value: Any, field: str, max_len: int) -> str | None:
+def _optional_text(value: Any, field: str, max_len: int, *, multiline: bool = False) -> str | None:
     if value is None or value == "":
         return None
-    text = checks.string(value, field, max_len=max_len, min_len=0)
+    text = checks.string(value, field, max_len=max_len, min_len=0, multiline=multiline)
     return text if text.strip() else None
 
 
@@ -150,7 +150,9 @@ def _json_upload(value: Any) -> Upload:
     content = obj.get("content")
     if content is None:
         raise Invalid("resume.content", "required", "resume.content is required.")
-    text = checks.string(content, "resume.content", max_len=16 * 1024 * 1024, min_len=0)
+    text = checks.string(
+        content, "resume.content", max_len=16 * 1024 * 1024, min_len=0, multiline=True
+    )
     try:
         data = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):

@@ -19,6 +19,9 @@ from models.errors import FieldError
 
 INT32 = (-(2**31), 2**31 - 1)
 DATE_SHAPE = re.compile(r"\d{4}-\d{2}-\d{2}")
+# C0, DEL and C1: a one-line field holds none. A name or a title goes into mail headers and
+# subjects, whose guards refuse a line break: accepted, the copy could never be sent (C8).
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 class Invalid(Exception):
@@ -27,17 +30,42 @@ class Invalid(Exception):
         self.error = FieldError(field, code, message)
 
 
-def string(value: Any, field: str, *, max_len: int, min_len: int = 1, trim: bool = False) -> str:
+def string(
+    value: Any,
+    field: str,
+    *,
+    max_len: int,
+    min_len: int = 1,
+    trim: bool = False,
+    multiline: bool = False,
+) -> str:
+    """A string field. One line unless `multiline` (description, coverLetter, details…),
+    which may hold tabs and line breaks but never NUL, which no database text can hold."""
     if not isinstance(value, str):
         raise Invalid(field, "invalid_type", f"{field} must be a string.")
-    if "\x00" in value:
-        raise Invalid(field, "invalid_format", f"{field} must not contain a NUL character.")
     text: str = value.strip() if trim else value
+    if multiline and "\x00" in text:
+        raise Invalid(field, "invalid_format", f"{field} must not contain a NUL character.")
+    if not multiline:
+        one_line(text, field)
     if len(text) < min_len:
         raise Invalid(field, "too_short", f"{field} must not be empty.")
     if len(text) > max_len:
         raise Invalid(field, "too_long", f"{field} has at most {max_len} characters.")
     return text
+
+
+def one_line(text: str, field: str) -> None:
+    """Refuse a control character (C0, DEL, C1; tab and line breaks included) in a one-line
+    field, naming the field (C1's per-field errors)."""
+    if CONTROL.search(text):
+        raise Invalid(field, "invalid_format", control_message(field))
+
+
+def control_message(field: str) -> str:
+    return (
+        f"{field} must be one line without control characters (U+0000 to U+001F, U+007F to U+009F)."
+    )
 
 
 def boolean(value: Any, field: str) -> bool:

@@ -59,7 +59,7 @@ class JobTakenDown(DomainError):
 class JobGone(DomainError):
     """The job was taken down after a report: its public endpoints answer 410 (C13)."""
 
-    code = "job_removed"
+    code = "gone"
 
 
 class ApplyViaUrl(DomainError):

@@ -74,6 +74,26 @@ def _row(scope: Scope, key: str) -> list[ColumnElement[bool]]:
     ]
 
 
+def _answer(row: IdempotencyKey, fingerprint: str, now: datetime) -> Recorded | Busy | None:
+    """The key's own answer for this request, or None when it is free to be taken."""
+    if row.status is not None and now < row.first_used_at + LIFETIME:
+        if row.fingerprint != fingerprint:
+            return Busy.REUSED
+        return Recorded(row.status, row.location, row.etag, row.content_type, row.body or b"")
+    if row.status is None and now < row.lease_until:
+        return Busy.IN_FLIGHT
+    return None
+
+
+def look(
+    session: Session, scope: Scope, key: str, fingerprint: str, now: datetime
+) -> Recorded | Busy | None:
+    """The key's own answer, without marking it: None when a claim would take it. A request
+    is counted against a rate limit between the two, so one refused marks no key."""
+    row = session.execute(select(IdempotencyKey).where(*_row(scope, key))).scalar_one_or_none()
+    return None if row is None else _answer(row, fingerprint, now)
+
+
 def claim(session: Session, scope: Scope, key: str, fingerprint: str, now: datetime) -> Outcome:
     """Mark `key` for this request, or say why not: its recorded response (for the same
     request), REUSED (for another), or IN_FLIGHT. The caller commits at once."""
@@ -101,12 +121,9 @@ def claim(session: Session, scope: Scope, key: str, fingerprint: str, now: datet
             except IntegrityError:
                 continue  # another request's first use came first: look again
             return Claim(scope, key, token)
-        if row.status is not None and now < row.first_used_at + LIFETIME:
-            if row.fingerprint != fingerprint:
-                return Busy.REUSED
-            return Recorded(row.status, row.location, row.etag, row.content_type, row.body or b"")
-        if row.status is None and now < row.lease_until:
-            return Busy.IN_FLIGHT
+        answer = _answer(row, fingerprint, now)
+        if answer is not None:
+            return answer
         # A mark whose lease lapsed, or a record past its 24 hours: a first use again. The
         # holder's token in the WHERE makes one of several takers win.
         taken = session.execute(

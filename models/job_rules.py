@@ -209,7 +209,7 @@ def _description(ctx: _Context, value: Any) -> None:
 
 def _description_text(ctx: _Context, value: Any, field: str) -> str | None:
     """The description as stored, or None with its HTML faults added to ctx's errors."""
-    text = checks.string(value, field, max_len=10**9)
+    text = checks.string(value, field, max_len=10**9, multiline=True)
     if not text.strip():
         raise Invalid(field, "too_short", f"{field} must not be empty.")
     problems = html.check_description(text, field)

@@ -29,6 +29,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
+from models import checks
 from models.entities import Location, LocationName
 from models.errors import FieldError
 from models.fast_reads import Precompiled
@@ -140,8 +141,8 @@ def _check_description(value: object, field: str) -> FieldError | None:
         return None
     if not isinstance(value, str):
         return FieldError(field, "invalid_type", "A location description must be a string.")
-    if "\x00" in value:
-        return FieldError(field, "invalid_format", "A location description must not hold NUL.")
+    if checks.CONTROL.search(value):
+        return FieldError(field, "invalid_format", checks.control_message(field))
     if len(value) > MAX_LENGTH:
         return FieldError(
             field, "too_long", f"A location description has at most {MAX_LENGTH} characters."

@@ -40,7 +40,7 @@ def read_body(body: dict[str, Any]) -> tuple[str, str, str | None]:
         errors.append(FieldError("details", "required", "details is required."))
     else:
         try:
-            details = checks.string(raw, "details", max_len=MAX_DETAILS, trim=True)
+            details = checks.string(raw, "details", max_len=MAX_DETAILS, trim=True, multiline=True)
         except checks.Invalid as e:
             errors.append(e.error)
     email: str | None = None

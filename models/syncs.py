@@ -33,7 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from models import jobs, webhooks
+from models import checks, jobs, webhooks
 from models.entities import Employer, Job, SyncItem, SyncRun
 from models.errors import DomainError, FieldError, NotFound, ValidationFailed
 
@@ -93,7 +93,8 @@ def _decimal(value: Any) -> Any:
 
 
 def item_text(item: dict[str, Any]) -> str:
-    """An item as JSON text that reads back (`read_item`) to the same values."""
+    """An item as JSON text that reads back (`read_item`) to the same values. (As a str: the
+    bytes orjson answers keep the whole buffer it wrote them in.)"""
     try:
         return orjson.dumps(item, default=_decimal).decode()
     except orjson.JSONEncodeError:  # an integer beyond 64 bits, which orjson cannot write
@@ -110,6 +111,23 @@ def _big_ints(value: Any) -> Any:
     return value
 
 
+@dataclass(frozen=True, slots=True)
+class Packed:
+    """An item as the request's parse keeps it (api.body.parse_json_streamed): its
+    referenceId as sent, and its JSON text; its values are not kept (a 50 MiB body)."""
+
+    reference: Any
+    text: str
+
+
+def pack(value: Any) -> Any:
+    """An element of `jobs`, packed when it is an item; anything else is kept only by type
+    (its one use is the error naming it)."""
+    if isinstance(value, dict):
+        return Packed(value.get("referenceId"), item_text(value))
+    return [] if isinstance(value, list) else value
+
+
 def read_item(text: str) -> dict[str, Any]:
     value: dict[str, Any] = json.loads(text, parse_float=Decimal)
     return value
@@ -121,10 +139,14 @@ def _items(jobs_value: Any, prefix: str, errors: list[FieldError]) -> list[tuple
     items: list[tuple[str, Any]] = []
     for i, item in enumerate(jobs_value):
         where = f"{prefix}[{i}]"
-        if not isinstance(item, dict):
+        if isinstance(item, Packed):
+            ref, item = item.reference, item.text
+        elif isinstance(item, dict):
+            ref = item.get("referenceId")
+        else:
             errors.append(FieldError(where, "invalid_type", "Each job must be a JSON object."))
             continue
-        ref, field = item.get("referenceId"), f"{where}.referenceId"
+        field = f"{where}.referenceId"
         if ref is None:
             errors.append(FieldError(field, "required", "Each job needs a referenceId."))
         elif not isinstance(ref, str):
@@ -135,8 +157,8 @@ def _items(jobs_value: Any, prefix: str, errors: list[FieldError]) -> list[tuple
             errors.append(
                 FieldError(field, "too_long", f"referenceId is at most {MAX_REFERENCE} characters.")
             )
-        elif "\x00" in ref:
-            errors.append(FieldError(field, "invalid_format", "referenceId holds a NUL character."))
+        elif checks.CONTROL.search(ref):
+            errors.append(FieldError(field, "invalid_format", checks.control_message(field)))
         elif ref in seen:
             errors.append(
                 FieldError(field, "duplicate", f"referenceId {ref!r} is already in this run.")

@@ -19,6 +19,7 @@ import orjson
 from sqlalchemy import ColumnElement, and_, delete, func, insert, literal, or_, select, update
 from sqlalchemy.orm import Session
 
+from models import checks
 from models.entities import Employer, WebhookEndpoint
 from models.errors import DeliveryNotFailed, FieldError, NotFound, ValidationFailed, WebhookDisabled
 from models.secrets import KeySource, MissingKey, encrypt, load_key, new_secret
@@ -272,8 +273,8 @@ def _description(value: Any, errors: list[FieldError]) -> str | None:
         return None
     if not isinstance(value, str):
         errors.append(FieldError("description", "invalid_type", "description must be a string."))
-    elif "\x00" in value:
-        message = "description must not contain a NUL character."
+    elif checks.CONTROL.search(value):
+        message = checks.control_message("description")
         errors.append(FieldError("description", "invalid_format", message))
     elif len(value) > MAX_DESCRIPTION:
         message = f"description has at most {MAX_DESCRIPTION} characters."

@@ -21,8 +21,8 @@ from typing import Any
 import falcon.testing
 import orjson
 import pytest
-from sqlalchemy import Engine, func, select
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy import Engine, event, func, select
+from sqlalchemy.orm import Session, SessionTransaction, sessionmaker
 
 import api.idempotency
 from api.app import Collaborators, create_app
@@ -93,16 +93,40 @@ class Hold:
             assert self.released.wait(30)
 
 
+def hold_once_marked(sessions: sessionmaker[Session], hold: Hold) -> Callable[[], None]:
+    """Make `hold` hold the request that has just committed a new key's mark (its key marked,
+    nothing of its own stored yet); returns what undoes it."""
+
+    def flushed(session: Session, _context: Any) -> None:
+        if any(isinstance(row, IdempotencyKey) for row in session.new):
+            session.info["marked"] = True
+
+    def ended(session: Session, transaction: SessionTransaction) -> None:
+        if transaction.parent is None and session.info.pop("marked", False):
+            hold()  # the outermost transaction's end: the mark is committed
+
+    event.listen(sessions, "after_flush", flushed)
+    event.listen(sessions, "after_transaction_end", ended)
+
+    def undo() -> None:
+        event.remove(sessions, "after_flush", flushed)
+        event.remove(sessions, "after_transaction_end", ended)
+
+    return undo
+
+
 class Gate:
-    """The apply rate limiter (C8), which the application endpoints reach after the key's
-    answers: it can hold a request there, or refuse it with 429."""
+    """The apply rate limiter (C8), which the application endpoints reach after the key's own
+    answers and before its mark: it can refuse a request with 429."""
 
     def __init__(self, hold: Hold) -> None:
         self.hold = hold
         self.wait: int | None = None
+        self.probe: Callable[[], None] = lambda: None  # looks at the database as it counts
 
     def hit(self, key: str) -> int | None:
         self.hold()
+        self.probe()
         return self.wait
 
 
@@ -117,6 +141,7 @@ class Service:
     gate: Gate
     enqueued: list[int]
     backend: str
+    marked: Hold  # holds the next request whose key's mark was just committed
 
     def post_job(
         self,
@@ -186,8 +211,10 @@ def sessions(database: Engine) -> sessionmaker[Session]:
 
 
 @pytest.fixture
-def service(database: Engine, sessions: sessionmaker[Session], settings: Settings) -> Service:
-    instant, hold = Instant(), Hold()
+def service(
+    database: Engine, sessions: sessionmaker[Session], settings: Settings
+) -> Iterator[Service]:
+    instant, hold, marked = Instant(), Hold(), Hold()
     gate, enqueued = Gate(hold), []
 
     def today() -> date:
@@ -198,7 +225,8 @@ def service(database: Engine, sessions: sessionmaker[Session], settings: Setting
         enqueue=lambda app_id, _rid: enqueued.append(app_id), limiter=gate, now=instant
     )
     app = create_app(settings, sessions, parts, today=today)
-    return Service(
+    undo = hold_once_marked(sessions, marked)
+    yield Service(
         Api(app),
         falcon.testing.TestClient(app),
         sessions,
@@ -208,7 +236,9 @@ def service(database: Engine, sessions: sessionmaker[Session], settings: Setting
         gate,
         enqueued,
         database.dialect.name,
+        marked,
     )
+    undo()
 
 
 def replayed(first: falcon.testing.Result, again: falcon.testing.Result) -> None:
@@ -522,6 +552,43 @@ def test_a_refused_application_releases_the_key(service: Service) -> None:
     assert len(service.applications(job_id)) == 1
 
 
+def test_an_application_is_counted_against_the_rate_before_its_key_is_marked(
+    service: Service,
+) -> None:
+    """C8, C10: a request over APPLY_RATE_LIMIT marks no key; one answered by its key (a
+    replay) is not counted."""
+    job_id = service.job()
+    scope = Scope("job", job_id)
+    marks: list[IdempotencyKey | None] = []
+    service.gate.probe = lambda: marks.append(service.key_row(scope, "counted"))
+    service.gate.wait = 30
+    problem(service.apply(job_id, "counted"), 429, "rate_limited")
+    assert marks == [None] and service.key_row(scope, "counted") is None
+    service.gate.wait = None
+    first = service.apply(job_id, "counted")
+    fresh(first, 202)
+    assert marks == [None, None]
+    service.gate.wait = 30
+    replayed(first, service.apply(job_id, "counted"))
+    assert len(marks) == 2
+
+
+def test_an_application_form_is_counted_against_the_rate_before_its_key_is_marked(
+    service: Service,
+) -> None:
+    job_id = service.job()
+    scope = Scope("job", job_id)
+    fields = {**APPLICANT, "idempotencyKey": form_token(service, job_id)}
+    marks: list[IdempotencyKey | None] = []
+    service.gate.probe = lambda: marks.append(service.key_row(scope, fields["idempotencyKey"]))
+    service.gate.wait = 30
+    assert submit(service, job_id, fields).status_code == 429
+    assert marks == [None] and service.key_row(scope, fields["idempotencyKey"]) is None
+    service.gate.wait = None
+    assert submit(service, job_id, fields).status_code == 303
+    assert marks == [None, None]
+
+
 def test_a_dry_run_records_nothing(service: Service) -> None:
     """C10: `?dryRun=true` with a key marks nothing and records nothing, so its retry is
     processed afresh (never replayed) and the real request after it is not a reuse."""
@@ -600,14 +667,14 @@ def test_only_a_success_is_recorded(
 
 def test_a_retry_while_the_first_application_is_processed_is_409(service: Service) -> None:
     job_id = service.job()
-    service.hold.arm()
+    service.marked.arm()
     with ThreadPoolExecutor(1) as pool:
         first = pool.submit(service.apply, job_id, "busy")
-        assert service.hold.reached.wait(30)
+        assert service.marked.reached.wait(30)
         busy = service.apply(job_id, "busy")
         problem(busy, 409, "idempotency_key_in_use")
         assert busy.headers["retry-after"] == "1"
-        service.hold.released.set()
+        service.marked.released.set()
         done = first.result(30)
     fresh(done, 202)
     replayed(done, service.apply(job_id, "busy"))
@@ -660,14 +727,14 @@ def test_a_request_that_outlives_its_lease_undoes_its_work(service: Service) -> 
     """The first request is held past its lease; a retry takes the key and applies. The
     first cannot record its answer then: it is 409, and its application is rolled back."""
     job_id = service.job()
-    service.hold.arm()
+    service.marked.arm()
     with ThreadPoolExecutor(1) as pool:
         first = pool.submit(service.apply, job_id, "slow")
-        assert service.hold.reached.wait(30)
+        assert service.marked.reached.wait(30)
         service.instant.advance(seconds=61)
         second = service.apply(job_id, "slow")
         fresh(second, 202)
-        service.hold.released.set()
+        service.marked.released.set()
         late = first.result(30)
     problem(late, 409, "idempotency_key_in_use")
     replayed(second, service.apply(job_id, "slow"))

@@ -304,8 +304,8 @@ def test_a_taken_down_job_is_a_410_page_or_problem_everywhere_the_public_reaches
         )
         assert words in assert_html(posted, 410)
         assert words in assert_html(send(app, job["id"], REPORT, lang), 410)
-    problem(api.post(f"{JOBS}/{job['id']}/applications", json=APPLICANT), 410, "job_removed")
-    problem(api.post(f"{JOBS}/{job['id']}/reports", json=REPORT), 410, "job_removed")
+    problem(api.post(f"{JOBS}/{job['id']}/applications", json=APPLICANT), 410, "gone")
+    problem(api.post(f"{JOBS}/{job['id']}/reports", json=REPORT), 410, "gone")
     assert len(stored(sessions)) == before
     assert api.get(f"{JOBS}/{job['id']}/applications", key=employer.key).json["data"] == []
 

@@ -113,7 +113,7 @@ def test_taking_a_job_down_archives_it_for_good(
     assert done["status"] == "taken_down" and done["note"] == "fee scam" and done["resolvedAt"]
     read = api.get(path, key=employer.key)
     assert read.json["status"] == "archived" and read.json["takenDown"] is True
-    problem(report(api, job["id"]), 410, "job_removed")
+    problem(report(api, job["id"]), 410, "gone")
     writes: list[tuple[str, dict[str, Any]]] = [
         (path, {"status": "active"}),
         (path, {"status": "active", "title": ""}),  # 409 before 422 (C1)
