@@ -589,6 +589,27 @@ def test_an_application_form_is_counted_against_the_rate_before_its_key_is_marke
     assert marks == [None, None]
 
 
+def test_a_report_form_is_counted_against_the_rate_before_its_key_is_marked(
+    service: Service,
+) -> None:
+    job_id = service.job()
+    page = service.pages.simulate_get(f"/jobs/{job_id}/report")
+    assert page.status_code == 200
+    [token] = TOKEN.findall(page.text)
+    scope = Scope("report", job_id)
+    fields = {"reason": "scam", "details": "Asks for a fee.", "idempotencyKey": token}
+    marks: list[IdempotencyKey | None] = []
+    service.gate.probe = lambda: marks.append(service.key_row(scope, token))
+    service.gate.wait = 30
+    refused = service.pages.simulate_post(f"/jobs/{job_id}/report", **multipart(fields))
+    assert refused.status_code == 429
+    assert marks == [None] and service.key_row(scope, token) is None
+    service.gate.wait = None
+    sent = service.pages.simulate_post(f"/jobs/{job_id}/report", **multipart(fields))
+    assert sent.status_code == 303
+    assert marks == [None, None]
+
+
 def test_a_dry_run_records_nothing(service: Service) -> None:
     """C10: `?dryRun=true` with a key marks nothing and records nothing, so its retry is
     processed afresh (never replayed) and the real request after it is not a reuse."""
