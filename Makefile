@@ -40,7 +40,7 @@ lock: ## pin pyproject.toml's dependencies in requirements*.txt (UPGRADE=1: the 
 	$(COMPILE) --extra test --extra dev $(if $(UPGRADE),--upgrade) -o $(LOCK)
 	$(COMPILE) --constraint $(LOCK) -o $(RUNTIME_LOCK)
 
-CATALOGS := models/locale
+CATALOGS := models/core/locale
 catalogs: install ## extract the pages' and emails' strings, update the French catalog, compile it
 	$(BIN)/pybabel extract -F babel.cfg --no-location --sort-output --omit-header \
 	  -o $(CATALOGS)/messages.pot api models workers

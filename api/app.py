@@ -30,12 +30,12 @@ from api.middleware import Cors, MethodOverride, RequestId, SessionManager
 from api.openapi_resource import OpenApi
 from api.pages import Applied, ApplyForm, JobPage, PageKey, serialize_error
 from api.server import DEFAULT_LISTEN_URL
-from models import logs
-from models.dates import today_in, utcnow
-from models.engines import make_engine
-from models.settings import Settings
-from models.unit_of_work import make_sessionmaker
-from models.webhooks import UrlPolicy
+from models.core import logs
+from models.core.dates import today_in, utcnow
+from models.core.settings import Settings
+from models.db.engines import make_engine
+from models.db.unit_of_work import make_sessionmaker
+from models.webhooks.endpoints import UrlPolicy
 
 WsgiApp = falcon.App[falcon.Request, falcon.Response]
 API = "/api/v1.1"

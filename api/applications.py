@@ -19,14 +19,17 @@ from api.errors import Problem
 from api.idempotency import Endpoint, idempotent
 from api.ratelimit import Limiter
 from api.responses import INT32_MAX, int32, path_id, send_json
-from models import applications, jobs, privacy, resumes, webhooks
-from models.dates import utcnow
-from models.entities import Application
-from models.errors import FieldError
-from models.feed import DEFAULT_LAG_SECONDS
+from models.applications import privacy, resumes
+from models.applications import service as applications
+from models.core.dates import utcnow
+from models.core.errors import FieldError
+from models.core.settings import Network
+from models.db.entities import Application
+from models.db.feed import DEFAULT_LAG_SECONDS
+from models.db.unit_of_work import after_commit
 from models.idempotency import Scope
-from models.settings import Network
-from models.unit_of_work import after_commit
+from models.jobs import writes as jobs
+from models.webhooks import endpoints as webhooks
 
 Enqueue = Callable[[int, str | None], object]
 

@@ -9,7 +9,7 @@ import falcon
 from api.errors import Problem
 from api.responses import int32
 from models import employers
-from models.entities import Employer
+from models.db.entities import Employer
 
 
 def require_employer(

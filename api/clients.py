@@ -9,7 +9,7 @@ import ipaddress
 
 import falcon
 
-from models.settings import Network
+from models.core.settings import Network
 
 
 def client_address(req: falcon.Request, trusted: tuple[Network, ...]) -> str:

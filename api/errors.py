@@ -10,8 +10,7 @@ import falcon
 import orjson
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from models.engines import connection_lost, database_said
-from models.errors import (
+from models.core.errors import (
     ApplyViaUrl,
     DeliveryNotFailed,
     DomainError,
@@ -24,8 +23,9 @@ from models.errors import (
     ValidationFailed,
     WebhookDisabled,
 )
-from models.feed import ChangeTooSlow
-from models.syncs import SyncInProgress, SyncNotOpen
+from models.db.engines import connection_lost, database_said
+from models.db.feed import ChangeTooSlow
+from models.syncs.runs import SyncInProgress, SyncNotOpen
 
 log = logging.getLogger("jobpost.api")
 PROBLEM = "application/problem+json"
@@ -128,7 +128,7 @@ RETRY_AFTER_SECONDS = 5
 
 def database_unavailable(ex: Exception) -> bool:
     """The database could not be reached, lost the connection, or has no connection free;
-    or a write was too slow to commit within the change feeds' lag (C10, `models.feed`)."""
+    or a write was too slow to commit within the change feeds' lag (C10, `models.db.feed`)."""
     return isinstance(ex, PoolTimeout | ChangeTooSlow) or connection_lost(ex)
 
 

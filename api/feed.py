@@ -21,8 +21,8 @@ from urllib.parse import urlencode
 import falcon
 
 from api import query
-from models.errors import FieldError
-from models.feed import Position
+from models.core.errors import FieldError
+from models.db.feed import Position
 
 # Before the first change anyone made: a walk without `updatedSince` starts here.
 ORIGIN = Position(datetime(1970, 1, 1, tzinfo=UTC), 0)

@@ -12,7 +12,7 @@ from falcon.media.multipart import MultipartForm, MultipartFormHandler, Multipar
 
 from api.body import MiB, malformed, media_type, parse_json, read_bytes
 from api.errors import Problem
-from models.applications import Upload
+from models.applications.service import Upload
 
 APPLICATION_BODY_LIMIT = 10 * MiB
 FORM_TYPES = ("application/json", "multipart/form-data")

@@ -3,7 +3,7 @@
 Every value a template shows is escaped, except two pieces that are markup by construction:
 the description, cleaned again by nh3 with the C4 allow-list (adding `rel` to links), and the
 JSON-LD, whose `<`, `>` and `&` are `\\u` escapes. Strings come from the gettext catalogs and
-dates and money from Babel (`models.i18n`). One inline stylesheet, allowed by its hash in the
+dates and money from Babel (`models.core.i18n`). One inline stylesheet, allowed by its hash in the
 Content-Security-Policy; no external assets.
 """
 
@@ -22,11 +22,11 @@ from zoneinfo import ZoneInfo
 from markupsafe import Markup
 
 from api.representations import number
-from models import i18n
-from models.entities import Job
-from models.html import with_link_rel
-from models.i18n import N_, Language
-from models.reference import URL_ROUTE
+from models.core import i18n
+from models.core.i18n import N_, Language
+from models.db.entities import Job
+from models.jobs.html import with_link_rel
+from models.reference.lists import URL_ROUTE
 
 CONFIDENTIAL = N_("Confidential employer")
 LINK_REL = "nofollow noopener noreferrer"

@@ -27,11 +27,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from api import forms, query
 from api.body import media_type, parse_json, read_bytes, too_large
 from api.errors import Problem
-from models import idempotency, syncs
-from models.applications import Upload
-from models.errors import FieldError
+from models import idempotency
+from models.applications.service import Upload
+from models.core.errors import FieldError
+from models.db.unit_of_work import after_commit, session_scope
 from models.idempotency import Busy, Claim, Recorded, Scope
-from models.unit_of_work import after_commit, session_scope
+from models.syncs import runs as syncs
 
 log = logging.getLogger("jobpost.api")
 
@@ -103,7 +104,7 @@ def canonical(value: Any) -> str:
 
 def canonical_parts(value: Any) -> Iterator[str]:
     """`canonical(value)` piece by piece, to be hashed without being held whole; a packed
-    sync item (models.syncs.Packed) is read back one at a time, as the item it is."""
+    sync item (models.syncs.runs.Packed) is read back one at a time, as the item it is."""
     if isinstance(value, syncs.Packed):
         yield from canonical_parts(syncs.read_item(value.text))
     elif isinstance(value, dict):
@@ -242,7 +243,7 @@ class Keys:
 def _open_sqlite_transaction(req: falcon.Request) -> Session | None:
     """The request's session, when it is a SQLite transaction already begun (the API key was
     read in it). A SQLite writer holds the whole database from its first statement to its
-    end (models.unit_of_work), so a mark in a transaction of its own would wait for this one; no
+    end (models.db.unit_of_work), so a mark in a transaction of its own would wait for this one; no
     other request can see or race a mark this one holds, so it goes into a savepoint of the
     request's transaction, which a process that dies rolls back with it."""
     database = getattr(req.context, "db", None)

@@ -13,11 +13,12 @@ from api.auth import access_of, employer_of, require_employer
 from api.body import JOB_BODY_LIMIT, read_json
 from api.idempotency import Endpoint, dry_run, idempotent
 from api.responses import path_id, send_json, send_validated
-from models import jobs, tallies
-from models.dates import utcnow
-from models.errors import FieldError, NotFound
+from models.core.dates import utcnow
+from models.core.errors import FieldError, NotFound
 from models.idempotency import Scope
-from models.job_rules import STATUSES
+from models.jobs import tallies
+from models.jobs import writes as jobs
+from models.jobs.rules import STATUSES
 
 # An employer's own jobs, one or a page, behind a key no cache takes for Authorization: no
 # shared cache may keep them for another employer (PrivateNoCache in openapi.json).
@@ -204,7 +205,7 @@ class JobItem(_JobResource):
     def wants_whole_job(self, req: falcon.Request, job_id: int) -> bool:
         """A GET of a job this process keeps no copy of reads it with the key (`auth`); so
         does a PUT, whose write then needs no read of the job's locations and categories
-        after its lock, while no one changed them (`models.jobs.locked`)."""
+        after its lock, while no one changed them (`models.jobs.writes.locked`)."""
         if req.method == "PUT":
             return True
         return req.method in ("GET", "HEAD") and not self.kept.holds(job_id)

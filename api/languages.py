@@ -10,7 +10,7 @@ import re
 
 import falcon
 
-from models.i18n import DEFAULT, LANGUAGES
+from models.core.i18n import DEFAULT, LANGUAGES
 
 # One element: a language range (`fr`, `fr-CA`, `*`), maybe a weight from 0 to 1 with at most
 # three decimals. Any other parameter, or a weight out of range, makes the header malformed.

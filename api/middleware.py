@@ -14,7 +14,7 @@ from api.applications import Intake
 from api.auth import require_employer
 from api.body import read_json
 from api.errors import Problem
-from models import unit_of_work
+from models.db import unit_of_work
 
 REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 OVERRIDABLE = ("post", "put", "delete")  # POST, and what an override may name (C7)
@@ -99,7 +99,7 @@ class Database:
     statements (authentication), `session` for the ORM, on the same connection. /healthz
     opens neither; a job served from the kept copies opens no session.
 
-    GET and HEAD, which only read, use `models.unit_of_work.read_sessions`; the rest one
+    GET and HEAD, which only read, use `models.db.unit_of_work.read_sessions`; the rest one
     transaction, committed by SessionManager."""
 
     def __init__(self, sessions: sessionmaker[Session], reads: Engine | None) -> None:

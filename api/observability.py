@@ -33,8 +33,13 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import build, heartbeats, logs, outbox, reports, syncs, webhook_delivery
-from models.dates import utcnow
+from models import reports
+from models.applications import outbox
+from models.core import build, logs
+from models.core.dates import utcnow
+from models.db import heartbeats
+from models.syncs import runs as syncs
+from models.webhooks import delivery as webhook_delivery
 
 QueueDepths = Callable[[], dict[str, int]]
 access_log = logging.getLogger("jobpost.access")
@@ -235,7 +240,7 @@ class StateCollector(Collector):
 
 
 class BuildInfo(Collector):
-    """`jobpost_build_info{version,python} 1`: which build answers (models.build)."""
+    """`jobpost_build_info{version,python} 1`: which build answers (models.core.build)."""
 
     def collect(self) -> Iterable[Metric]:
         info = build.labels()

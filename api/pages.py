@@ -21,12 +21,12 @@ from api import errors as problems
 from api.applications import Intake, job_scope
 from api.responses import path_id
 from models import reports
-from models.applications import Upload, elsewhere
-from models.entities import Job
-from models.errors import ApplyViaUrl, FieldError, JobGone, NotFound, ValidationFailed
-from models.i18n import N_, Language, language
+from models.applications.service import Upload, elsewhere
+from models.core.errors import ApplyViaUrl, FieldError, JobGone, NotFound, ValidationFailed
+from models.core.i18n import N_, Language, language
+from models.db.entities import Job
 from models.idempotency import Busy, Scope
-from models.public_jobs import public_state
+from models.jobs.public import public_state
 
 HTML = "text/html; charset=utf-8"
 SECURITY_HEADERS = {

@@ -1,6 +1,6 @@
 """If-Match and If-None-Match on job writes (C10, RFC 9110 section 13).
 
-A write's precondition is evaluated against the job as the write locked it (`models.jobs`),
+A write's precondition is evaluated against the job as the write locked it (`models.jobs.writes`),
 inside the write's transaction: of two writers sending the same If-Match, the second finds
 the first one's job, whose ETag no longer matches.
 """
@@ -16,9 +16,9 @@ import orjson
 
 from api import cache, representations
 from api.auth import access_of
-from models import job_rows
-from models.errors import PreconditionFailed
-from models.job_rows import StoredJob
+from models.core.errors import PreconditionFailed
+from models.jobs import rows as job_rows
+from models.jobs.rows import StoredJob
 
 # An entity-tag (RFC 9110 section 8.8.3): the strong ones are compared, weak ones never match.
 _TAG = re.compile(r'[ \t]*(W/)?("[\x21\x23-\x7e\x80-\xff]*")[ \t]*')

@@ -9,7 +9,7 @@ from urllib.parse import unquote_plus, unquote_to_bytes, urlencode
 import falcon
 
 from api.errors import Problem
-from models.errors import FieldError
+from models.core.errors import FieldError
 
 DIGITS = re.compile(r"[0-9]{1,10}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # C0 controls and DEL

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from models.settings import rate_limit
+from models.core.settings import rate_limit
 
 
 class Limiter(Protocol):

@@ -7,9 +7,9 @@ from sqlalchemy import select
 
 from api import query, representations
 from api.responses import path_id, send_cacheable
-from models import places
-from models.entities import Category, PositionType
-from models.errors import FieldError, NotFound
+from models.core.errors import FieldError, NotFound
+from models.db.entities import Category, PositionType
+from models.reference import places
 
 
 class PositionTypes:

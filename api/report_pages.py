@@ -25,11 +25,11 @@ from api.pages import (
 from api.reports import REPORT_BODY_LIMIT, Reports
 from api.responses import path_id
 from models import reports
-from models.entities import Job
-from models.errors import FieldError, JobGone, NotFound, ValidationFailed
-from models.i18n import N_, Language
+from models.core.errors import FieldError, JobGone, NotFound, ValidationFailed
+from models.core.i18n import N_, Language
+from models.core.settings import Settings
+from models.db.entities import Job
 from models.idempotency import Scope
-from models.settings import Settings
 
 FIELDS = ("reason", "details", "email")
 MESSAGES = {

@@ -14,9 +14,9 @@ from api.errors import Problem
 from api.ratelimit import Limiter
 from api.responses import path_id, send_json
 from models import reports
-from models.entities import JobReport
-from models.settings import Network
-from models.unit_of_work import after_commit
+from models.core.settings import Network
+from models.db.entities import JobReport
+from models.db.unit_of_work import after_commit
 
 REPORT_BODY_LIMIT = 16 * 1024  # 2,000 characters of details, and room for the rest
 # The apply limit's setting, counted apart (C13): reports do not use up applications.

@@ -6,12 +6,17 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+from models.db.entities import Category, Location, PositionType
 from models.employers import Access
-from models.entities import Category, Location, PositionType
-from models.job_rows import StoredJob
-from models.jobs import Header
-from models.places import Place
-from models.reference import CATEGORY_NAMES, POSITION_TYPE_NAMES, ROUTING_TYPES, SALARY_PERIOD_NAMES
+from models.jobs.rows import StoredJob
+from models.jobs.writes import Header
+from models.reference.lists import (
+    CATEGORY_NAMES,
+    POSITION_TYPE_NAMES,
+    ROUTING_TYPES,
+    SALARY_PERIOD_NAMES,
+)
+from models.reference.places import Place
 
 
 def timestamp(moment: datetime | None) -> str | None:
@@ -32,7 +37,7 @@ def number(value: Decimal | None) -> int | float | None:
 
 
 def location(loc: Location | Place) -> dict[str, Any]:
-    """A place: a Location, or a Place (a job's, a list's `models.jobs.Header`)."""
+    """A place: a Location, or a Place (a job's, a list's `models.jobs.writes.Header`)."""
     return {
         "id": loc.id,
         "name": loc.name,

@@ -8,7 +8,7 @@ from typing import Any
 import falcon
 import orjson
 
-from models.errors import NotFound
+from models.core.errors import NotFound
 
 INT32_MAX = 2**31 - 1
 

@@ -122,7 +122,7 @@ LOGGING = {
             "stream": "ext://sys.stderr",
         },
     },
-    "formatters": {"json": {"()": "models.logs.JsonFormatter"}},
+    "formatters": {"json": {"()": "models.core.logs.JsonFormatter"}},
 }
 
 

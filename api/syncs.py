@@ -14,10 +14,10 @@ from api.body import JOB_BODY_LIMIT, MiB, media_type, parse_json_streamed, read_
 from api.errors import Problem
 from api.idempotency import Endpoint, dry_run, idempotent
 from api.responses import path_id, send_json
-from models import syncs
-from models.errors import FieldError
+from models.core.errors import FieldError
+from models.db.unit_of_work import after_commit
 from models.idempotency import Scope
-from models.unit_of_work import after_commit
+from models.syncs import runs as syncs
 
 SYNC_BODY_LIMIT = 50 * MiB  # C1, C11
 NO_STORE = "no-store"  # the counts move while the run goes on

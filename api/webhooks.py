@@ -1,6 +1,6 @@
 """Webhook endpoints over the API (C12): register, list, read, update, delete, rotate the
 secret, test, the deliveries log and retrying one. Scoped to the key's employer: another
-employer's endpoint or delivery is a 404. The rules live in models.webhooks."""
+employer's endpoint or delivery is a 404. The rules live in models.webhooks.endpoints."""
 
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ from api.body import JOB_BODY_LIMIT, media_type, read_bytes, read_json
 from api.errors import Problem
 from api.ratelimit import Limiter, Unlimited
 from api.responses import path_id, send_json
-from models import webhooks
-from models.entities import WebhookEndpoint
-from models.errors import FieldError
-from models.secrets import KeySource, MissingKey, load_key
-from models.unit_of_work import after_commit
+from models.core.errors import FieldError
+from models.db.entities import WebhookEndpoint
+from models.db.unit_of_work import after_commit
+from models.webhooks import endpoints as webhooks
+from models.webhooks.secrets import KeySource, MissingKey, load_key
 
 log = logging.getLogger("jobpost.api")
 EnqueueWebhooks = Callable[[list[int]], object]

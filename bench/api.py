@@ -32,11 +32,12 @@ from sqlalchemy.pool import NullPool
 from bench import bodies, floor, plans, report, seed, server, wrk
 from bench.http import Client, Response
 from bench.options import Options
-from models import jobs, tallies
-from models.dates import today_in
-from models.engines import make_engine
-from models.entities import Employer
-from models.settings import Settings
+from models.core.dates import today_in
+from models.core.settings import Settings
+from models.db.engines import make_engine
+from models.db.entities import Employer
+from models.jobs import tallies
+from models.jobs import writes as jobs
 
 API = "/api/v1.1"
 HEALTHZ = "GET /healthz"
@@ -405,7 +406,7 @@ def _statuses(result: wrk.Result) -> str:
 
 
 def _explain(seeded: seed.Seed) -> dict[str, list[plans.Plan]]:
-    """The plans of the statements `models.jobs.listing` runs for each list scenario. A
+    """The plans of the statements `models.jobs.writes.listing` runs for each list scenario. A
     search is run twice, as a web process runs it: first with no total kept, then with the
     total the first counted."""
 
@@ -526,7 +527,7 @@ def _report(options: Options, run: Run) -> bool:
     )
     for note in run.notes:
         print(f"note: {note}")
-    print("\nplans of models.jobs.listing for the big employer, first execution → warm:")
+    print("\nplans of models.jobs.writes.listing for the big employer, first execution → warm:")
     for scenario, statements in run.plans.items():
         steps = ", ".join(
             f"{_describe(p.statement)} {p.first_ms:.1f} → {p.warm_ms:.1f} ms"

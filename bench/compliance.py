@@ -27,11 +27,12 @@ from sqlalchemy import text
 from bench import api, bodies, report, seed, server, wrk
 from bench.http import Client
 from bench.options import Options
-from models import compliance, job_rows
-from models.dates import today_in
-from models.engines import make_engine
-from models.html import clean_description
-from models.settings import Settings
+from models.core.dates import today_in
+from models.core.settings import Settings
+from models.db.engines import make_engine
+from models.jobs import compliance
+from models.jobs import rows as job_rows
+from models.jobs.html import clean_description
 
 ROUNDS = 5  # the CPU a request moves 20% between rounds on a shared machine
 MODES = ("off", "warn")

@@ -61,12 +61,12 @@ from bench.workers import (
     _submit,
     _wait_sent,
 )
-from models import webhooks
-from models.engines import make_engine
-from models.entities import Application, Job, WebhookDelivery, WebhookEndpoint, WebhookMessage
-from models.secrets import encrypt
-from models.settings import Settings
-from models.unit_of_work import make_sessionmaker
+from models.core.settings import Settings
+from models.db.engines import make_engine
+from models.db.entities import Application, Job, WebhookDelivery, WebhookEndpoint, WebhookMessage
+from models.db.unit_of_work import make_sessionmaker
+from models.webhooks import endpoints as webhooks
+from models.webhooks.secrets import encrypt
 from tests.harness import JOBPOST, Program, RedisServer
 from tests.workers.mail_reference import build_message
 from workers import enqueue

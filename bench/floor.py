@@ -47,9 +47,9 @@ def capture(url: str, key: str, bodies: list[str], path: str) -> list[Write]:
     first time, a job left unchanged) are left out."""
     # Here, not at the top: the replay's gunicorn workers import this module and need none.
     from api.app import create_app
-    from models.engines import make_engine
-    from models.settings import Settings
-    from models.unit_of_work import make_sessionmaker
+    from models.core.settings import Settings
+    from models.db.engines import make_engine
+    from models.db.unit_of_work import make_sessionmaker
 
     engine = make_engine(url)
     sent: list[tuple[str, Any]] = []

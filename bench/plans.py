@@ -6,7 +6,8 @@ plan of every execution back as a notice. That matters: psycopg prepares a state
 server-side from its 5th execution on a connection (`prepare_threshold`), and PostgreSQL plans
 the first 5 executions of a prepared statement with its values (custom plans), then may keep
 a generic plan that ignores them. A plain EXPLAIN ANALYZE only ever shows the custom plan.
-A statement the service sends unprepared (`models.fast_reads.planned_for_values`) is run unprepared.
+A statement the service sends unprepared (`models.db.fast_reads.planned_for_values`) is run
+unprepared.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ import psycopg
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
-from models.engines import make_engine
-from models.entities import Employer
+from models.db.engines import make_engine
+from models.db.entities import Employer
 
 RUNS = 8  # run 1 is planned with its values; from run 6 a generic plan may be used
 AUTO_EXPLAIN = {

@@ -2,7 +2,7 @@
 
 The database is created once and reused while its marker table says it holds this seed
 (`SEED_VERSION`, `TOTAL_JOBS`); `--reseed` or a changed seed drops it and loads it again.
-Schema and reference data come from `models.migrate.upgrade` and employers from
+Schema and reference data come from `models.db.migrate.upgrade` and employers from
 `models.employers`, so the bench measures the service's own tables and indexes. Jobs go in
 with COPY, with the secondary indexes dropped during the load and rebuilt from their own
 definitions afterwards (far faster than maintaining a trigram GIN index row by row).
@@ -34,13 +34,14 @@ from bench.words import (
     SENIORITY,
     SPECIALTIES,
 )
-from models import employers, tallies
-from models.dates import today_in
-from models.engines import make_engine
-from models.jobs import search_text
-from models.migrate import upgrade
-from models.settings import Settings
-from models.unit_of_work import make_sessionmaker, session_scope
+from models import employers
+from models.core.dates import today_in
+from models.core.settings import Settings
+from models.db.engines import make_engine
+from models.db.migrate import upgrade
+from models.db.unit_of_work import make_sessionmaker, session_scope
+from models.jobs import tallies
+from models.jobs.writes import search_text
 
 SEED_VERSION = 2  # bump when the generated data changes, so old bench databases are reseeded
 TOTAL_JOBS = 1_000_000

@@ -47,8 +47,8 @@ from sqlalchemy import text
 from bench import api, loads, memory, report, seed, server, sync_data
 from bench.http import Client, Response
 from bench.options import Options
-from models.engines import make_engine
-from models.settings import VARIABLES
+from models.core.settings import VARIABLES
+from models.db.engines import make_engine
 from tests.harness import JOBPOST, Program, RedisServer, free_port, wait_for
 
 API = "/api/v1.1"

@@ -1,4 +1,4 @@
-"""The upkeep bench (issue #4): `models.upkeep.expire` and `refresh` over the 1,000,000 seeded
+"""The upkeep bench (issue #4): `models.jobs.upkeep.expire` and `refresh` over the 1,000,000 seeded
 jobs, each beside one hand-written UPDATE … WHERE of the same rows, in the same run.
 
 Every timing is one transaction on a fresh connection (as a daily task would open): BEGIN and
@@ -37,10 +37,10 @@ from sqlalchemy.pool import NullPool
 
 from bench import report, seed, server
 from bench.options import Options
-from models import upkeep
-from models.dates import REFRESH_DAYS
-from models.engines import make_engine
-from models.unit_of_work import make_sessionmaker
+from models.core.dates import REFRESH_DAYS
+from models.db.engines import make_engine
+from models.db.unit_of_work import make_sessionmaker
+from models.jobs import upkeep
 
 REPEATS = 5  # timed runs of each statement
 EXPIRE_SHARE = 0.10  # of the active jobs
@@ -146,7 +146,7 @@ def _tasks(conninfo: str) -> list[Task]:
             expire_day,
             f"{expiring:,} of {active:,} active jobs closed before it "
             f"({expiring / active:.1%}; {expiring / total:.1%} of all {total:,} jobs)",
-            Method("models.upkeep.expire", ""),
+            Method("models.jobs.upkeep.expire", ""),
             Method("hand-written UPDATE", EXPIRE_SQL),
         ),
         Task(
@@ -154,7 +154,7 @@ def _tasks(conninfo: str) -> list[Task]:
             refresh_day,
             f"{refreshing:,} of {auto_jobs:,} active auto-refresh jobs of unlimited-plan "
             f"employers published on or before {cutoff} ({refreshing / total:.1%} of all jobs)",
-            Method("models.upkeep.refresh", ""),
+            Method("models.jobs.upkeep.refresh", ""),
             Method("hand-written UPDATE", REFRESH_SQL),
         ),
     ]

@@ -6,7 +6,7 @@ exactly 1% of the titles itself.
 
 from __future__ import annotations
 
-from models.html import clean_description
+from models.jobs.html import clean_description
 
 
 def _words(text: str) -> tuple[str, ...]:

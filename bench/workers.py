@@ -14,7 +14,7 @@ being measured, and its cost is shown in a column of its own instead.
    applications per second (202s), beside GET /healthz of the same server (first and last,
    their mean is the baseline). No target: the ratio says what taking an application costs.
 2. Delivery: N applications of each kind (the same fields as the POSTs, stored by
-   `models.applications.submit`) are delivered by ONE worker process (`jobpost worker
+   `models.applications.service.submit`) are delivered by ONE worker process (`jobpost worker
    --concurrency 1`), up and warm (50 copies delivered first). It stops consuming the email
    queue while the N tasks are enqueued and starts again when the clock starts: copies/s is
    N over the time from then to the last `sent_at`, worker start and enqueueing left out.
@@ -68,13 +68,15 @@ from sqlalchemy.orm import Session, sessionmaker
 from bench import report, seed, server, smtp_sink, wrk
 from bench.http import Client
 from bench.options import Options
-from models import applications, employers, jobs
-from models.dates import today_in
-from models.engines import make_engine
-from models.entities import Application, Resume
-from models.migrate import upgrade
-from models.settings import VARIABLES, Settings
-from models.unit_of_work import make_sessionmaker, session_scope
+from models import employers
+from models.applications import service as applications
+from models.core.dates import today_in
+from models.core.settings import VARIABLES, Settings
+from models.db.engines import make_engine
+from models.db.entities import Application, Resume
+from models.db.migrate import upgrade
+from models.db.unit_of_work import make_sessionmaker, session_scope
+from models.jobs import writes as jobs
 from tests.harness import JOBPOST, Program, RedisServer, free_port
 from tests.workers.mail_reference import build_message
 from workers import broker, delivery, enqueue

@@ -12,13 +12,14 @@ from typing import Any, cast
 from sqlalchemy import Connection, and_, bindparam, select
 from sqlalchemy.orm import Session, make_transient_to_detached
 
-from models import compliance, job_rows
-from models.dates import utcnow
-from models.entities import ApiKey, Employer, Job
-from models.errors import FieldError, NotFound, ValidationFailed
-from models.fast_reads import Precompiled
-from models.i18n import DEFAULT, LANGUAGES
-from models.job_rows import StoredJob
+from models.core.dates import utcnow
+from models.core.errors import FieldError, NotFound, ValidationFailed
+from models.core.i18n import DEFAULT, LANGUAGES
+from models.db.entities import ApiKey, Employer, Job
+from models.db.fast_reads import Precompiled
+from models.jobs import compliance
+from models.jobs import rows as job_rows
+from models.jobs.rows import StoredJob
 
 PLANS = ("standard", "unlimited")
 PREFIX_LEN = 12

@@ -19,7 +19,7 @@ from sqlalchemy import ColumnElement, delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from models.entities import IdempotencyKey
+from models.db.entities import IdempotencyKey
 
 LEASE = timedelta(seconds=60)
 LIFETIME = timedelta(hours=24)

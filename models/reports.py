@@ -13,10 +13,12 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from models import checks, job_events, webhooks
-from models.dates import utcnow
-from models.entities import Job, JobReport, ReportMail
-from models.errors import FieldError, JobGone, NotFound, ValidationFailed
+from models.core import checks
+from models.core.dates import utcnow
+from models.core.errors import FieldError, JobGone, NotFound, ValidationFailed
+from models.db.entities import Job, JobReport, ReportMail
+from models.jobs import events as job_events
+from models.webhooks import endpoints as webhooks
 
 REASONS = ("scam", "misleading", "discriminatory", "other")
 STATUSES = ("open", "dismissed", "taken_down")

@@ -23,9 +23,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import WsgiApp, create_app
 from models import employers
-from models.engines import make_engine
-from models.migrate import upgrade
-from models.settings import Settings
+from models.core.settings import Settings
+from models.db.engines import make_engine
+from models.db.migrate import upgrade
 from tests import factories
 from tests.harness import SmtpServer, free_port
 from tests.openapi_check import check_response

@@ -70,7 +70,7 @@ def unstamped(job: dict[str, Any]) -> dict[str, Any]:
 def take_down(api: Any, sessions: Any, job_id: int) -> None:
     """Report the job through the API and have the operator take it down (C13)."""
     from models import reports
-    from models.unit_of_work import session_scope
+    from models.db.unit_of_work import session_scope
 
     reported = api.post(
         f"{JOBS}/{job_id}/reports",

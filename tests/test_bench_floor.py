@@ -14,7 +14,7 @@ from sqlalchemy import Engine, text
 from bench import floor
 from bench.http import Client
 from models import employers
-from models.unit_of_work import make_sessionmaker, session_scope
+from models.db.unit_of_work import make_sessionmaker, session_scope
 from tests.conftest import migrated
 from tests.factories import JOBS, job_body
 

@@ -22,10 +22,11 @@ from sqlalchemy.engine import make_url
 
 from bench import loads, memory, seed, server, sync, sync_data
 from bench.options import Options
-from models import employers, jobs
-from models.engines import make_engine
-from models.migrate import upgrade
-from models.unit_of_work import make_sessionmaker, session_scope
+from models import employers
+from models.db.engines import make_engine
+from models.db.migrate import upgrade
+from models.db.unit_of_work import make_sessionmaker, session_scope
+from models.jobs import writes as jobs
 from tests import factories
 from tests.conftest import Account, Api
 from tests.harness import JOBPOST, Program

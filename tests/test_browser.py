@@ -23,10 +23,10 @@ from playwright.sync_api import ConsoleMessage, Page, ViewportSize, sync_playwri
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import employers
-from models.engines import make_engine
-from models.migrate import upgrade
-from models.settings import Settings
-from models.unit_of_work import make_sessionmaker, session_scope
+from models.core.settings import Settings
+from models.db.engines import make_engine
+from models.db.migrate import upgrade
+from models.db.unit_of_work import make_sessionmaker, session_scope
 from tests.conftest import SmtpSink
 from tests.factories import job_body
 from tests.harness import Program, free_port

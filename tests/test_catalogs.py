@@ -15,7 +15,7 @@ from babel.messages.mofile import read_mo
 from babel.messages.pofile import read_po
 
 ROOT = Path(__file__).resolve().parents[1]
-LOCALE = ROOT / "models" / "locale"
+LOCALE = ROOT / "models" / "core" / "locale"
 PO = LOCALE / "fr" / "LC_MESSAGES" / "messages.po"
 MO = LOCALE / "fr" / "LC_MESSAGES" / "messages.mo"
 FIX = "run `make catalogs` and translate what it adds"
@@ -75,7 +75,9 @@ def test_the_compiled_catalog_matches_its_source() -> None:
     with MO.open("rb") as f:
         compiled = {_key(m.id): _key(m.string) for m in read_mo(f) if m.id}
     source = {_key(m.id): _key(m.string) for m in _entries(_po())}
-    assert compiled == source, "models/locale/fr/LC_MESSAGES/messages.mo is stale: `make catalogs`"
+    assert compiled == source, (
+        "models/core/locale/fr/LC_MESSAGES/messages.mo is stale: `make catalogs`"
+    )
 
 
 @pytest.mark.parametrize("message", _entries(_po()), ids=lambda m: str(m.id)[:40])

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from models.settings import Settings
+from models.core.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 

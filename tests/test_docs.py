@@ -13,8 +13,8 @@ import subprocess
 from pathlib import Path
 
 from api import errors, gunicorn_workers
-from models import errors as domain
-from models.settings import VARIABLES, Settings
+from models.core import errors as domain
+from models.core.settings import VARIABLES, Settings
 from tests.test_deploy_files import procfile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -182,7 +182,7 @@ def entry_codes() -> set[str]:
         r'(?:Invalid|FieldError|fail)\(\s*[^,()]*,\s*"([a-z_]+)"|_add\(\s*"([a-z_]+)"'
     )
     codes: set[str] = set()
-    for path in [*(ROOT / "api").glob("*.py"), *(ROOT / "models").glob("*.py")]:
+    for path in [*(ROOT / "api").glob("*.py"), *(ROOT / "models").rglob("*.py")]:
         codes |= {a or b for a, b in call.findall(path.read_text("utf-8"))}
     return codes
 

@@ -29,7 +29,7 @@ from sqlalchemy.orm import sessionmaker
 import workers.tasks  # noqa: F401  (what a worker loads, and so counts and serves)
 from api import ratelimit
 from api.app import Collaborators, create_app
-from models.settings import Settings
+from models.core.settings import Settings
 from tests.conftest import Api, migrated
 from tests.services import missing
 from tests.test_deploy_files import argv, environment, option

@@ -16,7 +16,7 @@ from jsonschema import Draft202012Validator
 
 import api
 from api.responses import INT32_MAX
-from models.applications import MAX_EMAIL
+from models.applications.service import MAX_EMAIL
 from tests.openapi_check import DOC_PATH, check_response, document, loaded, match_template
 
 V = "/api/v1.1"
@@ -542,7 +542,7 @@ def answered_by_domain_errors() -> set[tuple[int, str]]:
     """The status and code of each domain error the API maps (api.errors.handle_domain)."""
     import api.app  # noqa: F401  # every module the service runs, so every DomainError
     from api.errors import DOMAIN_STATUS
-    from models.errors import DomainError
+    from models.core.errors import DomainError
 
     pairs, kinds = set(), list(DomainError.__subclasses__())
     while kinds:

@@ -44,16 +44,16 @@ def test_the_wheel_carries_code_migrations_and_documents(wheel: Path) -> None:
     for needed in (
         "beat_schedule.py",
         "api/openapi.json",
-        "models/migrations/env.py",
-        "models/migrations/script.py.mako",
-        "models/migrations/versions/0001_initial_schema.py",
-        "models/migrations/versions/0002_job_version.py",
+        "models/db/migrations/env.py",
+        "models/db/migrations/script.py.mako",
+        "models/db/migrations/versions/0001_initial_schema.py",
+        "models/db/migrations/versions/0002_job_version.py",
         "workers/cli/__init__.py",
         "workers/cli/__main__.py",
         "api/templates/job.html",  # the pages and emails, and their French (C13)
         "workers/mail/templates/copy.txt",
         "workers/mail/templates/copy.html",
-        "models/locale/fr/LC_MESSAGES/messages.mo",
+        "models/core/locale/fr/LC_MESSAGES/messages.mo",
     ):
         assert needed in names, f"{needed} is missing from the wheel"
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))

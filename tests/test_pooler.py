@@ -22,11 +22,11 @@ from sqlalchemy import select
 from api import ratelimit
 from api.app import Collaborators, create_app
 from models import employers
-from models.engines import make_engine
-from models.entities import OutboxEntry
-from models.migrate import upgrade
-from models.settings import Settings
-from models.unit_of_work import make_sessionmaker, session_scope
+from models.core.settings import Settings
+from models.db.engines import make_engine
+from models.db.entities import OutboxEntry
+from models.db.migrate import upgrade
+from models.db.unit_of_work import make_sessionmaker, session_scope
 from tests.conftest import SmtpSink
 from tests.factories import JOBS, job_body
 from tests.pgbouncer import pgbouncer

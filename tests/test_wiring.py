@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = [*sorted((ROOT / "api").rglob("*.py")), *sorted((ROOT / "models").rglob("*.py"))]
 SOURCES += [*sorted((ROOT / "workers").rglob("*.py")), ROOT / "beat_schedule.py"]
-READER = ROOT / "models" / "settings.py"  # Settings.from_env: the one place
+READER = ROOT / "models" / "core" / "settings.py"  # Settings.from_env: the one place
 
 
 def environment_reads(source: str) -> list[int]:
@@ -57,7 +57,7 @@ def test_the_check_tells_a_read_from_a_write() -> None:
 
 # Scripts run by a tool rather than imported: alembic's migration environment, and
 # `python -m workers.cli`, which runs the command line.
-SCRIPTS = {"models.migrations.env", "workers.cli.__main__"}
+SCRIPTS = {"models.db.migrations.env", "workers.cli.__main__"}
 
 IMPORT_ALL = """
 import gc, importlib, sys
@@ -107,7 +107,7 @@ def test_the_web_app_loads_cryptography_only_when_a_secret_is_used() -> None:
     """Each web process stays under its memory bound (issue 15): Fernet is imported by the
     first webhook secret written or read, not by every worker at start."""
     script = (
-        "import sys, api.app, models.secrets as s; print('cryptography' in sys.modules);"
+        "import sys, api.app, models.webhooks.secrets as s; print('cryptography' in sys.modules);"
         "s.decrypt(s.encrypt('x', b'A' * 43 + b'='), b'A' * 43 + b'=');"
         "print('cryptography' in sys.modules)"
     )
@@ -159,7 +159,7 @@ def test_a_web_process_makes_its_celery_app_with_the_first_task_it_sends(
     }
     assert loaded("from api.app import get_app; get_app()", env) == []
     sent = (
-        "from models.settings import Settings; from workers import broker, enqueue\n"
+        "from models.core.settings import Settings; from workers import broker, enqueue\n"
         "publisher = enqueue.Publisher(Settings.from_env())\n"
         "assert enqueue.deliver(publisher.app, 7) and publisher.app is publisher.app\n"
         "assert broker.depths(publisher.settings.broker_url)['email'] == 1"

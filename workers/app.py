@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from models.engines import make_sqlite_folder
-from models.settings import Settings, is_redis
-from models.unit_of_work import sessionmaker_for
+from models.core.settings import Settings, is_redis
+from models.db.engines import make_sqlite_folder
+from models.db.unit_of_work import sessionmaker_for
 
 if TYPE_CHECKING:  # imported by make_celery: a web process reads this module's names only
     from celery import Celery
@@ -71,7 +71,7 @@ def _poll_embedded_broker_often() -> None:
 
 
 def prepare_embedded(url: str) -> None:
-    """Make the folder of the embedded broker's SQLite file, as models.engines makes the
+    """Make the folder of the embedded broker's SQLite file, as models.db.engines makes the
     database's: the first process to use it (web, worker, `jobpost queues`) may find none."""
     if not url.startswith(EMBEDDED_SCHEMES):
         return

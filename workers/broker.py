@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from models.settings import is_redis
+from models.core.settings import is_redis
 from workers.app import EMAIL_QUEUE, EMBEDDED_SCHEMES, QUEUES, prepare_embedded
 
 if TYPE_CHECKING:  # kombu and redis-py are imported by what uses them

@@ -13,12 +13,12 @@ from sqlalchemy import Row
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import outbox
-from models.dates import utcnow
-from models.engines import database_said
-from models.entities import Application
-from models.settings import Settings
-from models.unit_of_work import autocommit_sessions, commit, session_scope
+from models.applications import outbox
+from models.core.dates import utcnow
+from models.core.settings import Settings
+from models.db.engines import database_said
+from models.db.entities import Application
+from models.db.unit_of_work import autocommit_sessions, commit, session_scope
 from workers.mail import mime, relay
 from workers.mail import report as report_mail
 from workers.mail.content import ApplicationCopy

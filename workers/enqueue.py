@@ -8,7 +8,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
-from models.settings import Settings
+from models.core.settings import Settings
 
 if TYPE_CHECKING:
     from celery import Celery

@@ -21,7 +21,7 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
-from models import build, logs
+from models.core import build, logs
 
 log = logging.getLogger("jobpost.task")
 
@@ -136,7 +136,7 @@ def _failed_elsewhere(
 
 
 class BuildInfo(Collector):
-    """`jobpost_build_info{version,python} 1`: which build this worker runs (models.build)."""
+    """`jobpost_build_info{version,python} 1`: which build this worker runs (models.core.build)."""
 
     def collect(self) -> Iterable[Metric]:
         info = build.labels()

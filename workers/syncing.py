@@ -1,13 +1,13 @@
 """The worker's side of a sync run (C11): claim it, apply its items in order, a batch per
-transaction (models.sync_batches), then finish it; hand it on when the task's time is up.
+transaction (models.syncs.batches), then finish it; hand it on when the task's time is up.
 
 One session (and its connection) serves the whole run. A batch that raises anything but a
 rule's error is rolled back and its items applied one transaction each, as is a dry run, and
 the first batch after taking a run back from a worker that died: that worker may have died
-of one of them, and the item blamed for it (models.syncs `claim`) must be that one.
+of one of them, and the item blamed for it (models.syncs.runs `claim`) must be that one.
 
 Before each batch (each item, one at a time) the worker lets the writers waiting for the
-database go first (models.engines `let_writers_in`): on SQLite, whose one write lock the
+database go first (models.db.engines `let_writers_in`): on SQLite, whose one write lock the
 batches would otherwise take back to back, a cancel (C11) or any other write waits for the
 batch in progress only, as it does on PostgreSQL.
 """
@@ -25,11 +25,13 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import job_rows, sync_batches, syncs
-from models.dates import today_in, utcnow
-from models.engines import let_writers_in
-from models.entities import Employer
-from models.errors import DomainError, FieldError
+from models.core.dates import today_in, utcnow
+from models.core.errors import DomainError, FieldError
+from models.db.engines import let_writers_in
+from models.db.entities import Employer
+from models.jobs import rows as job_rows
+from models.syncs import batches as sync_batches
+from models.syncs import runs as syncs
 from workers.observability import SYNC_ITEMS
 
 log = logging.getLogger("jobpost.syncs")
@@ -181,7 +183,7 @@ Planned = tuple[list[syncs.Pending], sync_batches.Prepared | None]
 
 
 class _Planner:
-    """Reads and checks the next batch (models.sync_batches `prepare`) while the run's
+    """Reads and checks the next batch (models.syncs.batches `prepare`) while the run's
     session writes this one: on PostgreSQL, in a thread and a session of its own. A batch's
     checks are the worker's CPU and its writes the database's; one after the other, each
     waited for the other. Only reads: what it decides the writing transaction relies on

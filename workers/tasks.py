@@ -15,11 +15,16 @@ from celery import Celery, Task, shared_task
 from celery.signals import celeryd_after_setup, worker_process_shutdown, worker_shutdown
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import applications, heartbeats, idempotency, outbox, syncs, upkeep
-from models import webhook_delivery as webhook_deliveries
-from models.dates import on_day, today_in, utcnow
-from models.settings import Settings
-from models.unit_of_work import session_scope
+from models import idempotency
+from models.applications import outbox
+from models.applications import service as applications
+from models.core.dates import on_day, today_in, utcnow
+from models.core.settings import Settings
+from models.db import heartbeats
+from models.db.unit_of_work import session_scope
+from models.jobs import upkeep
+from models.syncs import runs as syncs
+from models.webhooks import delivery as webhook_deliveries
 from workers import broker, delivery, enqueue, syncing
 from workers.app import make_celery, task_context
 from workers.mail import relay
@@ -106,7 +111,7 @@ def run_expire(factory: sessionmaker[Session], s: Settings, today: Any = None) -
 
 def run_refresh(factory: sessionmaker[Session], s: Settings, today: Any = None) -> int:
     """Expiry first, then the refresh, then the job.expiring scan
-    (models.upkeep.expire_and_refresh, C5, C12); each logged."""
+    (models.jobs.upkeep.expire_and_refresh, C5, C12); each logged."""
     day = today or today_in(s.timezone)
     done = upkeep.expire_and_refresh(factory, today=day)
     changed("expire", done.expired, f"active jobs closed before {day} archived")
@@ -178,7 +183,7 @@ RUNNERS = {"expire": run_expire, "refresh": run_refresh, "sweep": run_sweep, "pu
 
 
 def periodic(task: Task, run: Callable[[sessionmaker[Session], Settings], int]) -> int:
-    """A periodic task's work, then its heartbeat (models.heartbeats): the time it last
+    """A periodic task's work, then its heartbeat (models.db.heartbeats): the time it last
     succeeded, which /metrics shows. A heartbeat that cannot be written is logged, not
     raised: the work is done and committed, and the next run writes it."""
     context = task_context(task.app)

@@ -14,9 +14,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api import ratelimit
 from api.app import Collaborators, WsgiApp, create_app
-from models.dates import utcnow
-from models.entities import WebhookDelivery, WebhookEndpoint, WebhookMessage
-from models.settings import Settings
+from models.core.dates import utcnow
+from models.core.settings import Settings
+from models.db.entities import WebhookDelivery, WebhookEndpoint, WebhookMessage
 from tests.conftest import Account, Api
 from tests.factories import create_job
 

@@ -24,10 +24,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api import forms, ratelimit
 from api.app import Collaborators, WsgiApp, create_app
-from models import outbox
-from models.dates import utcnow
-from models.entities import Application, OutboxEntry
-from models.settings import Settings
+from models.applications import outbox
+from models.core.dates import utcnow
+from models.core.settings import Settings
+from models.db.entities import Application, OutboxEntry
 from tests.conftest import Api, SmtpSink
 from tests.factories import create_job, entries, problem
 from tests.resume_files import DOC_BYTES, DOC_MACROS_BYTES, DOCM_BYTES, DOCX_BYTES, XLS_BYTES
@@ -1100,7 +1100,7 @@ def test_a_copy_that_cannot_be_written_fails_for_good_with_the_reason(
     deliver: Deliver,
     sessions: sessionmaker[Session],
 ) -> None:
-    """An address refused on intake now (models.checks.email) but stored before: no message
+    """An address refused on intake now (models.core.checks.email) but stored before: no message
     can be made of it, and no retry would change that, so the entry fails at once instead of
     coming back after every lease."""
     app_id = received(apply(api, job["id"]))
@@ -1282,7 +1282,7 @@ def test_a_database_error_storing_an_application_logs_none_of_its_values(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The engines hide bound parameters, and PostgreSQL's DETAIL quoting the failing row
-    (models.engines): the statement that failed is logged, the applicant's email, name and
+    (models.db.engines): the statement that failed is logged, the applicant's email, name and
     letter it carried are not. The database refuses the insert by a trigger of the test's
     (rolled back with the test's transaction)."""
     job = create_job(api, employer, status="active")

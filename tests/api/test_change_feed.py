@@ -16,9 +16,9 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import Collaborators, create_app
-from models import upkeep
-from models.dates import utcnow
-from models.settings import Settings
+from models.core.dates import utcnow
+from models.core.settings import Settings
+from models.jobs import upkeep
 from tests.conftest import Api, Clock
 from tests.factories import JOBS, create_job, entries, job_body, read_shape, unstamped
 

@@ -24,9 +24,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import Collaborators, create_app
 from models import employers
-from models.dates import utcnow
-from models.settings import Settings
-from models.unit_of_work import make_sessionmaker, session_scope
+from models.core.dates import utcnow
+from models.core.settings import Settings
+from models.db.unit_of_work import make_sessionmaker, session_scope
 from tests.conftest import Account, Api, Clock, migrated
 from tests.factories import JOBS, job_body
 

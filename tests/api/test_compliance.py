@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import employers
-from models.settings import Settings
+from models.core.settings import Settings
 from tests.conftest import Account, Api, Clock
 from tests.factories import JOBS, entries, job_body, problem
 from workers import syncing

@@ -15,9 +15,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api import ratelimit
 from api.app import Collaborators, create_app
-from models import webhooks
-from models.entities import Application, JobReport, SyncItem, WebhookEndpoint
-from models.settings import Settings
+from models.core.settings import Settings
+from models.db.entities import Application, JobReport, SyncItem, WebhookEndpoint
+from models.webhooks import endpoints as webhooks
 from tests.api.test_pages import multipart
 from tests.api.test_syncs import item, items_of, run_it
 from tests.conftest import Account, Api, CheckedClient, Clock

@@ -15,8 +15,8 @@ from sqlalchemy.orm import Session
 from api.body import MAX_DEPTH, parse_json, parse_json_streamed
 from api.errors import Problem
 from api.idempotency import canonical, canonical_parts
-from models import syncs
-from models.entities import IdempotencyKey, SyncItem
+from models.db.entities import IdempotencyKey, SyncItem
+from models.syncs import runs as syncs
 from tests.factories import JOBS, create_job, job_body, problem
 
 SYNCS = "/api/v1.1/syncs"

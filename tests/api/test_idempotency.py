@@ -29,10 +29,10 @@ from api.app import Collaborators, create_app
 from api.idempotency import Endpoint, Keys, canonical, idempotent
 from api.middleware import SessionManager
 from models import employers, idempotency
-from models.entities import Application, IdempotencyKey, Job
+from models.core.settings import Settings
+from models.db.entities import Application, IdempotencyKey, Job
+from models.db.unit_of_work import make_sessionmaker, session_scope
 from models.idempotency import Scope
-from models.settings import Settings
-from models.unit_of_work import make_sessionmaker, session_scope
 from tests.conftest import Account, Api, SmtpSink, migrated
 from tests.factories import JOBS, entries, job_body, problem
 from workers import delivery
@@ -206,7 +206,7 @@ def new_employer(sessions: sessionmaker[Session]) -> Account:
 @pytest.fixture(scope="module")
 def sessions(database: Engine) -> sessionmaker[Session]:
     """One factory for the module: the app makes its engine for reads once per
-    factory (models.unit_of_work.read_sessions)."""
+    factory (models.db.unit_of_work.read_sessions)."""
     return make_sessionmaker(database)
 
 
@@ -704,7 +704,7 @@ def test_a_retry_while_the_first_application_is_processed_is_409(service: Servic
 
 def test_a_retry_while_the_first_job_post_is_processed(service: Service) -> None:
     """On PostgreSQL the retry is told 409. A SQLite writer holds the database from its API
-    key check to its commit (models.unit_of_work), so there the retry waits, then is replayed."""
+    key check to its commit (models.db.unit_of_work), so there the retry waits, then is replayed."""
     service.hold.arm()
     with ThreadPoolExecutor(2) as pool:
         first = pool.submit(service.post_job, "busy")

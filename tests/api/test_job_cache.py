@@ -15,9 +15,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
 from api.cache import OVERHEAD, Representations
-from models import employers, upkeep
-from models.entities import Job
-from models.settings import Settings
+from models import employers
+from models.core.settings import Settings
+from models.db.entities import Job
+from models.jobs import upkeep
 from tests.conftest import Api
 from tests.factories import JOBS, create_job, job_body, problem
 

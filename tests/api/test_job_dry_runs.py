@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from models.entities import IdempotencyKey, Job, JobCategory, JobLocation, JobTally, Location
+from models.db.entities import IdempotencyKey, Job, JobCategory, JobLocation, JobTally, Location
 from tests.conftest import Account, Api
 from tests.factories import JOBS, create_job, entries, job_body, problem, read_shape, unstamped
 

@@ -11,8 +11,8 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
-from models import upkeep
-from models.settings import Settings
+from models.core.settings import Settings
+from models.jobs import upkeep
 from tests.conftest import Api
 from tests.factories import JOBS, create_job, entries, job_body
 

@@ -1,7 +1,7 @@
 """The SQL statements a job's write and read run on PostgreSQL (issue 15, C4): one for the
 key, one to read the job locked for a PUT, one for the write itself (the job, its locations
 and categories, the listing of its places); a GET of a job not kept reads it with the key.
-Places are resolved from what the process keeps (`models.places.NAMED`); categories,
+Places are resolved from what the process keeps (`models.reference.places.NAMED`); categories,
 position types and salary periods from the code's own lists. A write of N locations took
 11 statements or more.
 """
@@ -17,8 +17,8 @@ from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
-from models.places import NAMED
-from models.settings import Settings
+from models.core.settings import Settings
+from models.reference.places import NAMED
 from tests.conftest import Api, Clock
 from tests.factories import JOBS, job_body, read_shape
 

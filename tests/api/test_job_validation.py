@@ -432,7 +432,7 @@ def test_values_at_the_length_limits_are_accepted(api: Any, employer: Any) -> No
 def test_a_long_description_of_paragraphs_and_line_breaks_is_accepted(
     api: Any, employer: Any
 ) -> None:
-    """C4: the service's nesting limit (models.html.MAX_OPEN) counts elements open inside
+    """C4: the service's nesting limit (models.jobs.html.MAX_OPEN) counts elements open inside
     each other, not paragraphs side by side nor line breaks."""
     description = "<p>Bake.</p>" * 1001 + "Knead.<br>" * 1001
     assert create_job(api, employer, description=description)["description"] == description

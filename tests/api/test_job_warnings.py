@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import employers
-from models.warnings import Warning, ordered
+from models.jobs.warnings import Warning, ordered
 from tests.conftest import Account, Api, Clock
 from tests.factories import JOBS, create_job, job_body, read_shape
 

@@ -15,7 +15,7 @@ from api.app import WsgiApp
 from api.languages import from_header
 from api.pages import TOKEN_MARK
 from models import employers
-from models.i18n import language
+from models.core.i18n import language
 from tests.api.test_pages import APPLICANT, BOUNDARY, active_job, assert_html, multipart, pages
 from tests.factories import JOBS, create_job, entries, job_body
 

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api import ratelimit
 from api.app import Collaborators, create_app
-from models.settings import Settings
+from models.core.settings import Settings
 from tests.conftest import Api
 from tests.factories import JOBS, create_job, job_body, problem, read_shape, unstamped
 

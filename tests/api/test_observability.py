@@ -28,10 +28,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api import health, ratelimit
 from api.app import Collaborators, create_app
-from models import logs, reports
-from models.dates import utcnow
-from models.entities import Application, WebhookDelivery, WebhookEndpoint
-from models.settings import Settings
+from models import reports
+from models.core import logs
+from models.core.dates import utcnow
+from models.core.settings import Settings
+from models.db.entities import Application, WebhookDelivery, WebhookEndpoint
 from tests.conftest import Api, nowhere_url
 from tests.factories import create_job, problem
 

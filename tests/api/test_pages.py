@@ -19,8 +19,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api import forms, html_render
 from api.app import Collaborators, WsgiApp, create_app
-from models.entities import Application
-from models.settings import Settings
+from models.core.settings import Settings
+from models.db.entities import Application
 from tests.conftest import CheckedClient
 from tests.factories import create_job
 

@@ -21,8 +21,8 @@ from sqlalchemy.orm import sessionmaker
 from api.app import create_app
 from api.preconditions import entity_tags
 from models import employers
-from models.settings import Settings
-from models.unit_of_work import make_sessionmaker, session_scope
+from models.core.settings import Settings
+from models.db.unit_of_work import make_sessionmaker, session_scope
 from tests.conftest import Account, Api, migrated
 from tests.factories import JOBS, create_job, job_body, problem
 

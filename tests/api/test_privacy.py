@@ -17,9 +17,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api import html_render, ratelimit
 from api.app import Collaborators, WsgiApp, create_app
-from models import outbox, webhook_delivery
-from models.dates import utcnow
-from models.entities import (
+from models.applications import outbox
+from models.core.dates import utcnow
+from models.core.settings import Settings
+from models.db.entities import (
     Application,
     IdempotencyKey,
     OutboxEntry,
@@ -28,7 +29,7 @@ from models.entities import (
     WebhookEndpoint,
     WebhookMessage,
 )
-from models.settings import Settings
+from models.webhooks import delivery as webhook_delivery
 from tests.api.test_pages import multipart
 from tests.conftest import Account, Api, CheckedClient
 from tests.factories import create_job

@@ -18,9 +18,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api import ratelimit
 from api.app import Collaborators, create_app
-from models.dates import utcnow
-from models.entities import WebhookEndpoint, WebhookMessage
-from models.settings import Settings
+from models.core.dates import utcnow
+from models.core.settings import Settings
+from models.db.entities import WebhookEndpoint, WebhookMessage
 from tests.conftest import Account, Api
 from tests.factories import job_body
 

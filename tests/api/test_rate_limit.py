@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from api import ratelimit
 from api.app import Collaborators, create_app
 from api.clients import rate_key
-from models.settings import Settings, networks, rate_limit
+from models.core.settings import Settings, networks, rate_limit
 from tests.conftest import Api
 from tests.factories import create_job, problem
 from tests.services import require_redis

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import upkeep
+from models.jobs import upkeep
 from tests.factories import JOBS, create_job, entries, job_body, problem, read_shape, unstamped
 
 

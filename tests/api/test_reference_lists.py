@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from models.reference import fold
+from models.reference.lists import fold
 from tests.factories import problem
 from tests.services import missing
 

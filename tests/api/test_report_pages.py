@@ -16,8 +16,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from api import ratelimit
 from api.app import Collaborators, WsgiApp, create_app
 from models import reports
-from models.entities import JobReport, ReportMail
-from models.settings import Settings
+from models.core.settings import Settings
+from models.db.entities import JobReport, ReportMail
 from tests.api.test_pages import APPLICANT, active_job, assert_html, multipart, pages
 from tests.conftest import Account, Api, Clock
 from tests.factories import JOBS, create_job, problem

@@ -13,8 +13,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from api import ratelimit
 from api.app import Collaborators, create_app
 from models import reports
-from models.entities import JobReport
-from models.settings import Settings
+from models.core.settings import Settings
+from models.db.entities import JobReport
 from tests.conftest import Account, Api, Clock
 from tests.factories import JOBS, create_job, entries, job_body, problem
 
@@ -153,7 +153,7 @@ def test_taking_a_job_down_emits_job_taken_down_with_the_job_header(
     import json
     from datetime import UTC, datetime
 
-    from models.entities import WebhookDelivery, WebhookEndpoint, WebhookMessage
+    from models.db.entities import WebhookDelivery, WebhookEndpoint, WebhookMessage
 
     job = create_job(api, employer, status="active", referenceId="H-1")
     now = datetime(2026, 3, 10, tzinfo=UTC)

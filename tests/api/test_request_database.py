@@ -14,10 +14,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
 from models import employers
-from models.engines import make_engine
-from models.entities import Employer, Job
-from models.settings import Settings
-from models.unit_of_work import make_sessionmaker, read_sessions
+from models.core.settings import Settings
+from models.db.engines import make_engine
+from models.db.entities import Employer, Job
+from models.db.unit_of_work import make_sessionmaker, read_sessions
 from tests.conftest import Account, Api, Clock, nowhere_url
 from tests.factories import JOBS, create_job, problem
 

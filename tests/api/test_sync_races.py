@@ -16,9 +16,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
 from models import employers
-from models.entities import SyncItem, SyncRun
-from models.settings import Settings
-from models.unit_of_work import make_sessionmaker
+from models.core.settings import Settings
+from models.db.entities import SyncItem, SyncRun
+from models.db.unit_of_work import make_sessionmaker
 from tests.conftest import Api, migrated
 from tests.factories import job_body
 

@@ -12,10 +12,10 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import syncs
-from models.dates import today_in
-from models.entities import Job, SyncItem, SyncRun
-from models.settings import Settings
+from models.core.dates import today_in
+from models.core.settings import Settings
+from models.db.entities import Job, SyncItem, SyncRun
+from models.syncs import runs as syncs
 from tests.factories import create_job, entries, job_body, problem
 from workers import syncing
 

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from models.entities import Job
+from models.db.entities import Job
 from tests.api.test_job_dry_runs import stored
 from tests.conftest import Account, Api, Clock
 from tests.factories import JOBS, create_job, job_body, read_shape

@@ -20,10 +20,10 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import employers
-from models.engines import make_engine
-from models.entities import Job
-from models.migrate import upgrade
-from models.unit_of_work import make_sessionmaker, session_scope
+from models.db.engines import make_engine
+from models.db.entities import Job
+from models.db.migrate import upgrade
+from models.db.unit_of_work import make_sessionmaker, session_scope
 from tests.factories import JOBS, job_body
 from tests.harness import Program, free_port
 from tests.services import scratch_postgres

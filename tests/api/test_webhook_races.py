@@ -15,10 +15,11 @@ from cryptography.fernet import Fernet
 from sqlalchemy import Engine, func, select
 
 from api.app import Collaborators, create_app
-from models import employers, webhooks
-from models.entities import WebhookEndpoint
-from models.settings import Settings
-from models.unit_of_work import make_sessionmaker
+from models import employers
+from models.core.settings import Settings
+from models.db.entities import WebhookEndpoint
+from models.db.unit_of_work import make_sessionmaker
+from models.webhooks import endpoints as webhooks
 from tests.conftest import migrated
 
 THREADS = 6

@@ -19,11 +19,12 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api import ratelimit
 from api.app import Collaborators, create_app
-from models import secrets, webhooks
-from models.dates import utcnow
-from models.entities import WebhookDelivery, WebhookEndpoint, WebhookMessage
-from models.settings import Settings
-from models.webhook_urls import Unresolved
+from models.core.dates import utcnow
+from models.core.settings import Settings
+from models.db.entities import WebhookDelivery, WebhookEndpoint, WebhookMessage
+from models.webhooks import endpoints as webhooks
+from models.webhooks import secrets
+from models.webhooks.urls import Unresolved
 from tests.conftest import Account, Api, Clock
 
 V = "/api/v1.1"

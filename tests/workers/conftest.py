@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from models.engines import make_engine
-from models.unit_of_work import make_sessionmaker
+from models.db.engines import make_engine
+from models.db.unit_of_work import make_sessionmaker
 from tests.conftest import copy_database
 from tests.harness import RedisServer
 from tests.services import private_redis

@@ -7,7 +7,7 @@ from __future__ import annotations
 from email.message import EmailMessage
 from email.utils import format_datetime
 
-from models import resumes
+from models.applications import resumes
 from workers.mail.content import (
     ApplicationCopy,
     applicant_address,

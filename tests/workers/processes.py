@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from models.settings import VARIABLES
+from models.core.settings import VARIABLES
 from tests.conftest import SmtpSink
 from tests.harness import JOBPOST, ROOT, Program, SmtpServer, free_port
 from workers.app import QUEUES, prefetch_multiplier, worker_pool
@@ -31,7 +31,7 @@ def jobpost(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[s
 # A worker on the app `jobpost worker` runs (workers.cli.services.worker_app), taking Celery's
 # worker options; the limited one's task time limits are the two numbers first (soft, hard).
 WORKER_APP = (
-    "import sys; from models.settings import Settings; from workers.cli.services import "
+    "import sys; from models.core.settings import Settings; from workers.cli.services import "
     "worker_app; app = worker_app(Settings.from_env()); "
 )
 CELERY_WORKER = WORKER_APP + "app.worker_main(['worker', *sys.argv[1:]])"

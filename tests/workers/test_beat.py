@@ -26,12 +26,13 @@ from sqlalchemy import Engine, select
 
 import workers.tasks  # declares the tasks: every app make_celery makes has them
 from beat_schedule import SCHEDULE
-from models import employers, heartbeats
-from models.dates import today_in, utcnow
-from models.engines import make_engine
-from models.entities import Job
-from models.settings import Settings
-from models.unit_of_work import make_sessionmaker, session_scope
+from models import employers
+from models.core.dates import today_in, utcnow
+from models.core.settings import Settings
+from models.db import heartbeats
+from models.db.engines import make_engine
+from models.db.entities import Job
+from models.db.unit_of_work import make_sessionmaker, session_scope
 from tests.conftest import copy_database
 from tests.harness import Program, RedisServer, free_port, wait_for
 from workers.app import MAINTENANCE_QUEUE, beat_schedule, make_celery

@@ -15,7 +15,7 @@ import pytest
 import redis
 from celery import Celery
 
-from models.settings import Settings
+from models.core.settings import Settings
 from tests.harness import RedisServer
 from tests.workers.processes import jobpost
 from workers import broker, enqueue

@@ -18,7 +18,7 @@ import pytest
 from celery import Celery
 
 import workers
-from models.settings import Settings
+from models.core.settings import Settings
 from workers.app import TaskContext, make_celery
 
 REDIS = "redis://127.0.0.1:6379/0"

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import employers
-from models.entities import Application, OutboxEntry
+from models.db.entities import Application, OutboxEntry
 from tests.conftest import nowhere_url
 from workers.cli import main
 
@@ -143,7 +143,7 @@ def test_reports_list_show_and_resolve(copy: sessionmaker[Session], capsys: Any)
     from datetime import date, timedelta
 
     from models import reports
-    from models.entities import Job
+    from models.db.entities import Job
 
     with copy() as s:
         employer = employers.create_employer(s, "Report Ltd")

@@ -19,9 +19,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 import workers.tasks  # noqa: F401  (declares the tasks: every app make_celery makes has them)
 from beat_schedule import SCHEDULE
-from models import heartbeats
-from models.dates import utcnow
-from models.settings import Settings
+from models.core.dates import utcnow
+from models.core.settings import Settings
+from models.db import heartbeats
 from tests.api.test_observability import build, samples, scrape
 from workers.app import make_celery
 from workers.observability import metrics_registry

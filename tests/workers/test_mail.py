@@ -144,8 +144,8 @@ def test_resume_is_attached_unchanged(smtp_sink: Any) -> None:
 
 
 def test_a_text_resume_says_it_is_utf8() -> None:
-    """Only UTF-8 is taken as TXT (models.resumes); text/plain without a charset would be read
-    as US-ASCII, and its accents garbled, by the employer's mail program (C8)."""
+    """Only UTF-8 is taken as TXT (models.applications.resumes); text/plain without a charset would
+    be read as US-ASCII, and its accents garbled, by the employer's mail program (C8)."""
     [attachment] = list(parsed(TEXT_RESUME).iter_attachments())
     assert attachment.get_content_type() == "text/plain"
     assert attachment.get_content_charset() == "utf-8"
@@ -629,7 +629,7 @@ def test_an_applicant_address_outside_ascii_is_written_as_utf8() -> None:
 
 
 def test_an_address_that_decodes_to_a_line_break_cannot_be_rendered() -> None:
-    """Refused on intake since (models.checks.email); one stored earlier makes no copy, and
+    """Refused on intake since (models.core.checks.email); one stored earlier makes no copy, and
     workers.delivery fails it instead of retrying."""
     with pytest.raises(ValueError):
         render(

@@ -30,11 +30,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from api import health, ratelimit
 from api.app import Collaborators, create_app
 from models import employers
-from models.engines import make_engine
-from models.entities import OutboxEntry
-from models.migrate import upgrade
-from models.settings import Settings
-from models.unit_of_work import make_sessionmaker, session_scope
+from models.core.settings import Settings
+from models.db.engines import make_engine
+from models.db.entities import OutboxEntry
+from models.db.migrate import upgrade
+from models.db.unit_of_work import make_sessionmaker, session_scope
 from tests.conftest import Api, SmtpSink, nowhere_url
 from tests.factories import create_job, problem
 from tests.harness import JOBPOST, ROOT, Program, RedisServer, free_port, wait_for
@@ -97,7 +97,7 @@ def jobpost_all(
     return done
 
 
-# jobpost_build_info's labels: the package installed here, on this Python (models.build).
+# jobpost_build_info's labels: the package installed here, on this Python (models.core.build).
 BUILD = {"version": metadata.version("jobpost"), "python": platform.python_version()}
 
 

@@ -12,9 +12,10 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import applications, employers, jobs, reports, webhooks
-from models.dates import utcnow
-from models.entities import (
+from models import employers, reports
+from models.applications import service as applications
+from models.core.dates import utcnow
+from models.db.entities import (
     Application,
     JobReport,
     OutboxEntry,
@@ -23,6 +24,8 @@ from models.entities import (
     WebhookEndpoint,
     WebhookMessage,
 )
+from models.jobs import writes as jobs
+from models.webhooks import endpoints as webhooks
 from tests.factories import job_body
 from workers.cli import main
 

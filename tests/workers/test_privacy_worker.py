@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
-from models import privacy
-from models.dates import utcnow
-from models.entities import Application, OutboxEntry, Resume
-from models.unit_of_work import session_scope
+from models.applications import privacy
+from models.core.dates import utcnow
+from models.db.entities import Application, OutboxEntry, Resume
+from models.db.unit_of_work import session_scope
 from tests.harness import wait_for
 from tests.workers.processes import SinkServer
 from tests.workers.test_worker_delivery import (

@@ -17,10 +17,11 @@ import pytest
 from cryptography.fernet import Fernet
 from standardwebhooks import Webhook
 
-from models import employers, secrets
-from models.dates import utcnow
-from models.entities import WebhookEndpoint
-from models.unit_of_work import session_scope
+from models import employers
+from models.core.dates import utcnow
+from models.db.entities import WebhookEndpoint
+from models.db.unit_of_work import session_scope
+from models.webhooks import secrets
 from tests.harness import JOBPOST, Program, free_port, wait_for
 from tests.webhook_receiver import Receiver, receiving
 from tests.workers import test_worker_delivery as stacks

@@ -9,10 +9,11 @@ import orjson
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import employers, syncs
-from models.dates import utcnow
-from models.entities import SyncRun
-from models.unit_of_work import session_scope
+from models import employers
+from models.core.dates import utcnow
+from models.db.entities import SyncRun
+from models.db.unit_of_work import session_scope
+from models.syncs import runs as syncs
 from workers.cli import main
 
 pytestmark = pytest.mark.parametrize("engine", ["sqlite"], indirect=True)

@@ -18,10 +18,11 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
-from models import employers, sync_batches
-from models.entities import Job
-from models.settings import Settings
-from models.unit_of_work import make_sessionmaker
+from models import employers
+from models.core.settings import Settings
+from models.db.entities import Job
+from models.db.unit_of_work import make_sessionmaker
+from models.syncs import batches as sync_batches
 from tests.conftest import Api, migrated
 from tests.factories import job_body
 from workers import syncing

@@ -1,5 +1,5 @@
 """A resent sync item (C11) whose job is as the item's own last sync write left it is
-unchanged without being checked again (models.sync_digests), in-process on SQLite and
+unchanged without being checked again (models.syncs.digests), in-process on SQLite and
 PostgreSQL. It answers exactly what a full check answers (the same as `PUT /jobs` with its
 body), and is checked in full again after anything that could change that answer: another
 write of the job, expiry, a take-down, a delete, the next day, the employer's plan or
@@ -14,10 +14,13 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import employers, jobs, sync_digests, upkeep
-from models.dates import on_day, utcnow
-from models.settings import Settings
-from models.unit_of_work import session_scope
+from models import employers
+from models.core.dates import on_day, utcnow
+from models.core.settings import Settings
+from models.db.unit_of_work import session_scope
+from models.jobs import upkeep
+from models.jobs import writes as jobs
+from models.syncs import digests as sync_digests
 from tests import factories
 from tests.factories import job_body
 from workers import syncing

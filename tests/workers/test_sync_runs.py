@@ -12,11 +12,11 @@ import pytest
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import syncs
-from models.dates import utcnow
-from models.entities import Employer, Job, SyncItem, SyncRun
-from models.settings import Settings
-from models.unit_of_work import session_scope
+from models.core.dates import utcnow
+from models.core.settings import Settings
+from models.db.entities import Employer, Job, SyncItem, SyncRun
+from models.db.unit_of_work import session_scope
+from models.syncs import runs as syncs
 from tests.factories import job_body, take_down
 from workers import syncing
 
@@ -283,8 +283,8 @@ def test_a_completed_run_emits_sync_completed_once_and_a_dry_run_none(
 ) -> None:
     import json
 
-    from models import webhooks
-    from models.entities import WebhookEndpoint, WebhookMessage
+    from models.db.entities import WebhookEndpoint, WebhookMessage
+    from models.webhooks import endpoints as webhooks
 
     t = utcnow()
     with session_scope(sessions) as s:
@@ -331,7 +331,7 @@ def test_an_item_that_would_republish_a_taken_down_job_fails_with_job_taken_down
     assert read["status"] == "archived" and read["takenDown"] is True
 
 
-# --- batches (models.sync_batches) ---------------------------------------------------------------
+# --- batches (models.syncs.batches) ---------------------------------------------------------------
 
 
 def items_page(api: Any, account: Any, run_id: int) -> list[dict[str, Any]]:
@@ -364,7 +364,7 @@ def test_a_batch_that_raises_is_rolled_back_and_its_items_applied_one_by_one(
     session: Session,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from models import job_rows
+    from models.jobs import rows as job_rows
 
     existing = api.post("/api/v1.1/jobs", json=item("OLD", title="Old"), key=employer.key).json
     real = job_rows.insert_many
@@ -401,7 +401,7 @@ def test_a_referenceid_created_meanwhile_is_updated_as_put_would_not_created_twi
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The batch read no job R, then found R taken at its insert (a concurrent PUT's)."""
-    from models import job_rows
+    from models.jobs import rows as job_rows
 
     run_id = new_run(api, employer, ["R", "S"])
     existing = api.post("/api/v1.1/jobs", json=item("R", title="Theirs"), key=employer.key).json
@@ -427,7 +427,7 @@ def test_after_taking_a_run_back_the_first_batch_is_applied_one_item_at_a_time(
 ) -> None:
     """The dead worker may have died of any item of its batch: applied one by one, the
     next death is blamed on the item that caused it (C11)."""
-    from models import sync_batches
+    from models.syncs import batches as sync_batches
 
     run_id = new_run(api, employer, ["A", "B", "C", "D", "E"])
     t0 = utcnow()

@@ -17,8 +17,8 @@ from sqlalchemy import func, select
 
 from api.app import Collaborators, create_app
 from models import employers
-from models.entities import Job, SyncItem, SyncRun
-from models.unit_of_work import session_scope
+from models.db.entities import Job, SyncItem, SyncRun
+from models.db.unit_of_work import session_scope
 from tests.conftest import Api
 from tests.factories import job_body
 from tests.harness import wait_for
@@ -199,7 +199,7 @@ def cancel(stack: Stack, api: Api, key: str, run_id: int, entry: str) -> dict[st
 @pytest.mark.parametrize(("stack", "entry"), CANCELS, indirect=["stack"])
 def test_a_cancel_stops_a_running_run_between_two_batches(stack: Stack, entry: str) -> None:
     """On SQLite the worker's batches take the one write lock back to back; a write waiting
-    for it goes first at the next batch (models.engines `let_writers_in`), as a row lock's
+    for it goes first at the next batch (models.db.engines `let_writers_in`), as a row lock's
     waiter does on PostgreSQL. Several writes sample that (each one alone may be let in by
     luck, between two batches of a worker that does not wait), then the cancel."""
     total, batch = 10_000, syncing.BATCH

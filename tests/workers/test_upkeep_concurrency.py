@@ -19,14 +19,15 @@ import pytest
 from sqlalchemy import Engine, delete, func, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import outbox, upkeep
-from models.applications import purge
-from models.dates import REFRESH_DAYS, utcnow
-from models.engines import make_engine
-from models.entities import Application, Employer, Job, OutboxEntry, Resume
-from models.migrate import upgrade
-from models.settings import Settings
-from models.unit_of_work import make_sessionmaker, session_scope
+from models.applications import outbox
+from models.applications.service import purge
+from models.core.dates import REFRESH_DAYS, utcnow
+from models.core.settings import Settings
+from models.db.engines import make_engine
+from models.db.entities import Application, Employer, Job, OutboxEntry, Resume
+from models.db.migrate import upgrade
+from models.db.unit_of_work import make_sessionmaker, session_scope
+from models.jobs import upkeep
 from tests.services import scratch_postgres
 from workers.delivery import timing
 from workers.tasks import run_expire, run_purge

@@ -11,10 +11,10 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import employers
-from models import webhooks as events
-from models.dates import utcnow
-from models.entities import WebhookDelivery, WebhookEndpoint
-from models.unit_of_work import session_scope
+from models.core.dates import utcnow
+from models.db.entities import WebhookDelivery, WebhookEndpoint
+from models.db.unit_of_work import session_scope
+from models.webhooks import endpoints as events
 from workers.cli import main
 
 pytestmark = pytest.mark.parametrize("engine", ["sqlite"], indirect=True)

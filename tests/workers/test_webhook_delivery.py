@@ -20,13 +20,14 @@ from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session, sessionmaker
 from standardwebhooks import Webhook
 
-from models import employers, secrets
-from models import webhook_delivery as deliveries
-from models import webhooks as events
-from models.dates import utcnow
-from models.entities import WebhookDelivery, WebhookEndpoint
-from models.settings import Settings
-from models.unit_of_work import make_sessionmaker, session_scope
+from models import employers
+from models.core.dates import utcnow
+from models.core.settings import Settings
+from models.db.entities import WebhookDelivery, WebhookEndpoint
+from models.db.unit_of_work import make_sessionmaker, session_scope
+from models.webhooks import delivery as deliveries
+from models.webhooks import endpoints as events
+from models.webhooks import secrets
 from tests.conftest import migrated
 from tests.webhook_receiver import Behaviour, Receiver, receiving
 from workers.webhooks import client, delivery

@@ -16,11 +16,12 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import func, select
 
-from models import employers, secrets
-from models import webhooks as events
-from models.dates import utcnow
-from models.entities import Job, WebhookDelivery, WebhookEndpoint
-from models.unit_of_work import session_scope
+from models import employers
+from models.core.dates import utcnow
+from models.db.entities import Job, WebhookDelivery, WebhookEndpoint
+from models.db.unit_of_work import session_scope
+from models.webhooks import endpoints as events
+from models.webhooks import secrets
 from tests.harness import wait_for
 from tests.webhook_receiver import Behaviour, Receiver, receiving
 from tests.workers import test_worker_delivery as stacks

@@ -13,9 +13,11 @@ import pytest
 from cryptography.fernet import Fernet
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import employers, secrets, webhooks
-from models.entities import WebhookEndpoint
-from models.settings import Settings
+from models import employers
+from models.core.settings import Settings
+from models.db.entities import WebhookEndpoint
+from models.webhooks import endpoints as webhooks
+from models.webhooks import secrets
 from workers.cli import main
 
 pytestmark = pytest.mark.parametrize("engine", ["sqlite"], indirect=True)

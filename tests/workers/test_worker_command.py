@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 import api.server
-from models.settings import Settings
+from models.core.settings import Settings
 from workers.cli import parser, services
 from workers.cli.command import Command
 

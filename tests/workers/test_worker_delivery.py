@@ -33,13 +33,15 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import Collaborators, create_app
-from models import applications, employers, jobs, reports
-from models.dates import today_in
-from models.engines import database_said, make_engine
-from models.entities import Application, Job, OutboxEntry, ReportMail
-from models.migrate import upgrade
-from models.settings import Settings
-from models.unit_of_work import autocommit_sessions, make_sessionmaker, session_scope
+from models import employers, reports
+from models.applications import service as applications
+from models.core.dates import today_in
+from models.core.settings import Settings
+from models.db.engines import database_said, make_engine
+from models.db.entities import Application, Job, OutboxEntry, ReportMail
+from models.db.migrate import upgrade
+from models.db.unit_of_work import autocommit_sessions, make_sessionmaker, session_scope
+from models.jobs import writes as jobs
 from tests.conftest import Api
 from tests.factories import job_body
 from tests.harness import RedisServer, wait_for

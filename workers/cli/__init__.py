@@ -16,14 +16,15 @@ from typing import Any
 
 from sqlalchemy.exc import DBAPIError
 
-from models import compliance, logs
+from models.core import logs
+from models.core.errors import DomainError
+from models.core.i18n import DEFAULT, LANGUAGES
+from models.core.settings import Settings
+from models.db.engines import database_said
 from models.employers import PLANS
-from models.engines import database_said
-from models.errors import DomainError
-from models.i18n import DEFAULT, LANGUAGES
-from models.secrets import MissingKey
-from models.settings import Settings
-from models.syncs import STATUSES
+from models.jobs import compliance
+from models.syncs.runs import STATUSES
+from models.webhooks.secrets import MissingKey
 from workers.cli import (
     applications,
     database,

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 
-from models import privacy
-from models.checks import Invalid
-from models.dates import utcnow
-from models.unit_of_work import session_scope
+from models.applications import privacy
+from models.core.checks import Invalid
+from models.core.dates import utcnow
+from models.db.unit_of_work import session_scope
 from workers.cli.command import Command, out
 
 

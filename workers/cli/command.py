@@ -11,9 +11,9 @@ import orjson
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from models.engines import make_engine
-from models.settings import Settings
-from models.unit_of_work import make_sessionmaker
+from models.core.settings import Settings
+from models.db.engines import make_engine
+from models.db.unit_of_work import make_sessionmaker
 
 if TYPE_CHECKING:  # imported by the commands that send tasks, as workers.app makes the app
     from celery import Celery

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 
 from models import employers
-from models.unit_of_work import session_scope
+from models.db.unit_of_work import session_scope
 from workers.cli.command import Command, out
 
 
 def db_upgrade(args: argparse.Namespace, command: Command) -> int:
-    from models.migrate import upgrade
+    from models.db.migrate import upgrade
 
     upgrade(command.engine)
     out(args, {"status": "ok"}, "Database is at the latest schema, reference data loaded.")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from models import employers
-from models.unit_of_work import session_scope
+from models.db.unit_of_work import session_scope
 from workers.cli.command import Command, out
 
 

@@ -9,11 +9,11 @@ from datetime import date
 
 from sqlalchemy import select
 
-from models import outbox
-from models.dates import utcnow
-from models.entities import Application, OutboxEntry
-from models.settings import is_redis
-from models.unit_of_work import session_scope
+from models.applications import outbox
+from models.core.dates import utcnow
+from models.core.settings import is_redis
+from models.db.entities import Application, OutboxEntry
+from models.db.unit_of_work import session_scope
 from workers import broker, enqueue
 from workers.cli.command import Command, out
 

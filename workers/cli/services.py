@@ -13,8 +13,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from models.secrets import ensure_key_file
-from models.settings import Settings
+from models.core.settings import Settings
+from models.webhooks.secrets import ensure_key_file
 from workers.cli.command import Command
 from workers.cli.webhooks import key_needed
 

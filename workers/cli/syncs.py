@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from models import syncs
-from models.dates import utcnow
-from models.unit_of_work import session_scope
+from models.core.dates import utcnow
+from models.db.unit_of_work import session_scope
+from models.syncs import runs as syncs
 from workers.cli.command import Command, out
 
 

@@ -10,10 +10,11 @@ from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError
 
 from api.webhooks import delivery as delivery_shape  # the API's own shape (C14)
-from models import webhook_delivery, webhooks
-from models.dates import utcnow
-from models.entities import WebhookEndpoint
-from models.unit_of_work import session_scope
+from models.core.dates import utcnow
+from models.db.entities import WebhookEndpoint
+from models.db.unit_of_work import session_scope
+from models.webhooks import delivery as webhook_delivery
+from models.webhooks import endpoints as webhooks
 from workers import enqueue
 from workers.cli.command import Command, out
 

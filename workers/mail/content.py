@@ -11,7 +11,7 @@ from email.headerregistry import Address
 from email.utils import parseaddr
 from pathlib import Path
 
-from models import i18n
+from models.core import i18n
 
 TEMPLATES = i18n.environment(Path(__file__).parent / "templates")
 i18n.precompile(TEMPLATES)

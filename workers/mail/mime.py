@@ -28,8 +28,8 @@ from email.utils import encode_rfc2231, format_datetime, getaddresses, quote
 from functools import lru_cache
 from typing import Any
 
-from models import resumes
-from models.checks import ENCODED_WORD
+from models.applications import resumes
+from models.core.checks import ENCODED_WORD
 from workers.mail.content import (
     ApplicationCopy,
     applicant_address,

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import httpcore
 
-from models import webhook_urls
+from models.webhooks import urls as webhook_urls
 
 CONNECT_TIMEOUT = 10.0  # seconds (C12)
 EXCHANGE_LIMIT = 15.0  # seconds for the whole exchange, connection included (C12)
@@ -140,7 +140,7 @@ class _Kept:
 @dataclass(frozen=True)
 class Client:
     """How the workers reach receivers: the address judgment and the resolver are seams
-    (models.webhook_urls; tests fake DNS), as is the TLS trust (tests trust a throwaway CA).
+    (models.webhooks.urls; tests fake DNS), as is the TLS trust (tests trust a throwaway CA).
 
     With `keep`, each thread keeps its connection to an origin for the next POST there, as
     a bare loop does (one TCP and TLS handshake an origin, not one a delivery). The name is

@@ -21,13 +21,13 @@ from sqlalchemy import Row
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from models import secrets
-from models import webhook_delivery as deliveries
-from models.dates import utcnow
-from models.engines import database_said
-from models.settings import Settings
-from models.unit_of_work import autocommit_sessions, commit, session_scope
-from models.webhook_urls import address_allowed, port_allowed, url_port
+from models.core.dates import utcnow
+from models.core.settings import Settings
+from models.db.engines import database_said
+from models.db.unit_of_work import autocommit_sessions, commit, session_scope
+from models.webhooks import delivery as deliveries
+from models.webhooks import secrets
+from models.webhooks.urls import address_allowed, port_allowed, url_port
 from workers.delivery import SEND_SHARE_OF_LEASE
 from workers.webhooks import client, signing
 

@@ -1,0 +1,1 @@
+"""Applications (C8): the submission, résumés, the mail outbox, privacy."""

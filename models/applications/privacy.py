@@ -1,0 +1,219 @@
+"""Erasure and export of an applicant's data (C13 Privacy: PIPEDA and Quebec's Law 25).
+
+Erasing an application reaches every copy of it the service holds: the row and its résumé,
+its email copy (the outbox entry, deleted with it, so a pending copy is never sent), the
+Idempotency-Key record of its submission, and the payload of its `application.received`
+event, scrubbed to `{"id", "erased": true}`, whose deliveries that have not succeeded are
+cancelled. What has already left cannot be recalled: a copy or a delivery a worker claimed
+before the erasure may finish its send (its late outcome then changes no row).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+from sqlalchemy import ColumnElement, delete, func, select, update
+from sqlalchemy.orm import Session
+
+from models import idempotency, reports
+from models.applications import service as applications
+from models.core import checks
+from models.db.entities import Application, Employer, JobReport, OutboxEntry, Resume
+from models.webhooks import endpoints as webhooks
+from models.webhooks.tables import DELIVERIES, MESSAGES
+
+D, M = DELIVERIES.c, MESSAGES.c
+RECEIVED = "application.received"
+CANCELLED_BECAUSE = "cancelled: the application was erased"
+
+
+@dataclass(frozen=True)
+class Erased:
+    """How many of each were erased (C14's counts of `jobpost applications erase`)."""
+
+    applications: int = 0
+    resumes: int = 0
+    deliveries: int = 0  # email copies deleted, and webhook deliveries scrubbed
+    reports: int = 0  # fraud reports whose reporter's address was removed
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "applications": self.applications,
+            "resumes": self.resumes,
+            "deliveries": self.deliveries,
+            "reports": self.reports,
+        }
+
+
+def address(value: str) -> str:
+    """An address to look up, checked as C8 checks an applicant's; Invalid otherwise."""
+    return checks.email(value, "email", max_len=applications.MAX_EMAIL)
+
+
+def _same_address(column: Any, email: str) -> ColumnElement[bool]:
+    """Case-insensitive: SQL's lower() on both sides (SQLite folds ASCII letters only)."""
+    return func.lower(column) == func.lower(email)
+
+
+def erase(session: Session, application_ids: list[int], *, now: datetime) -> Erased:
+    """Erase these applications and every copy of them (the module's docstring), in the
+    caller's transaction."""
+    if not application_ids:
+        return Erased()
+    mine = Application.id.in_(application_ids)
+    # Locked first (PostgreSQL), so a worker's claim of a copy either committed before
+    # (its send goes on) or waits and then finds no entry to claim.
+    found = list(
+        session.scalars(select(Application.id).where(mine).with_for_update(of=Application))
+    )
+    resumes_held = session.scalar(
+        select(func.count()).select_from(Resume).where(Resume.application_id.in_(found))
+    )
+    copies = session.scalar(
+        select(func.count()).select_from(OutboxEntry).where(OutboxEntry.application_id.in_(found))
+    )
+    scrubbed = _scrub_events(session, found, now=now)
+    idempotency.erase(session, found)
+    # Résumé and outbox entry go with it: ON DELETE CASCADE (foreign keys are on in SQLite).
+    session.execute(delete(Application).where(Application.id.in_(found)))
+    return Erased(len(found), int(resumes_held or 0), int(copies or 0) + scrubbed)
+
+
+def _scrub_events(session: Session, application_ids: list[int], *, now: datetime) -> int:
+    """`application.received` of these applications: the data becomes `{"id", "erased":
+    true}` (type and timestamp kept), and every delivery not succeeded is cancelled, so
+    neither the sweeper, a retry nor an operator sends it. A delivery being sent is
+    cancelled too: its worker's outcome then matches no row (models.webhooks.delivery).
+    Returns the deliveries of these events."""
+    events = session.execute(
+        select(M.id, M.application_id, M.payload).where(
+            M.application_id.in_(application_ids), M.type == RECEIVED
+        )
+    ).all()
+    if not events:
+        return 0
+    for pk, application_id, payload in events:
+        message = orjson.loads(payload)
+        message["data"] = {"id": application_id, "erased": True}
+        session.execute(
+            update(MESSAGES).where(M.id == pk).values(payload=orjson.dumps(message).decode())
+        )
+    pks = [pk for pk, _, _ in events]
+    session.execute(
+        update(DELIVERIES)
+        .where(D.message_pk.in_(pks), D.status.not_in(("succeeded", "cancelled")))
+        .values(
+            status="cancelled",
+            lease_until=None,
+            due_at=None,
+            last_error=CANCELLED_BECAUSE,
+            finished_at=now,
+        )
+    )
+    held = session.scalar(select(func.count()).select_from(DELIVERIES).where(D.message_pk.in_(pks)))
+    return int(held or 0)
+
+
+def erase_one(session: Session, employer: Employer, application_id: int, *, now: datetime) -> None:
+    """The employer's erasure (DELETE /applications/{id}): another employer's application,
+    an unknown or an erased one is NotFound (404)."""
+    applications.get(session, employer, application_id)
+    erase(session, [application_id], now=now)
+
+
+def _of_address(session: Session, email: str) -> list[int]:
+    return list(
+        session.scalars(
+            select(Application.id)
+            .where(_same_address(Application.email, email))
+            .order_by(Application.id)
+        )
+    )
+
+
+def erase_address(session: Session, email: str, *, now: datetime) -> Erased:
+    """Everything held for an address (an applicant's request): its applications as
+    `erase` does, and its address removed from the fraud reports it made. The reports stay,
+    without it: they are the operator's record of what was reported about a job (C13)."""
+    erased = erase(session, _of_address(session, email), now=now)
+    cleared = session.execute(
+        update(JobReport)
+        .where(_same_address(JobReport.email, email))
+        .values(email=None)
+        .execution_options(synchronize_session=False)
+    )
+    return Erased(
+        erased.applications,
+        erased.resumes,
+        erased.deliveries,
+        int(cleared.rowcount),  # type: ignore[attr-defined]
+    )
+
+
+def export(session: Session, email: str) -> dict[str, Any]:
+    """Everything held for an address (C13, C14's shape): its applications (the API's
+    shape, résumés as metadata), their deliveries (each with its `kind`: `email` for the
+    copy, `webhook` for an `application.received` delivery) and the fraud reports it made."""
+    ids = _of_address(session, email)
+    found = list(
+        session.scalars(
+            select(Application).where(Application.id.in_(ids)).order_by(Application.id)
+        ).unique()
+    )
+    deliveries: list[dict[str, Any]] = [
+        {
+            "kind": "email",
+            "applicationId": a.id,
+            "to": a.application_email,
+            "status": a.outbox.status,
+            "attempts": a.outbox.attempts,
+            "sentAt": None if a.outbox.sent_at is None else webhooks.timestamp(a.outbox.sent_at),
+            "lastError": a.outbox.last_error,
+        }
+        for a in found
+    ]
+    rows = session.execute(
+        select(
+            M.application_id,
+            D.endpoint_id,
+            M.message_id,
+            M.type,
+            D.status,
+            D.attempts,
+            D.last_status_code,
+            D.last_error,
+            D.created_at,
+            D.delivered_at,
+        )
+        .join(MESSAGES, M.id == D.message_pk)
+        .where(M.application_id.in_(ids), M.type == RECEIVED)
+        .order_by(M.application_id, D.id)
+    )
+    deliveries.extend(
+        {
+            "kind": "webhook",
+            "applicationId": r.application_id,
+            "webhookId": r.endpoint_id,
+            "id": r.message_id,
+            "event": r.type,
+            "status": r.status,
+            "attempts": r.attempts,
+            "lastStatusCode": r.last_status_code,
+            "lastError": r.last_error,
+            "createdAt": webhooks.timestamp(r.created_at),
+            "deliveredAt": None if r.delivered_at is None else webhooks.timestamp(r.delivered_at),
+        }
+        for r in rows
+    )
+    made = session.scalars(
+        select(JobReport).where(_same_address(JobReport.email, email)).order_by(JobReport.id)
+    )
+    return {
+        "email": email,
+        "applications": [applications.shape(a) for a in found],
+        "deliveries": deliveries,
+        "reports": [reports.shown(r).as_dict() for r in made],
+    }

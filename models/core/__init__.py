@@ -1,0 +1,1 @@
+"""What every layer shares: settings, logs, dates, errors, field checks, languages."""

@@ -1,0 +1,1 @@
+"""The database: entities, engines, sessions, fast reads, change stamps, migrations."""

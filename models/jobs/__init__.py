@@ -1,0 +1,1 @@
+"""Jobs (C4 to C6, C10, C13): writes, rows, rules, listing, feeds, upkeep, events."""

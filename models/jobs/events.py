@@ -1,0 +1,136 @@
+"""Job events pushed to webhooks (C12): `job.expired` and `job.refreshed` from upkeep's
+set-based changes, and the daily `job.expiring` scan. Each batch costs a fixed number of
+statements whatever its size: who listens, the headers of the jobs, then emit_batch.
+
+The data is exactly a job list element (the API's own header serializer, so a member added
+to list elements is added here too), plus `closeDate` where C12 says.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Sequence
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, null, select
+from sqlalchemy.orm import Session
+
+from models.db.entities import Employer, Job, JobLocation, Location
+from models.employers import Access
+from models.jobs import writes as jobs
+from models.webhooks import endpoints as webhooks
+from models.webhooks.tables import ENDPOINTS, MESSAGES
+
+EXPIRING_DAYS = 3  # closeDate today or within the next 3 days (C12)
+
+
+def listening(session: Session, employer_ids: set[int], type: str) -> set[int]:
+    """The employers among these with an enabled endpoint that takes `type`."""
+    if not employer_ids:
+        return set()
+    e = ENDPOINTS.c
+    found = session.scalars(
+        select(e.employer_id)
+        .where(e.employer_id.in_(employer_ids), e.status == "enabled", webhooks._subscribed(type))
+        .distinct()
+    )
+    return set(found)
+
+
+def headers(session: Session, job_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """Each job's list element, read in one statement (a row per location)."""
+    if not job_ids:
+        return {}
+    rows = session.execute(
+        select(
+            null(),
+            null(),
+            null(),
+            Job.id,
+            *jobs._HEADER,
+            *jobs._PLACE,
+            Employer.id.label("employer_id"),
+            Employer.name.label("employer_name"),
+        )
+        .join(Employer, Employer.id == Job.employer_id)
+        .outerjoin(JobLocation, JobLocation.job_id == Job.id)
+        .outerjoin(Location, Location.id == JobLocation.location_id)
+        .where(Job.id.in_(job_ids))
+        .order_by(Job.id, JobLocation.position)
+    ).all()
+    employer = {row[jobs._ID]: (row.employer_id, row.employer_name) for row in rows}
+    from api.representations import header  # the list element's one serializer (C12)
+
+    found: dict[int, dict[str, Any]] = {}
+    for h in jobs._headers([tuple(row) for row in rows]):
+        employer_id, name = employer[h.id]
+        # The serializer reads the employer's id and name only.
+        access = Access(employer_id, name, plan="", created_at=datetime.min)
+        found[h.id] = header(h, access)
+    return found
+
+
+def announce(
+    session: Session,
+    type: str,
+    changed: Sequence[Any],
+    *,
+    now: datetime,
+    close_date: bool = False,
+    message_ids: list[str] | None = None,
+) -> list[str]:
+    """Emit `type` for `changed` rows (`id`, `employer_id`, and `close_date` if asked):
+    only for employers that listen, so a batch nobody hears costs one statement."""
+    ears = listening(session, {row.employer_id for row in changed}, type)
+    heard = [row for row in changed if row.employer_id in ears]
+    if not heard:
+        return []
+    described = headers(session, [row.id for row in heard])
+    events = [
+        (
+            row.employer_id,
+            {**described[row.id], "closeDate": row.close_date} if close_date else described[row.id],
+        )
+        for row in heard
+    ]
+    ids = None
+    if message_ids is not None:
+        by_job = dict(zip([row.id for row in changed], message_ids, strict=True))
+        ids = [by_job[row.id] for row in heard]
+    return webhooks.emit_batch(session, type, events, now=now, message_ids=ids)
+
+
+def expiring_message_id(job_id: int, close_date: date) -> str:
+    """The id of a job's `job.expiring` message for one closeDate: the same for every scan,
+    so the message itself records that it was emitted (at most once per job and closeDate).
+    Hashed, so it looks like any other id and says nothing of the job."""
+    digest = hashlib.sha256(f"job.expiring:{job_id}:{close_date.isoformat()}".encode()).digest()
+    return "msg_" + base64.urlsafe_b64encode(digest[:18]).decode()
+
+
+def scan_expiring(session: Session, *, today: date, now: datetime) -> list[str]:
+    """`job.expiring` for active jobs closing today..today+3 that have had none for their
+    closeDate (C12). Run after expiry and refresh; overlapping scans take turns (upkeep)."""
+    soon = and_(
+        Job.status == "active",
+        Job.close_date >= today,
+        Job.close_date <= today + timedelta(days=EXPIRING_DAYS),
+    )
+    candidates = session.execute(
+        select(Job.id, Job.employer_id, Job.close_date).where(soon).order_by(Job.id)
+    ).all()
+    ears = listening(session, {row.employer_id for row in candidates}, "job.expiring")
+    wanted = {
+        expiring_message_id(row.id, row.close_date): row
+        for row in candidates
+        if row.employer_id in ears
+    }
+    if not wanted:
+        return []
+    m = MESSAGES.c
+    done = set(session.scalars(select(m.message_id).where(m.message_id.in_(list(wanted)))))
+    due = [row for mid, row in wanted.items() if mid not in done]
+    ids = [expiring_message_id(row.id, row.close_date) for row in due]
+    return announce(session, "job.expiring", due, now=now, close_date=True, message_ids=ids)

@@ -1,0 +1,1 @@
+"""The reference data (C3): the fixed lists, the gazetteer and place resolution."""

@@ -1,0 +1,1 @@
+"""Sync runs (C11): intake, lease and apply, batches and digests."""

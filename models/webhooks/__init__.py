@@ -1,0 +1,1 @@
+"""Webhooks (C12): endpoints and events, delivery, tables, URL rules, secrets."""

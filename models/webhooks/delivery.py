@@ -1,0 +1,432 @@
+"""Webhook deliveries in the workers' hands (C12): claim under a lease, the retry schedule,
+disabling endpoints, the sweeper, purge and the figures of the metrics.
+
+Every transition is one conditional UPDATE, as in the email outbox (models.applications.outbox), so
+it behaves the same on SQLite and PostgreSQL and holds no lock while a worker waits on a
+receiver. A pending delivery's `lease_until` is when the sweeper (or a worker handing on)
+last enqueued it (NULL: never, or no longer in the broker): the sweeper leaves it alone for the
+grace period after, as the outbox's `enqueued_at` does; a claim replaces it with the claim's
+own lease.
+
+No tenant starves another: a claim is won only while the delivery's endpoint has fewer than
+`endpoint_in_flight` deliveries `sending` under a live lease, and its employer fewer than
+`employer_in_flight` across its endpoints. A delivery over a cap is deferred (left pending,
+no attempt counted) and handed on by the worker whose attempt frees a place (`next_waiting`),
+else by the sweeper. On PostgreSQL the claims of one employer take turns on an advisory lock
+held to the end of the claim's transaction, so the caps hold across processes; SQLite has one
+writer at a time.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
+
+from sqlalchemy import Row, and_, bindparam, delete, exists, func, or_, select, update
+from sqlalchemy.orm import Session
+
+from models.webhooks.tables import DELIVERIES, ENDPOINTS, MESSAGES
+
+D, E, M = DELIVERIES.c, ENDPOINTS.c, MESSAGES.c
+
+DEFAULT_SCHEDULE = (5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 36000.0)
+FINISHED = ("succeeded", "failed", "cancelled")
+STATUSES = ("pending", "sending", "succeeded", "failed", "cancelled")
+ENDPOINT_DISABLED = "endpoint disabled"
+# A late outcome that changed nothing: the delivery was deleted with its endpoint, or its
+# lease ran out and another worker claimed it.
+LOST = "lost"
+
+
+@dataclass(frozen=True)
+class Timing:
+    lease_seconds: float = 300
+    sweep_grace_seconds: float = 120
+    schedule: tuple[float, ...] = DEFAULT_SCHEDULE  # seconds before each retry
+    jitter: float = 0.1  # each delay grows by up to this share, at random
+    failing_days: float = 5  # failed deliveries and no success for this long: disabled
+    endpoint_in_flight: int = 2  # deliveries `sending` at once to one endpoint
+    employer_in_flight: int = 8  # … and to all of one employer's endpoints
+
+
+def _count(session: Session, statement: Any) -> int:
+    """Rows an UPDATE or DELETE changed (on the session's connection: a CursorResult)."""
+    return int(session.connection().execute(statement).rowcount)
+
+
+def _enabled(endpoint: Any) -> Any:
+    return exists().where(E.id == endpoint, E.status == "enabled")
+
+
+# The claim and the success, the steps every delivery takes, are built once: building and
+# keying a statement cost more of a worker's CPU than running it (as models.applications.outbox
+# found).
+_DELIVERY: Any = bindparam("delivery")
+_NOW = bindparam("now", type_=D.lease_until.type)
+_CLAIMABLE = or_(
+    and_(D.status == "pending", or_(D.due_at.is_(None), D.due_at <= _NOW)),
+    and_(D.status == "sending", D.lease_until < _NOW),
+)
+_BUSY = DELIVERIES.alias("busy")  # deliveries in flight, counted against the caps
+_BUSY_AT = ENDPOINTS.alias("busy_at")
+_OWN = ENDPOINTS.alias("own")  # the endpoint of the delivery claimed
+_IN_FLIGHT = and_(_BUSY.c.status == "sending", _BUSY.c.lease_until >= _NOW)
+
+
+def _room(endpoint: Any) -> Any:
+    """Whether `endpoint` (a column) and its employer are both under their caps."""
+    at_endpoint = (
+        select(func.count())
+        .select_from(_BUSY)
+        .where(_BUSY.c.endpoint_id == endpoint, _IN_FLIGHT)
+        .scalar_subquery()
+    )
+    at_employer = (
+        select(func.count())
+        .select_from(
+            _BUSY.join(_BUSY_AT, _BUSY_AT.c.id == _BUSY.c.endpoint_id).join(
+                _OWN, _OWN.c.employer_id == _BUSY_AT.c.employer_id
+            )
+        )
+        .where(_OWN.c.id == endpoint, _IN_FLIGHT)
+        .scalar_subquery()
+    )
+    return and_(at_endpoint < bindparam("endpoint_cap"), at_employer < bindparam("employer_cap"))
+
+
+# Claims of one employer take turns on PostgreSQL: the lock is the transaction's, and each
+# statement after it reads what the claims before it committed (READ COMMITTED).
+_LOCK_SPACE = 0x6A6F6200  # "job\0": the first key of pg_advisory_xact_lock(int, int)
+_TAKE_TURN = (
+    select(func.pg_advisory_xact_lock(_LOCK_SPACE, E.employer_id))
+    .select_from(DELIVERIES.join(ENDPOINTS, E.id == D.endpoint_id))
+    .where(D.id == _DELIVERY)
+)
+_CLAIM = update(DELIVERIES).values(
+    status="sending",
+    attempts=D.attempts + 1,
+    lease_until=bindparam("lease", type_=D.lease_until.type),
+)
+_CLAIMED = (
+    D.id,
+    D.attempts,
+    D.step,
+    D.lease_until,
+    D.endpoint_id,
+    M.message_id,
+    M.type,
+    M.payload,
+    E.url,
+    E.secret,
+    E.previous_secret,
+    E.previous_secret_until,
+)
+# PostgreSQL: claimed and read in one round trip (UPDATE … FROM … RETURNING). SQLite's
+# RETURNING names the updated table only: there the claim, then a SELECT.
+_CLAIM_AND_READ = _CLAIM.where(
+    D.id == _DELIVERY,
+    _CLAIMABLE,
+    E.id == D.endpoint_id,
+    E.status == "enabled",
+    M.id == D.message_pk,
+    _room(D.endpoint_id),
+).returning(*_CLAIMED)
+_CLAIM_ONLY = _CLAIM.where(
+    D.id == _DELIVERY, _CLAIMABLE, _enabled(D.endpoint_id), _room(D.endpoint_id)
+)
+_READ = (
+    select(*_CLAIMED)
+    .join(MESSAGES, M.id == D.message_pk)
+    .join(ENDPOINTS, E.id == D.endpoint_id)
+    .where(D.id == _DELIVERY)
+)
+
+
+def claim(session: Session, delivery_id: int, *, now: datetime, timing: Timing) -> Row[Any] | None:
+    """pending (due) or sending (lease run out) → sending, with a lease and one attempt more,
+    if its endpoint is enabled and it and its employer are under their caps; then the claimed
+    delivery with its message and endpoint. None if not won: sent, finished, another
+    worker's, its endpoint disabled or deleted, or a cap full (`defer` tells). Run it in a
+    transaction of its own, committed at once: on PostgreSQL it holds the employer's turn."""
+    lease = now + timedelta(seconds=timing.lease_seconds)
+    params = {
+        "delivery": delivery_id,
+        "now": now,
+        "lease": lease,
+        "endpoint_cap": timing.endpoint_in_flight,
+        "employer_cap": timing.employer_in_flight,
+    }
+    connection = session.connection()
+    if connection.dialect.name == "postgresql":
+        connection.execute(_TAKE_TURN, params)
+        return connection.execute(_CLAIM_AND_READ, params).one_or_none()
+    if connection.execute(_CLAIM_ONLY, params).rowcount != 1:
+        return None
+    return cast(Row[Any], connection.execute(_READ, params).one())
+
+
+def defer(session: Session, delivery_id: int, *, now: datetime) -> bool:
+    """After a claim not won: whether the delivery was due and its endpoint enabled, so that
+    only a cap kept it. It stays pending, no attempt counted, marked as out of the broker
+    (`lease_until` NULL) for `next_waiting` or the next sweep to enqueue again."""
+    due = and_(
+        D.id == delivery_id,
+        D.status == "pending",
+        or_(D.due_at.is_(None), D.due_at <= now),
+        _enabled(D.endpoint_id),
+    )
+    return _count(session, update(DELIVERIES).where(due).values(lease_until=None)) == 1
+
+
+def next_waiting(
+    session: Session, endpoint_id: int, *, now: datetime, timing: Timing
+) -> int | None:
+    """The delivery to enqueue when an attempt at `endpoint_id` ends and frees a place: the
+    oldest due one, deferred or never enqueued, of the same employer (that endpoint's first)
+    whose endpoint has room; marked enqueued. None when nothing waits."""
+    employer = select(E.employer_id).where(E.id == endpoint_id).scalar_subquery()
+    waiting = (
+        select(D.id)
+        .join(ENDPOINTS, E.id == D.endpoint_id)
+        .where(
+            E.employer_id == employer,
+            E.status == "enabled",
+            D.status == "pending",
+            or_(D.due_at.is_(None), D.due_at <= now),
+            D.lease_until.is_(None),
+            _room(E.id),
+        )
+        .order_by((E.id != endpoint_id), D.id)
+        .limit(1)
+    )
+    params = {
+        "now": now,
+        "endpoint_cap": timing.endpoint_in_flight,
+        "employer_cap": timing.employer_in_flight,
+    }
+    found = session.execute(waiting, params).scalar_one_or_none()
+    if found is None:
+        return None
+    mine = and_(D.id == found, D.status == "pending", D.lease_until.is_(None))
+    taken = _count(session, update(DELIVERIES).where(mine).values(lease_until=now))
+    return int(found) if taken == 1 else None
+
+
+def _finish(session: Session, claimed: Row[Any], **values: object) -> bool:
+    """sending → another state, under this claim's own lease only: a worker whose lease ran
+    out, and whose delivery another has claimed since, changes nothing."""
+    mine = and_(D.id == claimed.id, D.status == "sending", D.lease_until == claimed.lease_until)
+    return _count(session, update(DELIVERIES).where(mine).values(**values)) == 1
+
+
+_SUCCEEDED = (
+    update(DELIVERIES)
+    .where(
+        D.id == _DELIVERY,
+        D.status == "sending",
+        D.lease_until == bindparam("claimed_lease", type_=D.lease_until.type),
+    )
+    .values(
+        status="succeeded",
+        lease_until=None,
+        due_at=None,
+        last_status_code=bindparam("status_code"),
+        last_error=None,
+        delivered_at=_NOW,
+        finished_at=_NOW,
+    )
+)
+
+
+def mark_succeeded(session: Session, claimed: Row[Any], *, status_code: int, now: datetime) -> bool:
+    params = {
+        "delivery": claimed.id,
+        "claimed_lease": claimed.lease_until,
+        "status_code": status_code,
+        "now": now,
+    }
+    return int(session.connection().execute(_SUCCEEDED, params).rowcount) == 1
+
+
+def mark_failed_attempt(
+    session: Session,
+    claimed: Row[Any],
+    *,
+    error: str,
+    status_code: int | None,
+    now: datetime,
+    timing: Timing,
+    rng: random.Random | None = None,
+) -> str:
+    """A failed attempt: "disabled" for a 410 (the endpoint with it, C12), "retry" while the
+    schedule has a step left (due after its delay, jittered), else "failed"; the endpoint is
+    then disabled if it has been failing for `failing_days`. A delivery whose endpoint was
+    disabled meanwhile fails at once. LOST when this claim no longer holds the delivery."""
+    error = error[:2000]
+    if status_code == 410:
+        _finish(
+            session,
+            claimed,
+            status="failed",
+            lease_until=None,
+            due_at=None,
+            last_status_code=410,
+            last_error=f"{error}: {ENDPOINT_DISABLED}",
+            finished_at=now,
+        )
+        disable_endpoint(session, claimed.endpoint_id, reason="the receiver answered 410", now=now)
+        return "disabled"
+    enabled = session.scalar(select(_enabled(claimed.endpoint_id)))
+    if enabled and claimed.step < len(timing.schedule):
+        jitter: float = (rng or random).random() * timing.jitter
+        delay = timing.schedule[claimed.step] * (1 + jitter)
+        kept = _finish(
+            session,
+            claimed,
+            status="pending",
+            step=claimed.step + 1,
+            due_at=now + timedelta(seconds=delay),
+            lease_until=None,
+            last_status_code=status_code,
+            last_error=error,
+        )
+        return "retry" if kept else LOST
+    kept = _finish(
+        session,
+        claimed,
+        status="failed",
+        lease_until=None,
+        due_at=None,
+        last_status_code=status_code,
+        last_error=error if enabled else f"{error}: {ENDPOINT_DISABLED}",
+        finished_at=now,
+    )
+    if not kept:
+        return LOST
+    disable_failing(session, now=now, timing=timing, endpoint_id=claimed.endpoint_id)
+    return "failed"
+
+
+def disable_endpoint(session: Session, endpoint_id: int, *, reason: str, now: datetime) -> bool:
+    """Disable an enabled endpoint, and fail its pending deliveries: events while it is
+    disabled make none (C12). Deliveries in flight finish as they go."""
+    done = _count(
+        session,
+        update(ENDPOINTS)
+        .where(E.id == endpoint_id, E.status == "enabled")
+        .values(status="disabled", disabled_reason=reason, updated_at=now),
+    )
+    if done != 1:
+        return False
+    session.execute(
+        update(DELIVERIES)
+        .where(D.endpoint_id == endpoint_id, D.status == "pending")
+        .values(
+            status="failed",
+            lease_until=None,
+            due_at=None,
+            last_error=ENDPOINT_DISABLED,
+            finished_at=now,
+        )
+    )
+    return True
+
+
+def disable_failing(
+    session: Session, *, now: datetime, timing: Timing, endpoint_id: int | None = None
+) -> list[int]:
+    """Enabled endpoints (one, or all) with failed deliveries and no successful one for
+    `failing_days`, and unchanged that long (a re-enabled endpoint gets its days anew; so
+    does one just edited): disabled, their pending deliveries failed (C12)."""
+    since = now - timedelta(days=timing.failing_days)
+    succeeded = exists().where(
+        D.endpoint_id == E.id, D.status == "succeeded", D.delivered_at >= since
+    )
+    failed = exists().where(
+        D.endpoint_id == E.id, D.status == "failed", D.last_error != ENDPOINT_DISABLED
+    )
+    failing = select(E.id).where(
+        E.status == "enabled", E.created_at <= since, E.updated_at <= since, failed, ~succeeded
+    )
+    if endpoint_id is not None:
+        failing = failing.where(E.id == endpoint_id)
+    ids = list(session.scalars(failing))
+    reason = f"failed deliveries and no success for {timing.failing_days:g} days"
+    return [i for i in ids if disable_endpoint(session, i, reason=reason, now=now)]
+
+
+def sweep(session: Session, *, now: datetime, timing: Timing, limit: int = 1000) -> list[int]:
+    """Deliveries to enqueue now (C12): pending and due, and not enqueued within the grace;
+    or left `sending` past their lease (a worker died mid-send), which become pending again.
+    Each is marked enqueued (`lease_until` = now) so the next sweeps leave it be for a while."""
+    grace = now - timedelta(seconds=timing.sweep_grace_seconds)
+    due = and_(
+        D.status == "pending",
+        or_(D.due_at.is_(None), D.due_at <= now),
+        or_(D.lease_until.is_(None), D.lease_until <= grace),
+    )
+    lost = and_(D.status == "sending", D.lease_until < now)
+    found: list[int] = []
+    for which, values in ((lost, {"status": "pending", "due_at": now}), (due, {})):
+        batch = select(D.id).where(which).order_by(D.due_at).limit(limit)
+        marked = session.scalars(
+            update(DELIVERIES)
+            .where(which, D.id.in_(batch.scalar_subquery()))
+            .values(lease_until=now, **values)
+            .returning(D.id)
+        )
+        found.extend(marked)
+    return sorted(set(found))
+
+
+def purge(session: Session, *, now: datetime, retention_days: int) -> int:
+    """Finished deliveries older than the retention, then the messages none refers to that
+    are that old (C12). Returns the deliveries deleted."""
+    cutoff = now - timedelta(days=retention_days)
+    gone = _count(session, delete(DELIVERIES).where(D.status.in_(FINISHED), D.finished_at < cutoff))
+    session.execute(
+        delete(MESSAGES).where(M.created_at < cutoff, ~exists().where(D.message_pk == M.id))
+    )
+    return int(gone)
+
+
+def retry_failed(
+    session: Session, endpoint_id: int, message_id: str | None, *, now: datetime
+) -> list[int]:
+    """Failed deliveries of an endpoint (one message's, or all) sent again with the whole
+    schedule anew; `attempts` keeps counting (C12). One statement: a delivery that is no
+    longer failed is left as it is."""
+    which = and_(D.endpoint_id == endpoint_id, D.status == "failed")
+    if message_id is not None:
+        which = and_(
+            which,
+            D.message_pk.in_(select(M.id).where(M.message_id == message_id).scalar_subquery()),
+        )
+    retried = session.scalars(
+        update(DELIVERIES)
+        .where(which)
+        .values(status="pending", step=0, due_at=now, lease_until=None, finished_at=None)
+        .returning(D.id)
+    )
+    return sorted(retried)
+
+
+def counts(session: Session) -> dict[str, int]:
+    rows = session.execute(select(D.status, func.count()).group_by(D.status))
+    found = {status: int(n) for status, n in rows}
+    return {s: found.get(s, 0) for s in STATUSES}
+
+
+def oldest_pending_age(session: Session, *, now: datetime) -> float:
+    """Seconds since the oldest undelivered delivery was made (0 when none waits)."""
+    oldest = session.scalar(
+        select(func.min(D.created_at)).where(D.status.in_(("pending", "sending")))
+    )
+    if oldest is None:
+        return 0.0
+    if oldest.tzinfo is None:  # min() bypasses the column type on SQLite
+        oldest = oldest.replace(tzinfo=UTC)
+    age: float = (now - oldest).total_seconds()
+    return max(age, 0.0)

@@ -1,0 +1,156 @@
+"""The migrations against the entities (C9): upgraded, they make the schema models.db.entities
+declares; each one's downgrade gives back the schema its predecessor made; on both backends."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, Engine, inspect, text
+
+from models.db.engines import make_engine
+from models.db.entities import Base
+from models.db.migrate import alembic_config, upgrade
+from tests.services import scratch_postgres
+
+# Migration 0003's GIN index on jobpost_search_grams(...): PostgreSQL only, and an expression
+# index, which the entities cannot declare for both backends nor Alembic compare.
+MIGRATION_ONLY = {"ix_jobs_search_grams"}
+
+
+def _declared(name: str | None, type_: str, _parents: Any) -> bool:
+    return not (type_ == "index" and name in MIGRATION_ONLY)
+
+
+def test_the_migrations_make_the_schema_the_entities_declare(engine: Engine) -> None:
+    with engine.connect() as connection:
+        context = MigrationContext.configure(
+            connection,
+            opts={
+                "compare_type": True,
+                "compare_server_default": True,
+                "include_name": _declared,
+            },
+        )
+        assert compare_metadata(context, Base.metadata) == []
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
+    """A database of the test's own, with no schema yet."""
+    with ExitStack() as stack:
+        if request.param == "sqlite":
+            url = f"sqlite:///{tmp_path / 'jobpost.db'}"
+        else:
+            url = stack.enter_context(scratch_postgres())
+        engine = make_engine(url)
+        stack.callback(engine.dispose)
+        yield engine
+
+
+def _schema(connection: Connection) -> list[Any]:
+    """The schema as the database itself states it (SQLite's AUTOINCREMENT and DESC index
+    columns included), without quoting or layout, which a rebuilt table changes."""
+    if connection.dialect.name == "sqlite":
+        rows = connection.execute(
+            text("SELECT name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY 1")
+        )
+        return [(name, " ".join((sql or "").replace('"', "").split())) for name, sql in rows]
+    queries = [
+        "SELECT table_name, column_name, data_type, character_maximum_length, numeric_precision,"
+        " numeric_scale, is_nullable, column_default, collation_name"
+        " FROM information_schema.columns WHERE table_schema = 'public'"
+        " ORDER BY table_name, ordinal_position",
+        "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1",
+        "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint"
+        " WHERE connamespace = 'public'::regnamespace ORDER BY 1",
+        # jobpost's own functions; not the extensions' (0001 creates pg_trgm and btree_gin if
+        # not there, and leaves them, which others may use, when it goes down)
+        "SELECT pg_get_functiondef(p.oid) FROM pg_proc p"
+        " WHERE pronamespace = 'public'::regnamespace AND NOT EXISTS (SELECT FROM pg_depend d"
+        " WHERE d.objid = p.oid AND d.deptype = 'e') ORDER BY 1",
+    ]
+    return [list(connection.execute(text(query))) for query in queries]
+
+
+def test_each_migration_goes_down_to_the_schema_before_it(empty: Engine) -> None:
+    cfg = alembic_config(empty)
+
+    def migrate(step: Any, target: str) -> list[Any]:
+        with empty.begin() as connection:
+            cfg.attributes["connection"] = connection
+            step(cfg, target)
+            return _schema(connection)
+
+    steps = [
+        "base",
+        *reversed([s.revision for s in ScriptDirectory.from_config(cfg).walk_revisions()]),
+    ]
+    made = {revision: migrate(command.upgrade, revision) for revision in steps}
+    for before, revision in reversed(list(pairwise(steps))):
+        assert migrate(command.downgrade, before) == made[before], f"downgrade of {revision}"
+    upgrade(empty)  # and up again, reference data too
+    with empty.connect() as connection:
+        assert _schema(connection) == made[steps[-1]]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_migration_0005_goes_down_to_an_outbox_without_retry_from_and_back_up(
+    backend: str, tmp_path: Any
+) -> None:
+    """Operators' retries keep their window in outbox.retry_from (C8, C9); the migration that
+    adds it also removes it again, on both backends (SQLite rebuilds the table to drop it)."""
+    with ExitStack() as stack:
+        if backend == "sqlite":
+            url = f"sqlite:///{tmp_path / 'jobpost.db'}"
+        else:
+            url = stack.enter_context(scratch_postgres())
+        engine = make_engine(url)
+        stack.callback(engine.dispose)
+        upgrade(engine)
+        cfg = alembic_config(engine)
+        for target, present in (("0004", False), ("head", True)):
+            with engine.begin() as connection:
+                cfg.attributes["connection"] = connection
+                (command.downgrade if target == "0004" else command.upgrade)(cfg, target)
+            columns = {c["name"] for c in inspect(engine).get_columns("outbox")}
+            assert ("retry_from" in columns) is present
+
+
+def test_0017_compresses_long_texts_with_lz4_on_postgresql_and_down_with_pglz() -> None:
+    """What the server stores a description, its translation and a sync item's body with:
+    'l' (LZ4) after 0017, 'p' (pglz) after its downgrade."""
+
+    def methods(engine: Engine) -> dict[str, str]:
+        with engine.connect() as connection:
+            rows = connection.execute(
+                text(
+                    "SELECT attrelid::regclass || '.' || attname, attcompression FROM pg_attribute"
+                    " WHERE (attrelid, attname) IN (('jobs'::regclass, 'description'),"
+                    " ('jobs'::regclass, 'translation_description'),"
+                    " ('sync_items'::regclass, 'body'))"
+                )
+            )
+            return {str(name): str(method) for name, method in rows}
+
+    with scratch_postgres() as url:
+        engine = make_engine(url)
+        try:
+            upgrade(engine)
+            every = ("jobs.description", "jobs.translation_description", "sync_items.body")
+            assert methods(engine) == dict.fromkeys(every, "l")
+            cfg = alembic_config(engine)
+            with engine.begin() as connection:
+                cfg.attributes["connection"] = connection
+                command.downgrade(cfg, "0016")
+            assert methods(engine) == dict.fromkeys(every, "p")
+        finally:
+            engine.dispose()
