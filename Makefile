@@ -14,8 +14,11 @@ UV_VERSION := 0.13.9
 COMPILE := $(BIN)/uv pip compile pyproject.toml --quiet --generate-hashes \
 	--python-version 3.11 --python-platform x86_64-unknown-linux-gnu --custom-compile-command 'make lock'
 
+# `make check` runs these: the API and the domain in process (no gunicorn, celery or browser).
+CHECK_TESTS := tests/api tests/models tests/test_docs.py tests/test_openapi_doc.py tests/test_wiring.py
+
 .DEFAULT_GOAL := help
-.PHONY: help install lock catalogs run test lint bench browser pgbouncer prometheus nginx clean
+.PHONY: help install lock catalogs run test check lint bench browser pgbouncer prometheus nginx clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-9s %s\n", $$1, $$2}'
@@ -80,6 +83,9 @@ lint: install ## ruff (lint and format) and mypy
 
 test: install browser pgbouncer prometheus nginx lint ## lint, then the whole suite on SQLite and PostgreSQL
 	$(BIN)/pytest -q -p no:cacheprovider
+
+check: lint ## the quick inner loop: lint, types, and the in-process tests on SQLite
+	$(BIN)/pytest -q -p no:cacheprovider -m "not slow" -k "not postgresql" $(CHECK_TESTS)
 
 bench: install ## benchmarks against PostgreSQL, printed as ratios to a baseline of the same run
 	$(BIN)/python -m bench

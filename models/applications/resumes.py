@@ -73,7 +73,7 @@ def detect(data: bytes) -> ResumeKind | None:
     return TXT if _is_text(data) else None
 
 
-def _is_word_document(data: bytes) -> bool:
+def _is_word_document(data: bytes) -> bool:  # noqa: C901 (one walk of a compound file, its bounds checked)
     """A compound file whose root storage has a `WordDocument` stream among its children, and
     with no entry of a VBA project anywhere in its directory (an embedded object's included).
 
