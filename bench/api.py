@@ -43,7 +43,7 @@ API = "/api/v1.1"
 HEALTHZ = "GET /healthz"
 GET_ONE_JOBS = 1000  # GET one job cycles through this many of the big employer's jobs
 # Long enough for each worker to have served (and kept, api.cache) nearly every sampled job:
-# docs/benchmarks.md, GET one job.
+# docs/benchmarks.md, GET one job's warm-up.
 GET_ONE_WARMUP = 6
 PUT_JOBS = 200  # PUT by referenceId writes these jobs, as real jobs (bench.bodies)
 POST_BODIES = 20
