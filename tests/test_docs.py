@@ -305,3 +305,33 @@ def test_the_endpoint_index_and_openapi_name_the_same_operations() -> None:
         if method != "parameters"
     }
     assert set(indexed_operations()) == documented
+
+
+CURL = re.compile(r"^```sh\ncurl (.*?)\n```", re.MULTILINE | re.DOTALL)
+
+
+def examples() -> set[tuple[str, str]]:
+    """(method, path template) of each curl example of the reference: `-X` names the method,
+    else `--json` makes it a POST and nothing a GET; `$API` is `/api/v1.1`, numbers and
+    message ids are path parameters."""
+    found = set()
+    for command in CURL.findall(REFERENCE):
+        head = command.split("--json", 1)[0]
+        method = re.search(r"-X ([A-Z]+)", head)
+        url = re.search(r"\"?(\$API[^\s\"?]*|https://[^\s\"?]+)", head)
+        assert url, f"an example names no URL: curl {command[:80]}"
+        path = re.sub(r"^https://[^/]+", "", url[1].replace("$API", "/api/v1.1", 1))
+        path = re.sub(r"/(\d+|msg_[\w-]+)(?=/|$)", "/{}", path)
+        found.add((method[1] if method else "POST" if "--json" in command else "GET", path))
+    return found
+
+
+def test_every_api_operation_of_the_index_has_an_example() -> None:
+    shown = examples()
+    assert ("PUT", "/api/v1.1/jobs/{}") in shown, "the example scan reads the examples"
+    missing = sorted(
+        op for op in indexed_operations() if op[1].startswith("/api/") and op not in shown
+    )
+    assert not missing, f"docs/reference.md shows no request and answer for {missing}"
+    unknown = sorted(shown - served_operations())
+    assert not unknown, f"examples of operations the app does not serve: {unknown}"
