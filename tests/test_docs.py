@@ -7,10 +7,13 @@ and that nothing cites a file outside the repository.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
 from pathlib import Path
+
+from sqlalchemy import create_engine
 
 from api import errors, gunicorn_workers
 from models.core import errors as domain
@@ -245,3 +248,90 @@ def test_the_procfile_advice_runs_the_release_step_then_the_long_running_process
         assert processes["release"] in commands[:start], (
             f"run `{processes['release']}` before starting the processes"
         )
+
+
+# --- the endpoint index (docs/reference.md) ------------------------------------------------------
+
+INDEX_ROW = re.compile(r"^\| `([A-Z]+)` \| `(/[^`]*)` \|", re.MULTILINE)
+
+
+def template(path: str) -> str:
+    """A path with its parameters unnamed: `/jobs/{job_id}` and `/jobs/{id}` are one path."""
+    return re.sub(r"\{[^}]+\}", "{}", path)
+
+
+def served_operations() -> set[tuple[str, str]]:
+    """(method, path) of every route the app serves, HEAD aside (every GET answers it)."""
+    import falcon.inspect
+
+    from api.app import create_app
+    from models.db.unit_of_work import make_sessionmaker
+
+    engine = create_engine("sqlite://")  # routes only: nothing is read
+    app = create_app(Settings.from_env({}), make_sessionmaker(engine, 5))
+    return {
+        (method.method, template(route.path))
+        for route in falcon.inspect.inspect_routes(app)
+        for method in route.methods
+        if not method.internal and method.method != "HEAD"
+    }
+
+
+def indexed_operations() -> list[tuple[str, str]]:
+    return [(m, template(p)) for m, p in INDEX_ROW.findall(section(REFERENCE, "Endpoints"))]
+
+
+def test_the_endpoint_index_lists_every_operation_the_app_serves() -> None:
+    served, indexed = served_operations(), indexed_operations()
+    assert len(served) > 40, "the route scan finds the app's routes"
+    missing = sorted(served - set(indexed))
+    assert not missing, f"the endpoint index of docs/reference.md lacks {missing}"
+
+
+def test_each_row_of_the_endpoint_index_is_a_served_operation_listed_once() -> None:
+    indexed = indexed_operations()
+    unknown = sorted(set(indexed) - served_operations())
+    assert not unknown, f"the endpoint index lists operations the app does not serve: {unknown}"
+    assert len(indexed) == len(set(indexed)), "an operation is listed twice"
+
+
+def test_the_endpoint_index_and_openapi_name_the_same_operations() -> None:
+    documented = {
+        (method.upper(), template(path))
+        for path, item in json.loads((ROOT / "api" / "openapi.json").read_text("utf-8"))[
+            "paths"
+        ].items()
+        for method in item
+        if method != "parameters"
+    }
+    assert set(indexed_operations()) == documented
+
+
+CURL = re.compile(r"^```sh\ncurl (.*?)\n```", re.MULTILINE | re.DOTALL)
+
+
+def examples() -> set[tuple[str, str]]:
+    """(method, path template) of each curl example of the reference: `-X` names the method,
+    else `--json` makes it a POST and nothing a GET; `$API` is `/api/v1.1`, numbers and
+    message ids are path parameters."""
+    found = set()
+    for command in CURL.findall(REFERENCE):
+        head = command.split("--json", 1)[0]
+        method = re.search(r"-X ([A-Z]+)", head)
+        url = re.search(r"\"?(\$API[^\s\"?]*|https://[^\s\"?]+)", head)
+        assert url, f"an example names no URL: curl {command[:80]}"
+        path = re.sub(r"^https://[^/]+", "", url[1].replace("$API", "/api/v1.1", 1))
+        path = re.sub(r"/(\d+|msg_[\w-]+)(?=/|$)", "/{}", path)
+        found.add((method[1] if method else "POST" if "--json" in command else "GET", path))
+    return found
+
+
+def test_every_api_operation_of_the_index_has_an_example() -> None:
+    shown = examples()
+    assert ("PUT", "/api/v1.1/jobs/{}") in shown, "the example scan reads the examples"
+    missing = sorted(
+        op for op in indexed_operations() if op[1].startswith("/api/") and op not in shown
+    )
+    assert not missing, f"docs/reference.md shows no request and answer for {missing}"
+    unknown = sorted(shown - served_operations())
+    assert not unknown, f"examples of operations the app does not serve: {unknown}"
