@@ -60,6 +60,11 @@ def _validator(pointer: str) -> Draft202012Validator:
     )
 
 
+def schema_errors(pointer: str, instance: Any) -> list[str]:
+    """Where and why `instance` breaks the schema at `pointer` in the document (none: valid)."""
+    return [f"{e.json_path}: {e.message[:200]}" for e in _validator(pointer).iter_errors(instance)]
+
+
 def _escape(segment: str) -> str:
     return segment.replace("~", "~0").replace("/", "~1")
 
