@@ -239,20 +239,6 @@ class StateCollector(Collector):
         yield queues
 
 
-class BuildInfo(Collector):
-    """`jobpost_build_info{version,python} 1`: which build answers (models.core.build)."""
-
-    def collect(self) -> Iterable[Metric]:
-        info = build.labels()
-        gauge = GaugeMetricFamily(
-            "jobpost_build_info",
-            "The build of jobpost this process runs (always 1).",
-            labels=[*info],
-        )
-        gauge.add_metric([*info.values()], 1)
-        yield gauge
-
-
 class _Default(Collector):
     """The process's own default registry, for when metrics are not shared between processes."""
 
@@ -279,7 +265,7 @@ class Metrics:
         else:
             registry.register(_Default())
         registry.register(self.state)
-        registry.register(BuildInfo())
+        registry.register(build.BuildInfo())
         resp.data = scrape(registry)
         resp.content_type = CONTENT_TYPE_PLAIN_0_0_4
 

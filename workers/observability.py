@@ -17,7 +17,7 @@ from typing import Any
 
 from celery.signals import task_failure, task_postrun, task_prerun, worker_ready
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, start_http_server, values
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
@@ -135,20 +135,6 @@ def _failed_elsewhere(
     record(sender.name, task_id, ERROR, None, 0, _request_id(kwargs))
 
 
-class BuildInfo(Collector):
-    """`jobpost_build_info{version,python} 1`: which build this worker runs (models.core.build)."""
-
-    def collect(self) -> Iterable[Metric]:
-        info = build.labels()
-        gauge = GaugeMetricFamily(
-            "jobpost_build_info",
-            "The build of jobpost this process runs (always 1).",
-            labels=[*info],
-        )
-        gauge.add_metric([*info.values()], 1)
-        yield gauge
-
-
 class _Default(Collector):
     """The process's own default registry, for when metrics are not shared between processes."""
 
@@ -163,7 +149,7 @@ def metrics_registry() -> CollectorRegistry:
         MultiProcessCollector(registry)
     else:
         registry.register(_Default())
-    registry.register(BuildInfo())
+    registry.register(build.BuildInfo())
     return registry
 
 
