@@ -16,6 +16,8 @@ from api.responses import path_id, send_json, send_validated
 from models.core.dates import utcnow
 from models.core.errors import FieldError, NotFound
 from models.idempotency import Scope
+from models.jobs import changes as job_changes
+from models.jobs import listing as job_listing
 from models.jobs import tallies
 from models.jobs import writes as jobs
 from models.jobs.rules import STATUSES
@@ -108,7 +110,7 @@ class JobCollection(_JobResource):
         paging = query.paging(req, errors)
         if errors:
             raise query.invalid(errors)
-        page = jobs.listing(
+        page = job_listing.listing(
             req.context.db.connection,
             access.employer_id,
             q=q,
@@ -141,7 +143,7 @@ class JobCollection(_JobResource):
         """A page of the change feed: only changes at least the lag old, which every
         transaction that could still commit an older one has done by then (C10)."""
         access = access_of(req)
-        found = jobs.changes(
+        found = job_changes.changes(
             req.context.db.connection,
             access.employer_id,
             after=wanted.start,

@@ -8,8 +8,8 @@ from typing import Any
 
 from models.db.entities import Category, Location, PositionType
 from models.employers import Access
+from models.jobs.listing import Header
 from models.jobs.rows import StoredJob
-from models.jobs.writes import Header
 from models.reference.lists import (
     CATEGORY_NAMES,
     POSITION_TYPE_NAMES,

@@ -36,8 +36,8 @@ from models.core.dates import today_in
 from models.core.settings import Settings
 from models.db.engines import make_engine
 from models.db.entities import Employer
+from models.jobs import listing as job_listing
 from models.jobs import tallies
-from models.jobs import writes as jobs
 
 API = "/api/v1.1"
 HEALTHZ = "GET /healthz"
@@ -416,7 +416,7 @@ def _explain(seeded: seed.Seed) -> dict[str, list[plans.Plan]]:
         def call(session: Session, employer: Employer) -> None:
             totals = tallies.SearchTotals()
             for _ in range(runs):
-                jobs.listing(
+                job_listing.listing(
                     session.connection(),
                     employer.id,
                     q=q,

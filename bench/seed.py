@@ -41,7 +41,7 @@ from models.db.engines import make_engine
 from models.db.migrate import upgrade
 from models.db.unit_of_work import make_sessionmaker, session_scope
 from models.jobs import tallies
-from models.jobs.writes import search_text
+from models.jobs.search import search_text
 
 SEED_VERSION = 2  # bump when the generated data changes, so old bench databases are reseeded
 TOTAL_JOBS = 1_000_000

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from models.db.entities import Employer, Job, JobLocation, Location
 from models.employers import Access
-from models.jobs import writes as jobs
+from models.jobs import listing as job_listing
 from models.webhooks import endpoints as webhooks
 from models.webhooks.tables import ENDPOINTS, MESSAGES
 
@@ -49,8 +49,8 @@ def headers(session: Session, job_ids: Sequence[int]) -> dict[int, dict[str, Any
             null(),
             null(),
             Job.id,
-            *jobs._HEADER,
-            *jobs._PLACE,
+            *job_listing.HEADER,
+            *job_listing.PLACE,
             Employer.id.label("employer_id"),
             Employer.name.label("employer_name"),
         )
@@ -60,11 +60,11 @@ def headers(session: Session, job_ids: Sequence[int]) -> dict[int, dict[str, Any
         .where(Job.id.in_(job_ids))
         .order_by(Job.id, JobLocation.position)
     ).all()
-    employer = {row[jobs._ID]: (row.employer_id, row.employer_name) for row in rows}
+    employer = {row[job_listing.ID_AT]: (row.employer_id, row.employer_name) for row in rows}
     from api.representations import header  # the list element's one serializer (C12)
 
     found: dict[int, dict[str, Any]] = {}
-    for h in jobs._headers([tuple(row) for row in rows]):
+    for h in job_listing.headers_of([tuple(row) for row in rows]):
         employer_id, name = employer[h.id]
         # The serializer reads the employer's id and name only.
         access = Access(employer_id, name, plan="", created_at=datetime.min)

@@ -26,7 +26,7 @@ from models.db import fast_reads
 from models.db.engines import autocommit, make_engine
 from models.db.entities import Employer
 from models.db.fast_reads import Precompiled
-from models.jobs import writes as jobs
+from models.jobs import listing as job_listing
 from tests.models.conftest import backend_pid, terminate
 
 NOW = datetime(2026, 11, 22, 9, 30, 15, 123456, tzinfo=UTC)
@@ -51,7 +51,7 @@ def test_a_search_reading_every_match_is_planned_for_its_employer_every_time(
         employer = employers.create_employer(session, "Maple Corp")
         for _ in range(8):  # psycopg prepares a statement on its 5th run
             for q in ("baker", None):
-                jobs.listing(
+                job_listing.listing(
                     session.connection(), employer.id, q=q, status=None, page=1, page_size=10
                 )
             session.execute(select(Employer.name).where(Employer.id == employer.id)).scalar_one()

@@ -16,6 +16,7 @@ from models.core.dates import utcnow
 from models.db import feed
 from models.db.entities import Employer
 from models.db.unit_of_work import make_sessionmaker, session_scope
+from models.jobs import listing as job_listing
 from models.jobs import writes as jobs
 from tests.conftest import Api
 from tests.factories import JOBS, create_job, job_body, problem
@@ -83,7 +84,7 @@ def test_the_lag_of_a_sessionmaker_is_the_setting_it_was_made_with(
         else:
             assert not fails
     with sessions() as session:
-        page = jobs.listing(
+        page = job_listing.listing(
             session.connection(), employer.id, q=None, status=None, page=1, page_size=10
         )
     assert [j.title for j in page.jobs] == ["Lag 60.0"]

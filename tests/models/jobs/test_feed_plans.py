@@ -16,7 +16,8 @@ from models import employers
 from models.applications import service as applications
 from models.db.entities import Application, Job
 from models.db.feed import Position
-from models.jobs import writes as jobs
+from models.jobs import changes as job_changes
+from models.jobs import search as job_search
 from tests.conftest import migrated
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
@@ -60,7 +61,7 @@ def _fill(session: Session) -> tuple[Any, int]:
                     "employer_id": owner.id,
                     "reference_id": f"R{i}",
                     "title": f"Job {i}",
-                    "search_text": jobs.search_text(f"Job {i}", f"R{i}"),
+                    "search_text": job_search.search_text(f"Job {i}", f"R{i}"),
                     "publish_date": date(2026, 11, 1),
                     "close_date": date(2026, 12, 31),
                     "status": "active",
@@ -123,7 +124,7 @@ def test_the_jobs_feed_reads_the_employers_updated_at_index(session: Session) ->
     until = START + timedelta(days=1)
 
     def run() -> None:
-        found = jobs.changes(
+        found = job_changes.changes(
             connection, ours.id, after=after, until=until, q=None, status=None, limit=10
         )
         assert [j.title for j in found.jobs] == [f"Job {ROWS // 2 + i}" for i in range(10)]

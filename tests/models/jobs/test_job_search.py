@@ -16,8 +16,9 @@ from models import employers
 from models.core.dates import utcnow
 from models.db.entities import Job
 from models.db.migrate import alembic_config, upgrade
+from models.jobs import listing as job_listing
+from models.jobs import search as job_search
 from models.jobs import tallies
-from models.jobs import writes as jobs
 from tests.services import scratch_postgres
 
 TITLES = [
@@ -56,7 +57,7 @@ def _add_jobs(session: Session, employer_id: int, titles: list[str], prefix: str
                 "employer_id": employer_id,
                 "reference_id": f"{prefix}{i}",
                 "title": title or "-",
-                "search_text": jobs.search_text(title or "-", f"{prefix}{i}"),
+                "search_text": job_search.search_text(title or "-", f"{prefix}{i}"),
                 "publish_date": today - timedelta(days=i),
                 "close_date": today + timedelta(days=30),
                 "status": "active",
@@ -73,7 +74,7 @@ def _add_jobs(session: Session, employer_id: int, titles: list[str], prefix: str
 
 def _total(session: Session, employer: Any, q: str, page: int = 1) -> int:
     conn = session.connection()
-    return jobs.listing(conn, employer.id, q=q, status=None, page=page, page_size=2).total
+    return job_listing.listing(conn, employer.id, q=q, status=None, page=page, page_size=2).total
 
 
 @pytest.fixture
@@ -93,7 +94,8 @@ def test_a_search_finds_exactly_the_jobs_holding_q(
 ) -> None:
     ours, _ = two_employers
     expected = sum(
-        jobs.fold(q) in jobs.search_text(t or "-", f"R{i}") for i, t in enumerate(TITLES)
+        job_search.fold(q) in job_search.search_text(t or "-", f"R{i}")
+        for i, t in enumerate(TITLES)
     )
     assert _total(session, ours, q) == expected
     past_the_last = expected // 2 + 2
@@ -116,7 +118,9 @@ def test_q_matches_what_unicode_holds_equivalent(
 ) -> None:
     """C6: q is case-insensitive; the same letters in another Unicode form are the same q."""
     ours, _ = two_employers
-    page = jobs.listing(session.connection(), ours.id, q=q, status=None, page=1, page_size=50)
+    page = job_listing.listing(
+        session.connection(), ours.id, q=q, status=None, page=1, page_size=50
+    )
     assert [j.title for j in page.jobs] == found  # the title as stored, not folded
 
 
@@ -218,16 +222,16 @@ def test_a_walk_of_the_employers_jobs_finds_what_reading_the_matches_finds(
     pages, `%`, `_` and `/` literal, and then count the total again."""
     ours, _ = two_employers
     connection = session.connection()
-    folded = jobs.fold(q)
+    folded = job_search.fold(q)
     for page in range(1, len(TITLES) // 2 + 1):  # pages ending before the last job
         kept = tallies.SearchTotals()
         stale = tallies.Counted(changes=-1, total=len(TITLES), jobs=len(TITLES))
         kept.put(ours.id, None, folded, stale)
         with _statements(connection) as seen:
-            walked = jobs.listing(
+            walked = job_listing.listing(
                 connection, ours.id, q=q, status=None, page=page, page_size=2, totals=kept
             )
-        read = jobs.listing(connection, ours.id, q=q, status=None, page=page, page_size=2)
+        read = job_listing.listing(connection, ours.id, q=q, status=None, page=page, page_size=2)
         assert [j.id for j in walked.jobs] == [j.id for j in read.jobs]
         assert walked.total == read.total
         assert _kinds(seen)[0] == "walk"
@@ -246,7 +250,7 @@ def zephyrs(session: Session) -> Any:
 def _search(session: Session, employer: Any, kept: Any, **params: Any) -> tuple[Any, list[str]]:
     connection = session.connection()
     with _statements(connection) as seen:
-        page = jobs.listing(
+        page = job_listing.listing(
             connection, employer.id, **({"q": "zephyr", "status": None, "page": 1} | params),
             page_size=10, totals=kept,
         )  # fmt: skip
@@ -346,7 +350,7 @@ def test_a_walk_reads_the_employers_index_alone_on_postgresql(session: Session) 
         event.listen(connection, "before_cursor_execute", keep)
         try:
             for _ in range(2):  # the first counts and keeps the total; the second walks
-                jobs.listing(
+                job_listing.listing(
                     connection, employer.id, q="zephyr", status=status, page=1, page_size=10,
                     totals=kept,
                 )  # fmt: skip

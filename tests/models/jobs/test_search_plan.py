@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import Engine, event, text
 from sqlalchemy.orm import Session
 
-from models.jobs import writes as jobs
+from models.jobs import listing as job_listing
 from tests.conftest import migrated
 from tests.models.jobs.test_job_search import _add_jobs, two_employers
 
@@ -45,7 +45,7 @@ def test_the_search_index_serves_a_search_on_postgresql(
         session.execute(text("ANALYZE jobs"))
     event.listen(connection, "before_cursor_execute", keep)
     try:
-        jobs.listing(connection, ours.id, q="zephyr", status=None, page=1, page_size=10)
+        job_listing.listing(connection, ours.id, q="zephyr", status=None, page=1, page_size=10)
     finally:
         event.remove(connection, "before_cursor_execute", keep)
     statement, params = seen[0]

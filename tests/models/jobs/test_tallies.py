@@ -18,6 +18,7 @@ from models import employers
 from models.core.dates import utcnow
 from models.db.entities import Employer, Job, JobTally
 from models.db.migrate import alembic_config
+from models.jobs import search as job_search
 from models.jobs import tallies, upkeep
 from models.jobs import writes as jobs
 from tests.factories import job_body
@@ -73,7 +74,7 @@ def add_jobs(session: Session, employer_id: int, specs: list[tuple[str, str]]) -
             {
                 "employer_id": employer_id,
                 "title": title,
-                "search_text": jobs.search_text(title, None),
+                "search_text": job_search.search_text(title, None),
                 "publish_date": TODAY - timedelta(days=i % 30),
                 "close_date": TODAY + timedelta(days=(i % 7) - 3),
                 "status": status,

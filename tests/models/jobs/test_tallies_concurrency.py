@@ -20,6 +20,8 @@ from models.core.dates import utcnow
 from models.core.errors import NotFound
 from models.db.entities import Employer, Job
 from models.db.unit_of_work import make_sessionmaker, session_scope
+from models.jobs import listing as job_listing
+from models.jobs import search as job_search
 from models.jobs import tallies, upkeep
 from models.jobs import writes as jobs
 from models.jobs.rules import STATUSES
@@ -54,7 +56,7 @@ def seed(factory: sessionmaker[Session], name: str, count: int) -> int:
                 {
                     "employer_id": employer.id,
                     "title": (title := rng.choice(TITLES)),
-                    "search_text": jobs.search_text(title, None),
+                    "search_text": job_search.search_text(title, None),
                     "publish_date": TODAY - timedelta(days=rng.randint(0, 20)),
                     "close_date": TODAY + timedelta(days=rng.randint(-3, 6)),
                     "status": rng.choice(STATUSES),
@@ -77,7 +79,7 @@ def expected(
     """The total and the ids in list order, by plain SQL in the caller's transaction."""
     where = [Job.employer_id == employer_id]
     if q:
-        where.append(Job.search_text.like(f"%{jobs.fold(q)}%"))
+        where.append(Job.search_text.like(f"%{job_search.fold(q)}%"))
     if status:
         where.append(Job.status == status)
     ids = connection.scalars(
@@ -173,7 +175,7 @@ def test_lists_stay_exact_under_writes_deletes_expiry_and_refresh(committed: Eng
                     connection = connection.execution_options(isolation_level="REPEATABLE READ")
                 with connection, connection.begin():
                     before = kept.get(employer_id, status, q or "")
-                    got = jobs.listing(
+                    got = job_listing.listing(
                         connection,
                         employer_id,
                         q=q,

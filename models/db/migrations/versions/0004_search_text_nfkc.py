@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from models.jobs.writes import search_text
+from models.jobs.search import search_text
 
 revision: str = "0004"
 down_revision: str | None = "0003"
