@@ -32,7 +32,7 @@ from models.applications.service import Upload
 from models.core.errors import FieldError
 from models.db.unit_of_work import after_commit, session_scope
 from models.idempotency import Busy, Claim, Recorded, Scope
-from models.syncs import runs as syncs
+from models.syncs import requests as sync_requests
 
 log = logging.getLogger("jobpost.api")
 
@@ -105,8 +105,8 @@ def canonical(value: Any) -> str:
 def canonical_parts(value: Any) -> Iterator[str]:
     """`canonical(value)` piece by piece, to be hashed without being held whole; a packed
     sync item (models.syncs.runs.Packed) is read back one at a time, as the item it is."""
-    if isinstance(value, syncs.Packed):
-        yield from canonical_parts(syncs.read_item(value.text))
+    if isinstance(value, sync_requests.Packed):
+        yield from canonical_parts(sync_requests.read_item(value.text))
     elif isinstance(value, dict):
         yield "{"
         for i, (k, v) in enumerate(sorted(value.items())):

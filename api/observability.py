@@ -38,7 +38,7 @@ from models.applications import outbox
 from models.core import build, logs
 from models.core.dates import utcnow
 from models.db import heartbeats
-from models.syncs import runs as syncs
+from models.syncs import processing as sync_work
 from models.webhooks import delivery as webhook_delivery
 
 QueueDepths = Callable[[], dict[str, int]]
@@ -217,7 +217,7 @@ class StateCollector(Collector):
                     webhook_delivery.counts(session),
                     webhook_delivery.oldest_pending_age(session, now=now),
                 ),
-                syncs.counts_by_status(session.connection()),
+                sync_work.counts_by_status(session.connection()),
                 (reports.counts(session), outbox.counts(session, outbox.REPORTS)),
                 heartbeats.last_successes(session),
             )

@@ -17,6 +17,7 @@ from api.responses import path_id, send_json
 from models.core.errors import FieldError
 from models.db.unit_of_work import after_commit
 from models.idempotency import Scope
+from models.syncs import requests as sync_requests
 from models.syncs import runs as syncs
 
 SYNC_BODY_LIMIT = 50 * MiB  # C1, C11
@@ -34,7 +35,9 @@ def sync_body(req: falcon.Request) -> dict[str, Any]:
         data = read_bytes(req, SYNC_BODY_LIMIT)
         if media_type(req) != "application/json":
             raise Problem(415, "unsupported_media_type", "Send the body as application/json.")
-        parsed = parse_json_streamed(data, "jobs", syncs.pack, most=syncs.PER_REQUEST)
+        parsed = parse_json_streamed(
+            data, "jobs", sync_requests.pack, most=sync_requests.PER_REQUEST
+        )
         req.context.sync_body = parsed
     return parsed
 
@@ -92,7 +95,7 @@ class SyncCollection(_Syncs):
         dry = dry_run(req)
         session, employer = req.context.db.session, employer_of(req)
         syncs.hold(session, employer)  # 409 before 422 (C1)
-        run = syncs.start(session, employer, syncs.shape(body, dry_run=dry), now=self.now())
+        run = syncs.start(session, employer, sync_requests.shape(body, dry_run=dry), now=self.now())
         if run.status == "queued":
             self._enqueue_after_commit(req, run.id)
         resp.location = self._location(req, run.id)

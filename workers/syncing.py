@@ -31,7 +31,7 @@ from models.db.engines import let_writers_in
 from models.db.entities import Employer
 from models.jobs import rows as job_rows
 from models.syncs import batches as sync_batches
-from models.syncs import runs as syncs
+from models.syncs import processing as sync_work
 from workers.observability import SYNC_ITEMS
 
 log = logging.getLogger("jobpost.syncs")
@@ -57,7 +57,7 @@ def process(
     (cancelled, or taken by another worker), or not_claimed."""
     with _run_session(factory) as session:
         try:
-            held = syncs.claim(session, run_id, now=now(), lease_seconds=lease_seconds)
+            held = sync_work.claim(session, run_id, now=now(), lease_seconds=lease_seconds)
             session.commit()
             if held is None:
                 return "not_claimed"
@@ -65,7 +65,7 @@ def process(
                 return _apply_all(
                     session, held, lease_seconds, timezone, budget_seconds, now, hand_on, planner
                 )
-        except syncs.Lost:
+        except sync_work.Lost:
             session.rollback()
             return "lost"
 
@@ -97,7 +97,7 @@ def _run_session(factory: sessionmaker[Session]) -> Iterator[Session]:
 
 def _apply_all(
     session: Session,
-    held: syncs.Claimed,
+    held: sync_work.Claimed,
     lease_seconds: float,
     timezone: ZoneInfo,
     budget_seconds: float,
@@ -117,10 +117,10 @@ def _apply_all(
         batch, prepared = _taken(planned, held)
         planned = None
         if batch is None:
-            batch = syncs.pending(session.connection(), held.id, after=after, limit=BATCH)
+            batch = sync_work.pending(session.connection(), held.id, after=after, limit=BATCH)
             session.commit()
         if not batch:
-            syncs.finish(session, held, now=now())
+            sync_work.finish(session, held, now=now())
             session.commit()
             return "completed"
         today = today_in(timezone, now())  # the service date of the task's clock (C5)
@@ -154,9 +154,9 @@ def _writers_first(session: Session) -> None:
 
 def _apply_batch(
     session: Session,
-    held: syncs.Claimed,
+    held: sync_work.Claimed,
     employer: Employer,
-    batch: list[syncs.Pending],
+    batch: list[sync_work.Pending],
     prepared: sync_batches.Prepared | None,
     lease_until: datetime,
     today: date,
@@ -171,7 +171,7 @@ def _apply_batch(
         )
         session.commit()
         return outcomes
-    except syncs.Lost:
+    except sync_work.Lost:
         raise
     except Exception:
         log.warning("sync run %s: a batch failed; its items one by one", held.id, exc_info=True)
@@ -179,7 +179,7 @@ def _apply_batch(
     return [_apply_one(session, held, employer, item, today, lease_until) for item in batch]
 
 
-Planned = tuple[list[syncs.Pending], sync_batches.Prepared | None]
+Planned = tuple[list[sync_work.Pending], sync_batches.Prepared | None]
 
 
 class _Planner:
@@ -190,7 +190,7 @@ class _Planner:
     only where a PUT at that moment would (a referenceId is locked, and checked again, by
     the write)."""
 
-    def __init__(self, factory: sessionmaker[Session], held: syncs.Claimed) -> None:
+    def __init__(self, factory: sessionmaker[Session], held: sync_work.Claimed) -> None:
         self._factory, self._held = factory, held
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="sync-planner")
         self._session: Session | None = None  # the thread's own, made there
@@ -202,7 +202,7 @@ class _Planner:
     def _read(self, after: int, today: date) -> Planned:
         session = self._session = self._session or self._factory()
         try:
-            batch = syncs.pending(session.connection(), self._held.id, after=after, limit=BATCH)
+            batch = sync_work.pending(session.connection(), self._held.id, after=after, limit=BATCH)
             employer = session.get_one(Employer, self._held.employer_id)
             if len(batch) < 2:
                 return batch, None
@@ -217,7 +217,7 @@ class _Planner:
 
 
 @contextmanager
-def _planning(factory: sessionmaker[Session], held: syncs.Claimed) -> Iterator[_Planner | None]:
+def _planning(factory: sessionmaker[Session], held: sync_work.Claimed) -> Iterator[_Planner | None]:
     """A planner for the run's batches where a connection of its own reads beside the
     writing one (PostgreSQL sessions of an engine); SQLite, sessions given a connection
     (tests') and dry runs apply each batch as they read it."""
@@ -232,7 +232,7 @@ def _planning(factory: sessionmaker[Session], held: syncs.Claimed) -> Iterator[_
         planner.close()
 
 
-def _taken(planned: Future[Planned] | None, held: syncs.Claimed) -> Planned | tuple[None, None]:
+def _taken(planned: Future[Planned] | None, held: sync_work.Claimed) -> Planned | tuple[None, None]:
     """What the planner read and checked; nothing if it failed (the caller reads it)."""
     if planned is None:
         return None, None
@@ -245,18 +245,18 @@ def _taken(planned: Future[Planned] | None, held: syncs.Claimed) -> Planned | tu
 
 def _apply_one(
     session: Session,
-    held: syncs.Claimed,
+    held: sync_work.Claimed,
     employer: Employer,
-    item: syncs.Pending,
+    item: sync_work.Pending,
     today: date,
     lease_until: datetime,
 ) -> str:
     """One item in one transaction: its job change and its outcome, or only its failure."""
     try:
-        outcome = syncs.apply_item(
+        outcome = sync_work.apply_item(
             session, held, employer, item, today=today, lease_until=lease_until
         )
-    except syncs.Lost:
+    except sync_work.Lost:
         raise
     except DomainError as e:
         session.rollback()
@@ -274,25 +274,25 @@ def _apply_one(
 
 def _failed(
     session: Session,
-    held: syncs.Claimed,
+    held: sync_work.Claimed,
     employer: Employer,
-    item: syncs.Pending,
+    item: sync_work.Pending,
     errors: list[FieldError],
     lease_until: datetime,
 ) -> None:
     """Record the item's failure, naming the job its referenceId names, if any (C11)."""
     connection = session.connection()
     job_id = job_rows.holder(connection, employer.id, item.reference_id)
-    syncs.record(connection, held, item, syncs.failed(errors, job_id), lease_until)
+    sync_work.record(connection, held, item, sync_work.failed(errors, job_id), lease_until)
 
 
 def _hand_on(
     session: Session,
-    held: syncs.Claimed,
+    held: sync_work.Claimed,
     moment: datetime,
     hand_on: Callable[[int], object] | None,
 ) -> str:
-    if not syncs.let_go(session, held, now=moment):
+    if not sync_work.let_go(session, held, now=moment):
         session.rollback()
         return "lost"
     session.commit()

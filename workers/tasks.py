@@ -23,7 +23,7 @@ from models.core.settings import Settings
 from models.db import heartbeats
 from models.db.unit_of_work import session_scope
 from models.jobs import upkeep
-from models.syncs import runs as syncs
+from models.syncs import processing as sync_work
 from models.webhooks import delivery as webhook_deliveries
 from workers import broker, delivery, enqueue, syncing
 from workers.app import make_celery, task_context
@@ -133,7 +133,7 @@ def run_purge(factory: sessionmaker[Session], s: Settings, today: Any = None) ->
         hooks = webhook_deliveries.purge(session, now=now, retention_days=days)  # C12
         # Endpoints failing for days with no new event would never be judged otherwise.
         webhook_deliveries.disable_failing(session, now=now, timing=webhook_delivery.timing(s))
-        runs = syncs.purge(session, now=now, retention_days=s.sync_retention_days)  # C11
+        runs = sync_work.purge(session, now=now, retention_days=s.sync_retention_days)  # C11
     what = (
         f"rows deleted ({count} finished applications older than {days} days, "
         f"{keys} idempotency keys past their 24 hours, "
@@ -154,7 +154,7 @@ def run_sweep(
         ids = outbox.sweep(session, now=utcnow(), timing=delivery.timing(s))
         mails = outbox.sweep(session, now=utcnow(), timing=delivery.timing(s), box=outbox.REPORTS)
         hooks = webhook_deliveries.sweep(session, now=utcnow(), timing=webhook_delivery.timing(s))
-        runs = syncs.sweep(session, now=utcnow(), grace_seconds=s.outbox_sweep_grace_seconds)
+        runs = sync_work.sweep(session, now=utcnow(), grace_seconds=s.outbox_sweep_grace_seconds)
     sender = celery or make_celery(s)
     try:
         for application_id in ids:

@@ -42,17 +42,9 @@ from models.jobs import writes as jobs
 from models.jobs.rows import StoredJob
 from models.jobs.warnings import Warning
 from models.syncs.digests import Digests
-from models.syncs.runs import (
-    ITEMS,
-    RECORD,
-    RUNS,
-    Claimed,
-    Lost,
-    Outcome,
-    Pending,
-    failed,
-    read_item,
-)
+from models.syncs.processing import RECORD, Claimed, Lost, Outcome, Pending, failed
+from models.syncs.requests import read_item
+from models.syncs.runs import ITEMS, RUNS
 
 
 def errors_of(error: DomainError) -> list[FieldError]:

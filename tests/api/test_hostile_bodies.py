@@ -16,7 +16,7 @@ from api.body import MAX_DEPTH, parse_json, parse_json_streamed
 from api.errors import Problem
 from api.idempotency import canonical, canonical_parts
 from models.db.entities import IdempotencyKey, SyncItem
-from models.syncs import runs as syncs
+from models.syncs import requests as sync_requests
 from tests.factories import JOBS, create_job, job_body, problem
 
 SYNCS = "/api/v1.1/syncs"
@@ -100,7 +100,7 @@ def test_a_sync_item_at_the_depth_limit_is_stored_whole(
 def big_sync_body(item_of: Any, size: int = 9_500_000) -> bytes:
     """A sync run of at most 10,000 items (C11), as many as make about `size` bytes."""
     one = len(json.dumps(item_of(0)))
-    count = min(syncs.PER_REQUEST, size // one)
+    count = min(sync_requests.PER_REQUEST, size // one)
     return json.dumps({"mode": "upsert", "jobs": [item_of(i) for i in range(count)]}).encode()
 
 
@@ -133,8 +133,8 @@ def test_a_sync_bodys_parse_takes_under_five_times_its_size(item_of: Any, size: 
     are read, and the Idempotency-Key's form of them is hashed piece by piece."""
 
     def parse_and_fingerprint() -> None:
-        body = parse_json_streamed(data, "jobs", syncs.pack, most=syncs.PER_REQUEST)
-        assert len(syncs.shape(body, dry_run=False).items) > 1000
+        body = parse_json_streamed(data, "jobs", sync_requests.pack, most=sync_requests.PER_REQUEST)
+        assert len(sync_requests.shape(body, dry_run=False).items) > 1000
         digest = hashlib.sha256()
         for part in canonical_parts(["json", body]):
             digest.update(part.encode())
@@ -176,7 +176,7 @@ def test_the_streamed_parse_reads_what_parse_json_reads(raw: bytes) -> None:
     except Problem as e:
         expected = e.problem_code
     try:
-        got: Any = canonical(parse_json_streamed(raw, "jobs", syncs.pack, most=10))
+        got: Any = canonical(parse_json_streamed(raw, "jobs", sync_requests.pack, most=10))
     except Problem as e:
         got = e.problem_code
     assert got == expected

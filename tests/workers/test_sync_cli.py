@@ -13,6 +13,7 @@ from models import employers
 from models.core.dates import utcnow
 from models.db.entities import SyncRun
 from models.db.unit_of_work import session_scope
+from models.syncs import requests as sync_requests
 from models.syncs import runs as syncs
 from workers.cli import main
 
@@ -22,7 +23,9 @@ pytestmark = pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
 def a_run(sessions: sessionmaker[Session], name: str, *, open_run: bool = False) -> int:
     with session_scope(sessions) as s:
         employer = employers.create_employer(s, name)
-        shape = syncs.Shape("upsert", open_run, False, False, [("R-1", '{"referenceId":"R-1"}')])
+        shape = sync_requests.Shape(
+            "upsert", open_run, False, False, [("R-1", '{"referenceId":"R-1"}')]
+        )
         run_id: int = syncs.start(s, employer, shape, now=utcnow()).id
         return run_id
 

@@ -16,6 +16,7 @@ from models.core.dates import utcnow
 from models.core.settings import Settings
 from models.db.entities import Employer, Job, SyncItem, SyncRun
 from models.db.unit_of_work import session_scope
+from models.syncs import processing as sync_work
 from models.syncs import runs as syncs
 from tests.factories import job_body, take_down
 from workers import syncing
@@ -44,10 +45,10 @@ def process(
     )
 
 
-def claim(sessions: sessionmaker[Session], run_id: int, at: datetime) -> syncs.Claimed | None:
+def claim(sessions: sessionmaker[Session], run_id: int, at: datetime) -> sync_work.Claimed | None:
     """A worker that claims the run and then dies: its claim committed, nothing let go."""
     with session_scope(sessions) as s:
-        return syncs.claim(s, run_id, now=at, lease_seconds=LEASE)
+        return sync_work.claim(s, run_id, now=at, lease_seconds=LEASE)
 
 
 def outcomes(session: Session, run_id: int) -> list[tuple[str, str, int]]:
@@ -84,9 +85,9 @@ def test_a_dead_workers_run_resumes_at_its_first_pending_item_once_its_lease_run
     assert held is not None and held.claim == 1
     with session_scope(sessions) as s:  # the dead worker applied A before it died
         employer_row = s.get_one(Employer, employer.id)
-        first = syncs.pending(s.connection(), run_id, after=0, limit=1)[0]
+        first = sync_work.pending(s.connection(), run_id, after=0, limit=1)[0]
         lease = t0 + timedelta(seconds=LEASE)
-        syncs.apply_item(s, held, employer_row, first, today=t0.date(), lease_until=lease)
+        sync_work.apply_item(s, held, employer_row, first, today=t0.date(), lease_until=lease)
     assert process(sessions, settings, run_id, t0 + timedelta(seconds=10)) == "not_claimed"
     assert run_row(session, run_id).status == "running"
     later = t0 + timedelta(seconds=LEASE + 1)
@@ -128,10 +129,10 @@ def test_a_worker_whose_lease_ran_out_can_no_longer_commit_an_item(
     stale = claim(sessions, run_id, t0)
     assert stale is not None
     assert claim(sessions, run_id, t0 + timedelta(seconds=LEASE + 1)) is not None  # another took it
-    with pytest.raises(syncs.Lost), session_scope(sessions) as s:
-        pending = syncs.pending(s.connection(), run_id, after=0, limit=1)[0]
+    with pytest.raises(sync_work.Lost), session_scope(sessions) as s:
+        pending = sync_work.pending(s.connection(), run_id, after=0, limit=1)[0]
         employer_row = s.get_one(Employer, employer.id)
-        syncs.apply_item(s, stale, employer_row, pending, today=t0.date(), lease_until=t0)
+        sync_work.apply_item(s, stale, employer_row, pending, today=t0.date(), lease_until=t0)
     assert jobs_named(session, employer.id) == {}  # its job change rolled back with it
     assert outcomes(session, run_id) == [("A", "pending", 1)]
 
@@ -149,7 +150,7 @@ def test_cancel_is_honoured_between_items(
     assert other.status_code == 201
     monkeypatch.setattr(syncing, "BATCH", 1)
     reads = []
-    real_pending = syncs.pending
+    real_pending = sync_work.pending
 
     def pending(connection: Any, rid: int, *, after: int, limit: int) -> Any:
         reads.append(after)
@@ -158,7 +159,7 @@ def test_cancel_is_honoured_between_items(
                 syncs.cancel(s, employer.id, run_id, now=utcnow())
         return real_pending(connection, rid, after=after, limit=limit)
 
-    monkeypatch.setattr(syncs, "pending", pending)
+    monkeypatch.setattr(sync_work, "pending", pending)
     assert process(sessions, settings, run_id, utcnow()) == "lost"
     assert outcomes(session, run_id) == [
         ("A", "created", 0),
@@ -211,10 +212,10 @@ def test_the_sweeper_enqueues_lost_and_lapsed_runs_and_cancels_stale_open_ones(
         s.execute(update(SyncRun).where(SyncRun.id == lapsed).values(enqueued_at=None))
     later = t + timedelta(seconds=LEASE + 1)
     with session_scope(sessions) as s:
-        swept = syncs.sweep(s, now=later - timedelta(seconds=LEASE), grace_seconds=120)
+        swept = sync_work.sweep(s, now=later - timedelta(seconds=LEASE), grace_seconds=120)
     assert swept == [lost]  # the lapsed run's lease still holds
     with session_scope(sessions) as s:
-        swept = syncs.sweep(s, now=later, grace_seconds=LEASE)
+        swept = sync_work.sweep(s, now=later, grace_seconds=LEASE)
     # `lost` was enqueued by the first sweep, within the grace period; `fresh` before it.
     assert sorted(swept) == sorted([lapsed, fresh])
     assert run_row(session, stale_open).status == "cancelled"
@@ -239,7 +240,7 @@ def test_the_purge_drops_runs_and_items_retention_days_after_they_finish(
             update(SyncRun).where(SyncRun.id == running).values(created_at=t - timedelta(days=90))
         )
     with session_scope(sessions) as s:
-        assert syncs.purge(s, now=t, retention_days=30) == 1
+        assert sync_work.purge(s, now=t, retention_days=30) == 1
     session.expire_all()
     assert {r.id for r in session.scalars(select(SyncRun))} == {recent, running}
     left = session.scalar(select(func.count()).select_from(SyncItem).where(SyncItem.run_id == old))
