@@ -29,7 +29,7 @@ from models.db.feed import DEFAULT_LAG_SECONDS
 from models.db.unit_of_work import after_commit
 from models.idempotency import Scope
 from models.jobs import writes as jobs
-from models.webhooks import endpoints as webhooks
+from models.webhooks import messages as webhook_messages
 
 Enqueue = Callable[[int, str | None], object]
 
@@ -108,10 +108,10 @@ class Intake:
             base = self.public_base_url
             resume_url = f"{base}/api/v1.1/applications/{a.id}/resume"
         data = {**represent(a), "resumeUrl": resume_url}
-        message = webhooks.emit(
+        message = webhook_messages.emit(
             session, employer_id, "application.received", data, application_id=a.id, now=utcnow()
         )
-        deliveries = webhooks.pending_of(session, [message])
+        deliveries = webhook_messages.pending_of(session, [message])
         if deliveries:
             after_commit(session, lambda: self.enqueue_webhooks(deliveries))
 

@@ -22,7 +22,9 @@ from api.responses import path_id, send_json
 from models.core.errors import FieldError
 from models.db.entities import WebhookEndpoint
 from models.db.unit_of_work import after_commit
+from models.webhooks import delivery_log as delivery_log
 from models.webhooks import endpoints as webhooks
+from models.webhooks import messages as webhook_messages
 from models.webhooks.secrets import KeySource, MissingKey, load_key
 
 log = logging.getLogger("jobpost.api")
@@ -83,7 +85,7 @@ class Context:
 represent = webhooks.shape
 
 
-def delivery(d: webhooks.DeliveryRow) -> dict[str, Any]:
+def delivery(d: delivery_log.DeliveryRow) -> dict[str, Any]:
     return {
         "id": d.message_id,
         "event": d.event,
@@ -91,8 +93,10 @@ def delivery(d: webhooks.DeliveryRow) -> dict[str, Any]:
         "attempts": d.attempts,
         "lastStatusCode": d.last_status_code,
         "lastError": d.last_error,
-        "createdAt": webhooks.timestamp(d.created_at),
-        "deliveredAt": None if d.delivered_at is None else webhooks.timestamp(d.delivered_at),
+        "createdAt": webhook_messages.timestamp(d.created_at),
+        "deliveredAt": None
+        if d.delivered_at is None
+        else webhook_messages.timestamp(d.delivered_at),
     }
 
 
@@ -198,7 +202,9 @@ class Test:
         endpoint = _endpoint(req, webhook_id)
         self.context.check_resend(endpoint.id)
         message = webhooks.send_test(session, endpoint, now=self.context.now())
-        _enqueue_after_commit(session, self.context, webhooks.pending_of(session, [message]))
+        _enqueue_after_commit(
+            session, self.context, webhook_messages.pending_of(session, [message])
+        )
         send_json(resp, {"id": message}, 202)
 
 
@@ -209,12 +215,12 @@ class Deliveries:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
         errors: list[FieldError] = []
-        status = query.choice(req, "status", webhooks.DELIVERY_STATUSES, errors)
+        status = query.choice(req, "status", webhook_messages.DELIVERY_STATUSES, errors)
         paging = query.paging(req, errors)
         if errors:
             raise query.invalid(errors)
         endpoint = _endpoint(req, webhook_id)
-        page = webhooks.list_deliveries(
+        page = delivery_log.list_deliveries(
             _session(req),
             endpoint.id,
             status=status,
@@ -240,7 +246,9 @@ class Retry:
         session = _session(req)
         endpoint = _endpoint(req, webhook_id)
         self.context.check_resend(endpoint.id)
-        retried = webhooks.retry_delivery(session, endpoint.id, message_id, now=self.context.now())
+        retried = delivery_log.retry_delivery(
+            session, endpoint.id, message_id, now=self.context.now()
+        )
         _enqueue_after_commit(session, self.context, [retried])
         send_json(resp, {"id": message_id}, 202)
 

@@ -65,7 +65,7 @@ from models.core.settings import Settings
 from models.db.engines import make_engine
 from models.db.entities import Application, Job, WebhookDelivery, WebhookEndpoint, WebhookMessage
 from models.db.unit_of_work import make_sessionmaker
-from models.webhooks import endpoints as webhooks
+from models.webhooks import messages as webhook_messages
 from models.webhooks.secrets import encrypt
 from tests.harness import JOBPOST, Program, RedisServer
 from tests.workers.mail_reference import build_message
@@ -248,7 +248,7 @@ def _endpoint(sessions: sessionmaker[Session], employer_id: int, url: str) -> No
             WebhookEndpoint(
                 employer_id=employer_id,
                 url=url,
-                events=webhooks.events_json(["application.received"]),
+                events=webhook_messages.events_json(["application.received"]),
                 description="engine bench",
                 status="enabled",
                 secret=encrypt(SECRET, KEY),
@@ -263,7 +263,7 @@ def _emit(sessions: sessionmaker[Session], employer_id: int, views: Sequence[obj
     """One `application.received` event per view, as the service writes them (three
     statements); the ids of their deliveries."""
     with sessions() as s:
-        ids = webhooks.emit_batch(
+        ids = webhook_messages.emit_batch(
             s, "application.received", [(employer_id, v) for v in views], now=datetime.now(UTC)
         )
         found = s.scalars(

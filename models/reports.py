@@ -18,7 +18,7 @@ from models.core.dates import utcnow
 from models.core.errors import FieldError, JobGone, NotFound, ValidationFailed
 from models.db.entities import Job, JobReport, ReportMail
 from models.jobs import events as job_events
-from models.webhooks import endpoints as webhooks
+from models.webhooks import messages as webhook_messages
 
 REASONS = ("scam", "misleading", "discriminatory", "other")
 STATUSES = ("open", "dismissed", "taken_down")
@@ -197,5 +197,5 @@ def resolve(session: Session, report_id: int, *, take_down: bool, note: str | No
     if take_down and report.job_id is not None:
         rows = session.execute(select(Job.id, Job.employer_id).where(Job.id == report.job_id)).all()
         messages = job_events.announce(session, "job.taken_down", rows, now=now)
-        queued = webhooks.pending_of(session, messages)
+        queued = webhook_messages.pending_of(session, messages)
     return Resolved(shown(report), queued)

@@ -20,7 +20,7 @@ from jsonschema import Draft202012Validator
 import api
 from api.responses import INT32_MAX
 from models.applications.service import MAX_EMAIL
-from models.webhooks.endpoints import EVENT_TYPES
+from models.webhooks.messages import EVENT_TYPES
 from tests.openapi_check import (
     DOC_PATH,
     check_response,

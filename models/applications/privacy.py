@@ -22,7 +22,7 @@ from models import idempotency, reports
 from models.applications import service as applications
 from models.core import checks
 from models.db.entities import Application, Employer, JobReport, OutboxEntry, Resume
-from models.webhooks import endpoints as webhooks
+from models.webhooks import messages as webhook_messages
 from models.webhooks.tables import DELIVERIES, MESSAGES
 
 D, M = DELIVERIES.c, MESSAGES.c
@@ -170,7 +170,9 @@ def export(session: Session, email: str) -> dict[str, Any]:
             "to": a.application_email,
             "status": a.outbox.status,
             "attempts": a.outbox.attempts,
-            "sentAt": None if a.outbox.sent_at is None else webhooks.timestamp(a.outbox.sent_at),
+            "sentAt": None
+            if a.outbox.sent_at is None
+            else webhook_messages.timestamp(a.outbox.sent_at),
             "lastError": a.outbox.last_error,
         }
         for a in found
@@ -203,8 +205,10 @@ def export(session: Session, email: str) -> dict[str, Any]:
             "attempts": r.attempts,
             "lastStatusCode": r.last_status_code,
             "lastError": r.last_error,
-            "createdAt": webhooks.timestamp(r.created_at),
-            "deliveredAt": None if r.delivered_at is None else webhooks.timestamp(r.delivered_at),
+            "createdAt": webhook_messages.timestamp(r.created_at),
+            "deliveredAt": None
+            if r.delivered_at is None
+            else webhook_messages.timestamp(r.delivered_at),
         }
         for r in rows
     )

@@ -20,7 +20,7 @@ from models.db.entities import Application, Employer, Job, OutboxEntry, Resume
 from models.db.fast_reads import planned_for_values
 from models.db.feed import Position, stamp
 from models.reference.lists import URL_ROUTE
-from models.webhooks import endpoints as webhooks
+from models.webhooks import messages as webhook_messages
 
 PHONE = re.compile(r"[0-9 +\-().]{1,30}")
 DELIVERY_STATES = ("pending", "sending", "sent", "failed")
@@ -202,7 +202,7 @@ def submit(session: Session, job: Job, sub: Submission) -> Application:
 
 
 def _instant(moment: datetime | None) -> str | None:
-    return None if moment is None else webhooks.timestamp(moment)
+    return None if moment is None else webhook_messages.timestamp(moment)
 
 
 def shape(a: Application) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from models.db.entities import Employer, Job, JobLocation, Location
 from models.employers import Access
 from models.jobs import listing as job_listing
-from models.webhooks import endpoints as webhooks
+from models.webhooks import messages as webhook_messages
 from models.webhooks.tables import ENDPOINTS, MESSAGES
 
 EXPIRING_DAYS = 3  # closeDate today or within the next 3 days (C12)
@@ -33,7 +33,11 @@ def listening(session: Session, employer_ids: set[int], type: str) -> set[int]:
     e = ENDPOINTS.c
     found = session.scalars(
         select(e.employer_id)
-        .where(e.employer_id.in_(employer_ids), e.status == "enabled", webhooks._subscribed(type))
+        .where(
+            e.employer_id.in_(employer_ids),
+            e.status == "enabled",
+            webhook_messages.subscribed(type),
+        )
         .distinct()
     )
     return set(found)
@@ -99,7 +103,7 @@ def announce(
     if message_ids is not None:
         by_job = dict(zip([row.id for row in changed], message_ids, strict=True))
         ids = [by_job[row.id] for row in heard]
-    return webhooks.emit_batch(session, type, events, now=now, message_ids=ids)
+    return webhook_messages.emit_batch(session, type, events, now=now, message_ids=ids)
 
 
 def expiring_message_id(job_id: int, close_date: date) -> str:

@@ -42,7 +42,7 @@ from models.syncs.runs import (
     read_any,
     represent,
 )
-from models.webhooks import endpoints as webhooks
+from models.webhooks import messages as webhook_messages
 
 # One statement each, built once: they run once per item.
 RECORD = (
@@ -368,7 +368,7 @@ def _completed(session: Session, run: Claimed, *, now: datetime) -> None:
     if run.dry_run:
         return
     resource = represent(read_any(session.connection(), run.id))
-    webhooks.emit(session, run.employer_id, "sync.completed", resource, now=now)
+    webhook_messages.emit(session, run.employer_id, "sync.completed", resource, now=now)
 
 
 def sweep(session: Session, *, now: datetime, grace_seconds: float) -> list[int]:

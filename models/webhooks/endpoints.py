@@ -1,222 +1,28 @@
-"""Webhook events and endpoints (C12): the rules, and the writes the API and workers share.
-
-An event is one message (one `msg_…` id, its body stored exactly as sent) and one delivery
-per enabled endpoint of the employer that subscribes to its type, written in the caller's
-transaction so an event exists exactly when its cause does. The caller enqueues the
-deliveries after commit (`pending_of`, `models.db.unit_of_work.after_commit`).
-"""
+"""Webhook endpoints (C12): the rules of an endpoint's write, and the endpoint operations the
+API and the CLI share (create, list, update, delete, rotate the secret, send a test)."""
 
 from __future__ import annotations
 
 import json
-import secrets
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
-from decimal import Decimal
+from datetime import datetime, timedelta
 from typing import Any
 
-import orjson
-from sqlalchemy import ColumnElement, and_, delete, func, insert, literal, or_, select, update
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from models.core import checks
 from models.core.errors import (
-    DeliveryNotFailed,
     FieldError,
     NotFound,
     ValidationFailed,
     WebhookDisabled,
 )
 from models.db.entities import Employer, WebhookEndpoint
+from models.webhooks.messages import ALL, EVENT_TYPES, TEST, D, E, emit, events_json, timestamp
 from models.webhooks.secrets import KeySource, MissingKey, encrypt, load_key, new_secret
-from models.webhooks.tables import DELIVERIES, ENDPOINTS, MESSAGES
+from models.webhooks.tables import DELIVERIES, ENDPOINTS
 from models.webhooks.urls import PortRanges, Resolve, check_url, resolve
-
-D, E, M = DELIVERIES.c, ENDPOINTS.c, MESSAGES.c
-
-TEST = "webhook.test"
-# The event types an endpoint may subscribe to (C12); "*" alone means all of them.
-EVENT_TYPES = (
-    "application.received",
-    "job.expired",
-    "job.expiring",
-    "job.refreshed",
-    "job.taken_down",
-    "sync.completed",
-    TEST,
-)
-ALL = "*"
-DELIVERY_STATUSES = ("pending", "sending", "succeeded", "failed", "cancelled")
-
-
-def timestamp(moment: datetime) -> str:
-    """The service's timestamp: UTC, milliseconds, `Z` (C12's message and delivery log)."""
-    moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
-def _plain(value: Any) -> Any:
-    """What orjson is not to guess: datetimes in the service's format, dates as YYYY-MM-DD,
-    amounts as numbers (C4)."""
-    if isinstance(value, datetime):
-        return timestamp(value)
-    if isinstance(value, date):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    raise TypeError(f"not JSON: {type(value).__name__}")
-
-
-def body(type: str, data: Any, now: datetime) -> str:
-    """The message body exactly as sent, on every attempt and to every endpoint."""
-    message = {"type": type, "timestamp": timestamp(now), "data": data}
-    return orjson.dumps(message, default=_plain, option=orjson.OPT_PASSTHROUGH_DATETIME).decode()
-
-
-def new_message_id() -> str:
-    return f"msg_{secrets.token_urlsafe(18)}"
-
-
-def subscribes(events_json: str, type: str) -> bool:
-    """Whether an endpoint's `events` take `type`. `webhook.test` goes only to the endpoint
-    tested (emit's `endpoint_id`), whatever its events."""
-    events = json.loads(events_json)
-    return events == [ALL] or type in events
-
-
-def _subscribed(type: str) -> ColumnElement[bool]:
-    """`subscribes` in SQL. Events are stored as written by `events_json` (validated types,
-    JSON-quoted), so the quoted type found in the text is the type in the list."""
-    return or_(E.events == events_json([ALL]), E.events.contains(f'"{type}"', autoescape=True))
-
-
-def events_json(events: list[str]) -> str:
-    return json.dumps(events, separators=(",", ":"))
-
-
-DELIVERY_COLUMNS = [
-    "message_pk",
-    "endpoint_id",
-    "status",
-    "attempts",
-    "step",
-    "due_at",
-    "created_at",
-]
-
-
-def emit_batch(
-    session: Session,
-    type: str,
-    events: list[tuple[int, Any]],
-    *,
-    now: datetime,
-    message_ids: list[str] | None = None,
-    application_ids: list[int | None] | None = None,
-) -> list[str]:
-    """Many events of one type, in three statements whatever their number: find the employers
-    with an endpoint that takes `type`, write their messages (one executemany), then every
-    delivery (one INSERT … SELECT). An event no endpoint takes writes nothing. Returns the
-    ids of the messages written, in the order of `events`. `message_ids`, one per event,
-    replaces the random ids: the daily `job.expiring` scan's ids say what it emitted.
-    `application_ids`, one per event, names the application each carries (C13's erasure)."""
-    if not events:
-        return []
-    employers = {employer for employer, _ in events}
-    listening = set(
-        session.scalars(
-            select(E.employer_id)
-            .where(E.employer_id.in_(employers), E.status == "enabled", _subscribed(type))
-            .distinct()
-        )
-    )
-    given = message_ids or [new_message_id() for _ in events]
-    subjects = application_ids or [None] * len(events)
-    rows: list[dict[str, Any]] = [
-        {
-            "message_id": message_id,
-            "employer_id": employer,
-            "type": type,
-            "payload": body(type, data, now),
-            "created_at": now,
-            "application_id": subject,
-        }
-        for message_id, (employer, data), subject in zip(given, events, subjects, strict=True)
-        if employer in listening
-    ]
-    if not rows:
-        return []
-    ids: list[str] = [row["message_id"] for row in rows]
-    session.execute(insert(MESSAGES), rows)
-    chosen = (
-        select(
-            M.id,
-            E.id,
-            literal("pending"),
-            literal(0),
-            literal(0),
-            literal(now, D.due_at.type),
-            literal(now, D.created_at.type),
-        )
-        .join(ENDPOINTS, and_(E.employer_id == M.employer_id, E.status == "enabled"))
-        .where(M.message_id.in_(ids), _subscribed(type))
-    )
-    session.execute(insert(DELIVERIES).from_select(DELIVERY_COLUMNS, chosen))
-    return ids
-
-
-def emit(
-    session: Session,
-    employer_id: int,
-    type: str,
-    data: Any,
-    *,
-    endpoint_id: int | None = None,
-    application_id: int | None = None,
-    now: datetime,
-) -> str:
-    """One event of `employer_id`; with `endpoint_id` (`webhook.test`), to that enabled
-    endpoint of the employer only, whatever its events. Returns the message id; when no
-    endpoint is to receive the event nothing is written and the id names no message."""
-    if endpoint_id is None:
-        subject = [application_id]
-        events = [(employer_id, data)]
-        written_ids = emit_batch(session, type, events, now=now, application_ids=subject)
-        [written] = written_ids or [new_message_id()]
-        return written
-    message_id = new_message_id()
-    target = and_(E.id == endpoint_id, E.employer_id == employer_id, E.status == "enabled")
-    values = {
-        "message_id": message_id,
-        "employer_id": employer_id,
-        "type": type,
-        "payload": body(type, data, now),
-        "created_at": now,
-    }
-    if session.execute(select(E.id).where(target)).first() is None:
-        return message_id
-    session.execute(insert(MESSAGES).values(values))
-    chosen = select(
-        select(M.id).where(M.message_id == message_id).scalar_subquery(),
-        E.id,
-        literal("pending"),
-        literal(0),
-        literal(0),
-        literal(now, D.due_at.type),
-        literal(now, D.created_at.type),
-    ).where(target)
-    session.execute(insert(DELIVERIES).from_select(DELIVERY_COLUMNS, chosen))
-    return message_id
-
-
-def pending_of(session: Session, message_ids: list[str]) -> list[int]:
-    """The pending deliveries of these messages: what to enqueue once they are committed."""
-    if not message_ids:
-        return []
-    mine = select(M.id).where(M.message_id.in_(message_ids)).scalar_subquery()
-    found = session.scalars(select(D.id).where(D.message_pk.in_(mine), D.status == "pending"))
-    return list(found)
-
 
 # ------------------------------------------------------------------ endpoints (the API's side)
 
@@ -456,75 +262,6 @@ def send_test(session: Session, endpoint: WebhookEndpoint, *, now: datetime) -> 
         raise WebhookDisabled(f"Webhook {endpoint.id} is disabled; enable it to test it.")
     data = {"webhookId": endpoint.id}
     return emit(session, endpoint.employer_id, TEST, data, endpoint_id=endpoint.id, now=now)
-
-
-@dataclass(frozen=True)
-class DeliveryRow:
-    message_id: str
-    event: str
-    status: str
-    attempts: int
-    last_status_code: int | None
-    last_error: str | None
-    created_at: datetime
-    delivered_at: datetime | None
-
-
-@dataclass(frozen=True)
-class DeliveryPage:
-    deliveries: list[DeliveryRow]
-    total: int
-
-
-def list_deliveries(
-    session: Session, endpoint_id: int, *, status: str | None, limit: int, offset: int
-) -> DeliveryPage:
-    """An endpoint's deliveries, newest first (C12)."""
-    which = [D.endpoint_id == endpoint_id]
-    if status is not None:
-        which.append(D.status == status)
-    total = session.execute(select(func.count()).select_from(DELIVERIES).where(*which))
-    rows = session.execute(
-        select(
-            M.message_id,
-            M.type,
-            D.status,
-            D.attempts,
-            D.last_status_code,
-            D.last_error,
-            D.created_at,
-            D.delivered_at,
-        )
-        .join(MESSAGES, M.id == D.message_pk)
-        .where(*which)
-        .order_by(D.created_at.desc(), D.id.desc())
-        .limit(limit)
-        .offset(offset)
-    )
-    return DeliveryPage([DeliveryRow(*row) for row in rows], total.scalar_one())
-
-
-def retry_delivery(session: Session, endpoint_id: int, message_id: str, *, now: datetime) -> int:
-    """Send a failed delivery again with the whole schedule anew, `attempts` going on
-    counting (C12): one conditional UPDATE, so a delivery that stopped being failed in the
-    meantime is a 409, never a second sending. Returns the delivery id to enqueue."""
-    mine = and_(
-        D.endpoint_id == endpoint_id,
-        D.message_pk == select(M.id).where(M.message_id == message_id).scalar_subquery(),
-    )
-    retried: int | None = session.execute(
-        update(DELIVERIES)
-        .where(mine, D.status == "failed")
-        .values(status="pending", step=0, due_at=now, lease_until=None, finished_at=None)
-        .returning(D.id)
-    ).scalar_one_or_none()
-    if retried is not None:
-        return retried
-    if session.execute(select(D.status).where(mine)).first() is None:
-        raise NotFound(f"Webhook {endpoint_id} has no delivery of message {message_id}.")
-    raise DeliveryNotFailed(
-        f"The delivery of {message_id} has not failed; only a failed one is retried."
-    )
 
 
 def key_needed(session: Session, settings: KeySource) -> None:

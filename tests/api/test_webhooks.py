@@ -23,6 +23,7 @@ from models.core.dates import utcnow
 from models.core.settings import Settings
 from models.db.entities import WebhookDelivery, WebhookEndpoint, WebhookMessage
 from models.webhooks import endpoints as webhooks
+from models.webhooks import messages as webhook_messages
 from models.webhooks import secrets
 from models.webhooks.urls import Unresolved
 from tests.conftest import Account, Api, Clock
@@ -440,13 +441,13 @@ def test_disabling_stops_new_deliveries_and_re_enabling_restores_them(
         "disabled"
     )
     with hooks.sessions() as s:
-        webhooks.emit(s, employer.id, "job.expired", {"id": 1}, now=utcnow())
+        webhook_messages.emit(s, employer.id, "job.expired", {"id": 1}, now=utcnow())
         assert s.scalars(select(WebhookDelivery)).all() == []
     assert hooks.api.put(path, key=employer.key, json={"status": "enabled"}).json["status"] == (
         "enabled"
     )
     with hooks.sessions() as s:
-        webhooks.emit(s, employer.id, "job.expired", {"id": 1}, now=utcnow())
+        webhook_messages.emit(s, employer.id, "job.expired", {"id": 1}, now=utcnow())
         [delivery] = s.scalars(select(WebhookDelivery)).all()
         assert delivery.endpoint_id == created["id"]
         endpoint = s.get(WebhookEndpoint, created["id"])
@@ -459,7 +460,7 @@ def test_delete_takes_the_deliveries_with_it(hooks: Hooks, employer: Account) ->
     test = hooks.api.post(f"{V}/webhooks/{created['id']}/test", key=employer.key)
     with hooks.sessions() as s:  # one in flight: claimed by a worker
         s.execute(update(WebhookDelivery).values(status="sending", attempts=1))
-        webhooks.emit(s, employer.id, "job.expired", {"id": 1}, now=utcnow())
+        webhook_messages.emit(s, employer.id, "job.expired", {"id": 1}, now=utcnow())
         s.commit()
     path = f"{V}/webhooks/{created['id']}"
     assert hooks.api.delete(path, key=employer.key).status_code == 204

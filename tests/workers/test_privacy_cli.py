@@ -25,7 +25,7 @@ from models.db.entities import (
     WebhookMessage,
 )
 from models.jobs import writes as jobs
-from models.webhooks import endpoints as webhooks
+from models.webhooks import messages as webhook_messages
 from tests.factories import job_body
 from workers.cli import main
 
@@ -64,7 +64,7 @@ def held(sessions: sessionmaker[Session]) -> dict[str, Any]:
             opened = applications.open_job(s, job_id)
             a = applications.submit(s, opened, applications.check(fields))
             data = applications.shape(a)
-            webhooks.emit(
+            webhook_messages.emit(
                 s,
                 opened.employer_id,
                 "application.received",

@@ -18,6 +18,7 @@ from models.db.entities import Employer, Job, SyncItem, SyncRun
 from models.db.unit_of_work import session_scope
 from models.syncs import processing as sync_work
 from models.syncs import runs as syncs
+from models.webhooks import messages as webhook_messages
 from tests.factories import job_body, take_down
 from workers import syncing
 
@@ -285,7 +286,6 @@ def test_a_completed_run_emits_sync_completed_once_and_a_dry_run_none(
     import json
 
     from models.db.entities import WebhookEndpoint, WebhookMessage
-    from models.webhooks import endpoints as webhooks
 
     t = utcnow()
     with session_scope(sessions) as s:
@@ -293,7 +293,7 @@ def test_a_completed_run_emits_sync_completed_once_and_a_dry_run_none(
             WebhookEndpoint(
                 employer_id=employer.id,
                 url="https://hooks.example.com/in",
-                events=webhooks.events_json(["sync.completed"]),
+                events=webhook_messages.events_json(["sync.completed"]),
                 status="enabled",
                 secret="token",
                 created_at=t,

@@ -14,7 +14,7 @@ from models import employers
 from models.core.dates import utcnow
 from models.db.entities import WebhookDelivery, WebhookEndpoint
 from models.db.unit_of_work import session_scope
-from models.webhooks import endpoints as events
+from models.webhooks import messages as webhook_messages
 from workers.cli import main
 
 pytestmark = pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
@@ -37,10 +37,10 @@ def endpoint_with(sessions: sessionmaker[Session], *statuses: str) -> tuple[int,
         s.flush()
         ids = []
         for status in statuses:
-            message = events.emit(s, owner, "job.expired", {"id": 1}, now=utcnow())
+            message = webhook_messages.emit(s, owner, "job.expired", {"id": 1}, now=utcnow())
             s.execute(
                 update(WebhookDelivery)
-                .where(WebhookDelivery.id.in_(events.pending_of(s, [message])))
+                .where(WebhookDelivery.id.in_(webhook_messages.pending_of(s, [message])))
                 .values(status=status, attempts=1, last_error="HTTP 500", last_status_code=500)
             )
             ids.append(message)

@@ -26,7 +26,7 @@ from models.core.settings import Settings
 from models.db.entities import WebhookDelivery, WebhookEndpoint
 from models.db.unit_of_work import make_sessionmaker, session_scope
 from models.webhooks import delivery as deliveries
-from models.webhooks import endpoints as events
+from models.webhooks import messages as webhook_messages
 from models.webhooks import secrets
 from tests.conftest import migrated
 from tests.webhook_receiver import Behaviour, Receiver, receiving
@@ -110,8 +110,10 @@ def endpoint(
 
 def emit(factory: sessionmaker[Session], employer_id: int, type: str = "job.expired") -> list[int]:
     with session_scope(factory) as s:
-        message = events.emit(s, employer_id, type, {"id": 7, "title": "Cook"}, now=utcnow())
-        return events.pending_of(s, [message])
+        message = webhook_messages.emit(
+            s, employer_id, type, {"id": 7, "title": "Cook"}, now=utcnow()
+        )
+        return webhook_messages.pending_of(s, [message])
 
 
 def row(factory: sessionmaker[Session], delivery_id: int) -> WebhookDelivery:

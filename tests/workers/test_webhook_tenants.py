@@ -20,7 +20,7 @@ from models import employers
 from models.core.dates import utcnow
 from models.db.entities import Job, WebhookDelivery, WebhookEndpoint
 from models.db.unit_of_work import session_scope
-from models.webhooks import endpoints as events
+from models.webhooks import messages as webhook_messages
 from models.webhooks import secrets
 from tests.harness import wait_for
 from tests.webhook_receiver import Behaviour, Receiver, receiving
@@ -79,8 +79,10 @@ def employer_with(stack: Stack, urls: list[str], employer_id: int | None = None)
 def emit(stack: Stack, employer_id: int, count: int, type: str = "job.refreshed") -> list[int]:
     with session_scope(stack.sessions) as s:
         now = utcnow()
-        messages = [events.emit(s, employer_id, type, {"id": n}, now=now) for n in range(count)]
-        return events.pending_of(s, messages)
+        messages = [
+            webhook_messages.emit(s, employer_id, type, {"id": n}, now=now) for n in range(count)
+        ]
+        return webhook_messages.pending_of(s, messages)
 
 
 def attempts(stack: Stack, ids: list[int]) -> int:

@@ -19,7 +19,7 @@ from models import employers
 from models.core.dates import utcnow
 from models.db.entities import WebhookDelivery, WebhookEndpoint
 from models.db.unit_of_work import session_scope
-from models.webhooks import endpoints as events
+from models.webhooks import messages as webhook_messages
 from models.webhooks import secrets
 from tests.harness import wait_for
 from tests.webhook_receiver import Behaviour, Receiver, receiving
@@ -74,9 +74,10 @@ def hooked(stack: Stack, receiver: Receiver, count: int) -> list[int]:
         )
         s.flush()
         messages = [
-            events.emit(s, employer_id, "job.refreshed", {"id": n}, now=now) for n in range(count)
+            webhook_messages.emit(s, employer_id, "job.refreshed", {"id": n}, now=now)
+            for n in range(count)
         ]
-        return events.pending_of(s, messages)
+        return webhook_messages.pending_of(s, messages)
 
 
 def statuses(stack: Stack, ids: list[int]) -> dict[int, tuple[str, int]]:

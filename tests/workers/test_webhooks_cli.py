@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from models import employers
 from models.core.settings import Settings
 from models.db.entities import WebhookEndpoint
-from models.webhooks import endpoints as webhooks
+from models.webhooks import messages as webhook_messages
 from models.webhooks import secrets
 from workers.cli import main
 
@@ -30,7 +30,7 @@ def endpoint(sessions: sessionmaker[Session], name: str, url: str, events: list[
         row = WebhookEndpoint(
             employer_id=employer.id,
             url=url,
-            events=webhooks.events_json(events),
+            events=webhook_messages.events_json(events),
             status="enabled",
             secret=secrets.encrypt("whsec_x", Fernet.generate_key()),
             created_at=AT,

@@ -14,6 +14,7 @@ from models.core.dates import utcnow
 from models.db.entities import WebhookEndpoint
 from models.db.unit_of_work import session_scope
 from models.webhooks import delivery as webhook_delivery
+from models.webhooks import delivery_log as delivery_log
 from models.webhooks import endpoints as webhooks
 from workers import enqueue
 from workers.cli.command import Command, out
@@ -61,7 +62,7 @@ def deliveries(args: argparse.Namespace, command: Command) -> int:
     """An endpoint's deliveries, newest first, as the API shows them."""
     _endpoint(command, args.webhook_id)
     with command.sessions() as s:
-        page = webhooks.list_deliveries(s, args.webhook_id, status=None, limit=EVERY, offset=0)
+        page = delivery_log.list_deliveries(s, args.webhook_id, status=None, limit=EVERY, offset=0)
     data = [delivery_shape(d) for d in page.deliveries]
     lines = [f"{'message':<28} {'event':<22} {'status':<10} {'attempts':>8} {'code':>4}  error"]
     for d in data:
@@ -82,7 +83,7 @@ def deliveries_retry(args: argparse.Namespace, command: Command) -> int:
     _endpoint(command, args.webhook_id)
     with session_scope(command.sessions) as s:
         if args.message_id is not None:
-            ids = [webhooks.retry_delivery(s, args.webhook_id, args.message_id, now=utcnow())]
+            ids = [delivery_log.retry_delivery(s, args.webhook_id, args.message_id, now=utcnow())]
         else:
             ids = webhook_delivery.retry_failed(s, args.webhook_id, None, now=utcnow())
     queued = enqueue.deliver_webhooks(command.celery, ids)

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from models.db.entities import WebhookDelivery, WebhookEndpoint, WebhookMessage
 from models.employers import create_employer
-from models.webhooks import endpoints as webhooks
+from models.webhooks import messages as webhook_messages
 
 NOW = datetime(2026, 3, 10, 12, 0, 0, 123456, tzinfo=UTC)
 
@@ -23,7 +23,7 @@ def endpoint(s: Session, employer_id: int, events: list[str], status: str = "ena
     row = WebhookEndpoint(
         employer_id=employer_id,
         url="https://hooks.example.com/in",
-        events=webhooks.events_json(events),
+        events=webhook_messages.events_json(events),
         status=status,
         secret="token",
         created_at=NOW,
@@ -51,7 +51,7 @@ def test_one_delivery_per_subscribed_enabled_endpoint_of_the_employer(session: S
     endpoint(session, mine, ["application.received"])  # another type
     endpoint(session, mine, ["*"], status="disabled")
     endpoint(session, other, ["*"])  # another employer's
-    message = webhooks.emit(session, mine, "job.expired", {"id": 7}, now=NOW)
+    message = webhook_messages.emit(session, mine, "job.expired", {"id": 7}, now=NOW)
     assert message.startswith("msg_")
     assert deliveries(session, message) == [everything, expiries]
     row = session.scalars(select(WebhookMessage).where(WebhookMessage.message_id == message)).one()
@@ -65,14 +65,14 @@ def test_one_delivery_per_subscribed_enabled_endpoint_of_the_employer(session: S
     assert [(d.status, d.attempts, d.step, d.due_at) for d in pending] == [
         ("pending", 0, 0, NOW)
     ] * 2
-    assert sorted(webhooks.pending_of(session, [message])) == [d.id for d in pending]
+    assert sorted(webhook_messages.pending_of(session, [message])) == [d.id for d in pending]
 
 
 def test_no_endpoint_to_receive_it_writes_nothing(session: Session) -> None:
     mine = create_employer(session, "Maple").id
     endpoint(session, mine, ["job.expired"], status="disabled")
     endpoint(session, mine, ["job.refreshed"])
-    webhooks.emit(session, mine, "job.expired", {"id": 7}, now=NOW)
+    webhook_messages.emit(session, mine, "job.expired", {"id": 7}, now=NOW)
     assert session.scalars(select(WebhookMessage)).all() == []
     assert session.scalars(select(WebhookDelivery)).all() == []
 
@@ -80,7 +80,7 @@ def test_no_endpoint_to_receive_it_writes_nothing(session: Session) -> None:
 def test_a_type_is_matched_whole_not_as_part_of_another(session: Session) -> None:
     mine = create_employer(session, "Maple").id
     endpoint(session, mine, ["job.expiring"])
-    assert webhooks.emit_batch(session, "job.expired", [(mine, {})], now=NOW) == []
+    assert webhook_messages.emit_batch(session, "job.expired", [(mine, {})], now=NOW) == []
 
 
 def test_webhook_test_goes_to_the_endpoint_tested_only(session: Session) -> None:
@@ -88,17 +88,22 @@ def test_webhook_test_goes_to_the_endpoint_tested_only(session: Session) -> None
     tested = endpoint(session, mine, ["job.expired"])  # not subscribed to webhook.test
     endpoint(session, mine, ["*"])
     theirs = endpoint(session, other, ["*"])
-    message = webhooks.emit(
-        session, mine, webhooks.TEST, {"webhookId": tested}, endpoint_id=tested, now=NOW
+    message = webhook_messages.emit(
+        session, mine, webhook_messages.TEST, {"webhookId": tested}, endpoint_id=tested, now=NOW
     )
     assert deliveries(session, message) == [tested]
     # Another employer's endpoint is never a target, even named.
-    stray = webhooks.emit(session, mine, webhooks.TEST, {}, endpoint_id=theirs, now=NOW)
+    stray = webhook_messages.emit(
+        session, mine, webhook_messages.TEST, {}, endpoint_id=theirs, now=NOW
+    )
     assert deliveries(session, stray) == []
     disabled = endpoint(session, mine, ["*"], status="disabled")
     assert (
         deliveries(
-            session, webhooks.emit(session, mine, webhooks.TEST, {}, endpoint_id=disabled, now=NOW)
+            session,
+            webhook_messages.emit(
+                session, mine, webhook_messages.TEST, {}, endpoint_id=disabled, now=NOW
+            ),
         )
         == []
     )
@@ -117,7 +122,7 @@ def test_a_batch_takes_three_statements_whatever_its_size(session: Session, engi
     event.listen(engine, "before_cursor_execute", count)
     try:
         events = [(employer, {"id": job}) for job in range(20) for employer in employers]
-        ids = webhooks.emit_batch(session, "job.refreshed", events, now=NOW)
+        ids = webhook_messages.emit_batch(session, "job.refreshed", events, now=NOW)
     finally:
         event.remove(engine, "before_cursor_execute", count)
     assert len(statements) == 3  # executemany of the messages is one
@@ -129,7 +134,7 @@ def test_the_body_holds_dates_amounts_and_times_in_the_service_format(session: S
     mine = create_employer(session, "Maple").id
     endpoint(session, mine, ["*"])
     data = {"closeDate": date(2026, 4, 1), "amount": Decimal("60000.50"), "at": NOW}
-    [message] = webhooks.emit_batch(session, "job.expiring", [(mine, data)], now=NOW)
+    [message] = webhook_messages.emit_batch(session, "job.expiring", [(mine, data)], now=NOW)
     payload = session.scalars(
         select(WebhookMessage.payload).where(WebhookMessage.message_id == message)
     ).one()
@@ -141,6 +146,6 @@ def test_the_body_holds_dates_amounts_and_times_in_the_service_format(session: S
 
 
 def test_subscribes() -> None:
-    assert webhooks.subscribes('["*"]', "job.expired")
-    assert webhooks.subscribes('["job.expired"]', "job.expired")
-    assert not webhooks.subscribes('["job.expiring"]', "job.expired")
+    assert webhook_messages.subscribes('["*"]', "job.expired")
+    assert webhook_messages.subscribes('["job.expired"]', "job.expired")
+    assert not webhook_messages.subscribes('["job.expiring"]', "job.expired")
