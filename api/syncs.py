@@ -95,7 +95,8 @@ class SyncCollection(_Syncs):
         dry = dry_run(req)
         session, employer = req.context.db.session, employer_of(req)
         syncs.hold(session, employer)  # 409 before 422 (C1)
-        run = syncs.start(session, employer, sync_requests.shape(body, dry_run=dry), now=self.now())
+        request = sync_requests.check_request(body, dry_run=dry)
+        run = syncs.start(session, employer, request, now=self.now())
         if run.status == "queued":
             self._enqueue_after_commit(req, run.id)
         resp.location = self._location(req, run.id)

@@ -23,7 +23,7 @@ MAX_REFERENCE = 50
 
 
 @dataclass(frozen=True)
-class Shape:
+class SyncRequest:
     """What a request to start (or add to) a run says, its items as JSON text in order."""
 
     mode: str
@@ -157,7 +157,7 @@ def too_few() -> ValidationFailed:
     )
 
 
-def shape(body: dict[str, Any], *, dry_run: bool) -> Shape:
+def check_request(body: dict[str, Any], *, dry_run: bool) -> SyncRequest:
     """The outer shape of POST /syncs (C11), every violation listed; `dry_run` is the query's."""
     errors: list[FieldError] = []
     mode = body.get("mode")
@@ -176,7 +176,7 @@ def shape(body: dict[str, Any], *, dry_run: bool) -> Shape:
         raise ValidationFailed(errors, subject="sync run")
     if not raw and not is_open and not (mode == "snapshot" and allow_empty):
         raise too_few()
-    return Shape(cast(str, mode), is_open, allow_empty, dry, items)
+    return SyncRequest(cast(str, mode), is_open, allow_empty, dry, items)
 
 
 def added(body: dict[str, Any]) -> list[tuple[str, Any]]:

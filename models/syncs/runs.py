@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 
 from models.core.errors import DomainError, FieldError, NotFound, ValidationFailed
 from models.db.entities import Employer, Job, SyncItem, SyncRun
-from models.syncs.requests import Shape, added, item_text, too_few
+from models.syncs.requests import SyncRequest, added, item_text, too_few
 
 RUNS = cast(Table, SyncRun.__table__)
 ITEMS = cast(Table, SyncItem.__table__)
@@ -196,7 +196,7 @@ def hold(session: Session, employer: Employer) -> None:
         )
 
 
-def start(session: Session, employer: Employer, request: Shape, *, now: datetime) -> Row[Any]:
+def start(session: Session, employer: Employer, request: SyncRequest, *, now: datetime) -> Row[Any]:
     """A new run and its items, in the caller's transaction (after `hold`). The caller
     enqueues a queued run after commit."""
     hold(session, employer)

@@ -134,7 +134,7 @@ def test_a_sync_bodys_parse_takes_under_five_times_its_size(item_of: Any, size: 
 
     def parse_and_fingerprint() -> None:
         body = parse_json_streamed(data, "jobs", sync_requests.pack, most=sync_requests.PER_REQUEST)
-        assert len(sync_requests.shape(body, dry_run=False).items) > 1000
+        assert len(sync_requests.check_request(body, dry_run=False).items) > 1000
         digest = hashlib.sha256()
         for part in canonical_parts(["json", body]):
             digest.update(part.encode())

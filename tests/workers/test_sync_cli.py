@@ -23,10 +23,10 @@ pytestmark = pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
 def a_run(sessions: sessionmaker[Session], name: str, *, open_run: bool = False) -> int:
     with session_scope(sessions) as s:
         employer = employers.create_employer(s, name)
-        shape = sync_requests.Shape(
+        request = sync_requests.SyncRequest(
             "upsert", open_run, False, False, [("R-1", '{"referenceId":"R-1"}')]
         )
-        run_id: int = syncs.start(s, employer, shape, now=utcnow()).id
+        run_id: int = syncs.start(s, employer, request, now=utcnow()).id
         return run_id
 
 
