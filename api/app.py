@@ -137,7 +137,7 @@ def create_app(
         f"{API}/applications/{{application_id}}": applications.Item(),
         f"{API}/applications/{{application_id}}/resume": applications.ResumeFile(),
         f"{API}/syncs": syncs.SyncCollection(*sync_parts),
-        f"{API}/syncs/{{sync_id}}": syncs.SyncItem(*sync_parts),
+        f"{API}/syncs/{{sync_id}}": syncs.SyncRunResource(*sync_parts),
         f"{API}/syncs/{{sync_id}}/jobs": syncs.SyncJobs(*sync_parts),
         f"{API}/syncs/{{sync_id}}/start": syncs.SyncStart(*sync_parts),
         f"{API}/syncs/{{sync_id}}/cancel": syncs.SyncCancel(*sync_parts),

@@ -124,7 +124,7 @@ class SyncCollection(_Syncs):
 
 
 @falcon.before(require_employer)
-class SyncItem(_Syncs):
+class SyncRunResource(_Syncs):
     def on_get(self, req: falcon.Request, resp: falcon.Response, sync_id: str) -> None:
         run_id = path_id(sync_id, "sync run")
         _send(resp, syncs.read(req.context.db.connection, access_of(req).employer_id, run_id))
