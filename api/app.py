@@ -28,7 +28,7 @@ from api import (
 )
 from api.middleware import Cors, MethodOverride, RequestId, SessionManager
 from api.openapi_resource import OpenApi
-from api.pages import Applied, ApplyForm, JobPage, PageKey, serialize_error
+from api.pages import AppliedPage, ApplyForm, JobPage, PageKey, serialize_error
 from api.server import DEFAULT_LISTEN_URL
 from models.core import logs
 from models.core.dates import today_in, utcnow
@@ -158,7 +158,7 @@ def create_app(
         # C8 public pages (HTML); the form's privacy notice states the retention (C13).
         "/jobs/{job_id}": JobPage(settings.timezone, base, pages_kept, retention_days=retention),
         "/jobs/{job_id}/apply": ApplyForm(intake, settings.timezone, retention_days=retention),
-        "/jobs/{job_id}/applied": Applied(),
+        "/jobs/{job_id}/applied": AppliedPage(),
         "/jobs/{job_id}/report": report_pages.ReportForm(reported),  # C13
         "/jobs/{job_id}/reported": report_pages.Reported(settings),
         "/policies/job-fraud": report_pages.FraudPolicy(settings),

@@ -410,7 +410,7 @@ def _headers(error: falcon.HTTPError) -> dict[str, str]:
     return dict(raw.items()) if isinstance(raw, dict) else dict(raw)
 
 
-class Applied:
+class AppliedPage:
     """GET /jobs/{id}/applied: the thank-you page; it names the job only while it is public."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
