@@ -356,7 +356,7 @@ REASON_WORDS = {
 
 
 @dataclass(frozen=True)
-class ReportForm:
+class ReportPage:
     """The report form's page: the job it is about, its address, and what was typed."""
 
     job: Job
@@ -365,8 +365,8 @@ class ReportForm:
     max_details: int
 
 
-def report_page(report: ReportForm, lang: Language, links: Links) -> str:
-    job = report.job
+def report_page(page: ReportPage, lang: Language, links: Links) -> str:
+    job = page.job
     return _render(
         "report.html",
         lang,
@@ -376,10 +376,10 @@ def report_page(report: ReportForm, lang: Language, links: Links) -> str:
         back=f"/jobs/{job.id}?lang={lang.code}",
         policy=f"{FRAUD_POLICY}?lang={lang.code}",
         reasons=[(value, lang.gettext(words)) for value, words in REASON_WORDS.items()],
-        form=report.form,
+        form=page.form,
         form_key=FORM_KEY,
-        action=report.action,
-        max_details=report.max_details,
+        action=page.action,
+        max_details=page.max_details,
     )
 
 

@@ -180,8 +180,8 @@ class ReportForm:
         versions = html_render.Links(
             {code: f"/jobs/{job.id}/report?lang={code}" for code in ("en", "fr")}
         )
-        form = html_render.ReportForm(job, _action(job.id, lang), state, reports.MAX_DETAILS)
-        send_html(resp, html_render.report_page(form, lang, versions), lang, status)
+        page = html_render.ReportPage(job, _action(job.id, lang), state, reports.MAX_DETAILS)
+        send_html(resp, html_render.report_page(page, lang, versions), lang, status)
 
 
 def _refused(
