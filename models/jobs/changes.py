@@ -22,7 +22,7 @@ from models.db.entities import Job, JobLocation, Location
 from models.db.fast_reads import Precompiled
 from models.db.feed import Position
 from models.jobs.listing import FEED_AT, HEADER, PLACE, Header, headers_of
-from models.jobs.search import fold, like_pattern
+from models.jobs.search import fold_for_search, like_pattern
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ def changes(
     """The change feed (C10): the employer's jobs changed after `after`, by (updatedAt, id)
     ascending, up to `until` (the present less the lag: no transaction still open can commit
     a change stamped before it), at most `limit`. A job changed again later comes again."""
-    folded = fold(q) if q else ""
+    folded = fold_for_search(q) if q else ""
     params = {
         "employer_id": employer_id,
         "pattern": like_pattern(folded),

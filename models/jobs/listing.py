@@ -27,7 +27,7 @@ from sqlalchemy import (
 from models.db.entities import Job, JobLocation, Location
 from models.db.fast_reads import Precompiled, planned_for_values
 from models.jobs import tallies
-from models.jobs.search import GRAM, fold, like_pattern, search_grams
+from models.jobs.search import GRAM, fold_for_search, like_pattern, search_grams
 from models.reference.places import Place
 
 
@@ -70,7 +70,7 @@ def listing(
     for the next search of the same words until the employer's jobs change.
     `updated_since` keeps the jobs changed at or after it (C10); their total is counted
     every time, since neither the tallies nor a kept total know when jobs changed."""
-    folded = fold(q) if q else ""
+    folded = fold_for_search(q) if q else ""
     params = {
         "employer_id": employer_id,
         "q": folded,

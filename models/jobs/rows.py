@@ -229,7 +229,7 @@ def gather(rows: list[tuple[Any, ...]]) -> StoredJob | None:
     if not rows or rows[0][0] is None:
         return None
     places, categories = _gather([row[len(_ROW) :] for row in rows])
-    return _with(_job(rows[0]), places, categories)
+    return _with_arrays(_job(rows[0]), places, categories)
 
 
 def lock(
@@ -256,7 +256,7 @@ def complete(connection: Connection, job: StoredJob) -> StoredJob:
     if job.locations is not None and job.category_ids is not None:
         return job
     places, categories = _gather(_CHILDREN.all(connection, {"job_id": job.id}))
-    return _with(
+    return _with_arrays(
         job,
         places if job.locations is None else job.locations,
         categories if job.category_ids is None else job.category_ids,
@@ -274,7 +274,9 @@ def _gather(items: list[tuple[Any, ...]]) -> tuple[tuple[Place, ...], tuple[int,
     return places, categories
 
 
-def _with(job: StoredJob, places: tuple[Place, ...], categories: tuple[int, ...]) -> StoredJob:
+def _with_arrays(
+    job: StoredJob, places: tuple[Place, ...], categories: tuple[int, ...]
+) -> StoredJob:
     return StoredJob(**{**job.__dict__, "locations": places, "category_ids": categories})
 
 
@@ -536,7 +538,7 @@ def lock_many(
     whole = {}
     for job_id, job in jobs.items():
         places, categories = _gather(children[job_id])
-        whole[cast(str, job.reference_id)] = _with(job, places, categories)
+        whole[cast(str, job.reference_id)] = _with_arrays(job, places, categories)
     return whole
 
 

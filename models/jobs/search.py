@@ -13,7 +13,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql
 
 
-def fold(text: str) -> str:
+def fold_for_search(text: str) -> str:
     """Text as `q` compares it (C6): caseless, and one form for what Unicode holds equivalent
     (NFKC around the casefold, in effect Unicode's NFKC_Casefold), so "Montréal" typed with
     a composed é finds a title sent with a decomposed one, and a full-width "ＣＯＯＫ" finds
@@ -24,7 +24,7 @@ def fold(text: str) -> str:
 def search_text(title: str, reference_id: str | None) -> str:
     """What a search looks into: title and referenceId, folded, with a separator that `q`
     cannot hold (api.query refuses control characters)."""
-    return fold(f"{title}\x1f{reference_id or ''}")
+    return fold_for_search(f"{title}\x1f{reference_id or ''}")
 
 
 GRAM = 3  # characters in a search gram (migration 0003)

@@ -73,7 +73,7 @@ def locked(
     if job is None:
         raise NotFound(f"No job has id {job_id}.")
     if known is not None and known.version == job.version and known.id == job.id:
-        return _filled(job, known)
+        return _with_stored_arrays(job, known)
     return job
 
 
@@ -88,10 +88,10 @@ def _check_reference_free(
     if job and job.reference_id == ref:
         return
     if job_rows.holder(session.connection(), employer.id, ref) is not None:
-        raise _taken(ref)
+        raise _reference_taken(ref)
 
 
-def _taken(ref: str | None) -> DuplicateReferenceId:
+def _reference_taken(ref: str | None) -> DuplicateReferenceId:
     """The 409 of a used referenceId, the same whichever way it was found (a dry run's
     look-up, the write's conflict)."""
     return DuplicateReferenceId(f"This employer already has a job with referenceId {ref!r}.")
@@ -150,19 +150,19 @@ def post(
     answers the same errors, the used referenceId's 409 too, and writes nothing."""
     notes: list[warnings.Warning] = []
     changes = _validated(session, employer, body, job=None, today=today, notes=notes)
-    new = _merged(_new(employer.id, today), changes, today=today)
-    notes.extend(_comply(session, employer, new, body, None, today=today))
+    new = _merged(_blank_job(employer.id, today), changes, today=today)
+    notes.extend(_compliance_warnings(session, employer, new, body, None, today=today))
     if dry_run:
         _check_reference_free(session, employer, body, None)
         return _would_create(session, employer, new, notes, today=today)
     written = _insert(session, new)
     if written is None:
-        raise _taken(changes.get("reference_id"))
+        raise _reference_taken(changes.get("reference_id"))
     job, listed = written
     return _applied(employer, job, "created", notes, listed, today=today)
 
 
-def _comply(
+def _compliance_warnings(
     session: Session,
     employer: Employer,
     job: StoredJob,
@@ -187,7 +187,7 @@ def _comply(
 
 
 def _insert(session: Session, job: StoredJob) -> tuple[StoredJob, list[int]] | None:
-    """The new job (`_merged` into `_new`) and the places it listed; None, and nothing
+    """The new job (`_merged` into `_blank_job`) and the places it listed; None, and nothing
     written, when the referenceId is taken: by a concurrent request too, whose commit the
     insert waits for (PostgreSQL's ON CONFLICT)."""
     derived = _derived(job, stamp(session))
@@ -224,11 +224,11 @@ def _applied(
     dry_run: bool = False,
 ) -> Applied:
     """The write's result with every warning it earns, in order (C10)."""
-    found = earned(employer, job, notes, today=today)
-    return Applied(job, outcome, with_listed(job, found, listed, dry_run=dry_run))
+    found = write_warnings(employer, job, notes, today=today)
+    return Applied(job, outcome, with_location_added(job, found, listed, dry_run=dry_run))
 
 
-def earned(
+def write_warnings(
     employer: Employer, job: StoredJob, notes: list[warnings.Warning], *, today: date
 ) -> list[warnings.Warning]:
     """The warnings a write of `job` earns whatever it writes, in order: its checks' and its
@@ -236,7 +236,7 @@ def earned(
     return warnings.ordered([*notes, *warnings.of_job(job, plan=employer.plan, today=today)])
 
 
-def with_listed(
+def with_location_added(
     job: StoredJob, found: list[warnings.Warning], listed: list[int], *, dry_run: bool = False
 ) -> list[warnings.Warning]:
     """`found` (in order) and the `location_added` of each of the job's places its write
@@ -251,7 +251,7 @@ def with_listed(
     return warnings.ordered([*found, *added]) if added else found
 
 
-def _new(employer_id: int, today: date) -> StoredJob:
+def _blank_job(employer_id: int, today: date) -> StoredJob:
     """What a new job holds before its body's changes (which set every required member)."""
     return StoredJob(
         id=0,
@@ -365,15 +365,15 @@ def plan_put(
     merged = _merged(job, changes, today=today)
     if merged.values() == job.values():  # the row as stored: the arrays decide
         stored = job_rows.complete(connection, job)
-        merged = _filled(merged, stored)
-        if _items(merged) == _items(stored):
+        merged = _with_stored_arrays(merged, stored)
+        if _array_ids(merged) == _array_ids(stored):
             # Unchanged, and checked all the same: in `enforce`, a job that does not comply
             # fails every update until it does (C13).
-            notes.extend(_comply(session, employer, stored, body, job, today=today))
+            notes.extend(_compliance_warnings(session, employer, stored, body, job, today=today))
             return _applied(employer, stored, "unchanged", notes, [], today=today, dry_run=dry_run)
     else:  # changed: only the arrays it keeps are read
         merged = job_rows.complete(connection, merged)
-    notes.extend(_comply(session, employer, merged, body, job, today=today))
+    notes.extend(_compliance_warnings(session, employer, merged, body, job, today=today))
     return Change(merged, job, changes, notes)
 
 
@@ -398,7 +398,7 @@ def write_update(
             categories="category_ids" in changes,
         )
     except IntegrityError:
-        raise _taken(merged.reference_id) from None
+        raise _reference_taken(merged.reference_id) from None
     # The version as the database counted it (locked), and the change's time (C10).
     merged = replace(merged, version=job.version + 1, updated_at=derived["updated_at"])
     return _applied(employer, merged, "updated", change.notes, listed, today=today)
@@ -412,8 +412,8 @@ def plan_create(
     changes = job_rules.validate(
         session, body, employer=employer, job=None, today=today, notes=notes
     )
-    new = _merged(_new(employer.id, today), changes, today=today)
-    notes.extend(_comply(session, employer, new, body, None, today=today))
+    new = _merged(_blank_job(employer.id, today), changes, today=today)
+    notes.extend(_compliance_warnings(session, employer, new, body, None, today=today))
     return Change(new, None, changes, notes)
 
 
@@ -430,7 +430,7 @@ def new_row(change: Change, kept: Kept) -> dict[str, Any]:
     }
 
 
-def _filled(job: StoredJob, stored: StoredJob) -> StoredJob:
+def _with_stored_arrays(job: StoredJob, stored: StoredJob) -> StoredJob:
     """`job` with the stored arrays where it has none (the write left them as they were)."""
     return replace(
         job,
@@ -439,7 +439,7 @@ def _filled(job: StoredJob, stored: StoredJob) -> StoredJob:
     )
 
 
-def _items(job: StoredJob) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def _array_ids(job: StoredJob) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """A job's arrays as stored: the ids of its places and categories, in order."""
     return tuple(p.id for p in job.locations or ()), tuple(job.category_ids or ())
 

@@ -109,7 +109,7 @@ def _made(employer: Employer, digests: Digests, item: _Item, today: date) -> Non
     change = item.change
     if change is None or change.stored is not None or item.row is not None:
         return
-    item.answered = jobs.earned(employer, change.job, change.notes, today=today)
+    item.answered = jobs.write_warnings(employer, change.job, change.notes, today=today)
     item.row = jobs.new_row(change, digests.kept(change, item.pending.body, item.answered))
 
 
@@ -180,7 +180,7 @@ def _write(
             continue
         _insert(session, employer, creates, digests, today)
         creates = []
-        answered = jobs.earned(employer, item.change.job, item.change.notes, today=today)
+        answered = jobs.write_warnings(employer, item.change.job, item.change.notes, today=today)
         kept = digests.kept(item.change, item.pending.body, answered)
         written = jobs.write_update(session, employer, item.change, today=today, kept=kept)
         item.done = _done(written)
@@ -205,7 +205,7 @@ def _insert(
         ref = item.pending.reference_id
         if ref in found:
             job_id, listed = found[ref]
-            said = jobs.with_listed(item.change.job, item.answered, listed)
+            said = jobs.with_location_added(item.change.job, item.answered, listed)
             item.done = Outcome("created", job_id, [], [w.as_dict() for w in said])
             continue
         # Created meanwhile by another writer: applied to that job, as PUT /jobs would be.

@@ -94,7 +94,7 @@ def test_a_search_finds_exactly_the_jobs_holding_q(
 ) -> None:
     ours, _ = two_employers
     expected = sum(
-        job_search.fold(q) in job_search.search_text(t or "-", f"R{i}")
+        job_search.fold_for_search(q) in job_search.search_text(t or "-", f"R{i}")
         for i, t in enumerate(TITLES)
     )
     assert _total(session, ours, q) == expected
@@ -125,8 +125,8 @@ def test_q_matches_what_unicode_holds_equivalent(
 
 
 def test_migration_0004_folds_the_search_text_of_existing_jobs(session: Session) -> None:
-    """Jobs stored before models.jobs.writes.fold carry a text only casefolded: the migration
-    brings it to the folded form, so the searches above find them too."""
+    """Jobs stored before models.jobs.search.fold_for_search carry a text only casefolded:
+    the migration brings it to the folded form, so the searches above find them too."""
     employer = employers.create_employer(session, "Older")
     _add_jobs(session, employer.id, ["Cuisinier à Montre\u0301al", "ＣＯＯＫ", "Plain cook"])
     session.execute(
@@ -222,7 +222,7 @@ def test_a_walk_of_the_employers_jobs_finds_what_reading_the_matches_finds(
     pages, `%`, `_` and `/` literal, and then count the total again."""
     ours, _ = two_employers
     connection = session.connection()
-    folded = job_search.fold(q)
+    folded = job_search.fold_for_search(q)
     for page in range(1, len(TITLES) // 2 + 1):  # pages ending before the last job
         kept = tallies.SearchTotals()
         stale = tallies.Counted(changes=-1, total=len(TITLES), jobs=len(TITLES))

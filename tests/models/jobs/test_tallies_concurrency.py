@@ -79,7 +79,7 @@ def expected(
     """The total and the ids in list order, by plain SQL in the caller's transaction."""
     where = [Job.employer_id == employer_id]
     if q:
-        where.append(Job.search_text.like(f"%{job_search.fold(q)}%"))
+        where.append(Job.search_text.like(f"%{job_search.fold_for_search(q)}%"))
     if status:
         where.append(Job.status == status)
     ids = connection.scalars(
