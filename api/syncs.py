@@ -94,7 +94,7 @@ class SyncCollection(_Syncs):
         body = sync_body(req)
         dry = dry_run(req)
         session, employer = req.context.db.session, employer_of(req)
-        syncs.hold(session, employer)  # 409 before 422 (C1)
+        syncs.lock_intake(session, employer)  # 409 before 422 (C1)
         request = sync_requests.check_request(body, dry_run=dry)
         run = syncs.start(session, employer, request, now=self.now())
         if run.status == "queued":

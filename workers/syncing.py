@@ -114,7 +114,7 @@ def _apply_all(
     planned: Future[Planned] | None = None
     while True:
         _writers_first(session)
-        batch, prepared = _taken(planned, held)
+        batch, prepared = _planner_result(planned, held)
         planned = None
         if batch is None:
             batch = sync_work.pending(session.connection(), held.id, after=after, limit=BATCH)
@@ -232,7 +232,9 @@ def _planning(factory: sessionmaker[Session], held: sync_work.Claimed) -> Iterat
         planner.close()
 
 
-def _taken(planned: Future[Planned] | None, held: sync_work.Claimed) -> Planned | tuple[None, None]:
+def _planner_result(
+    planned: Future[Planned] | None, held: sync_work.Claimed
+) -> Planned | tuple[None, None]:
     """What the planner read and checked; nothing if it failed (the caller reads it)."""
     if planned is None:
         return None, None

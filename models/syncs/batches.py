@@ -71,7 +71,7 @@ class _Item:
     row: dict[str, Any] | None = None
 
 
-def _done(applied: jobs.Applied) -> Outcome:
+def _outcome_of(applied: jobs.Applied) -> Outcome:
     return Outcome(applied.outcome, applied.job.id, [], [w.as_dict() for w in applied.warnings])
 
 
@@ -100,11 +100,11 @@ def prepare(session: Session, employer: Employer, batch: list[Pending], *, today
         if item.done is None and item.pending.reference_id not in last:
             item.body = read_item(item.pending.body)
             _plan(session, employer, item, None, today)
-            _made(employer, digests, item, today)
+            _fill_create(employer, digests, item, today)
     return Prepared(items, set(last), today, digests)
 
 
-def _made(employer: Employer, digests: Digests, item: _Item, today: date) -> None:
+def _fill_create(employer: Employer, digests: Digests, item: _Item, today: date) -> None:
     """A planned create's warnings and row (see `_Item`)."""
     change = item.change
     if change is None or change.stored is not None or item.row is not None:
@@ -160,7 +160,7 @@ def _plan(
         item.done = failed(errors_of(e), item.job_id)
         return
     if isinstance(planned, jobs.Applied):
-        item.done = _done(planned)
+        item.done = _outcome_of(planned)
     else:
         item.change = planned
 
@@ -183,7 +183,7 @@ def _write(
         answered = jobs.write_warnings(employer, item.change.job, item.change.notes, today=today)
         kept = digests.kept(item.change, item.pending.body, answered)
         written = jobs.write_update(session, employer, item.change, today=today, kept=kept)
-        item.done = _done(written)
+        item.done = _outcome_of(written)
         item.job_id = item.done.job_id
     _insert(session, employer, creates, digests, today)
 
@@ -195,7 +195,7 @@ def _insert(
         return
     written = []
     for item in creates:
-        _made(employer, digests, item, today)  # those checked here, not by the planner
+        _fill_create(employer, digests, item, today)  # those checked here, not by the planner
         assert item.change is not None and item.row is not None
         written.append((item.change.job, item.row))
     at = stamp(session)
@@ -210,7 +210,7 @@ def _insert(
             continue
         # Created meanwhile by another writer: applied to that job, as PUT /jobs would be.
         try:
-            item.done = _done(jobs.apply(session, employer, item.body, today=today))
+            item.done = _outcome_of(jobs.apply(session, employer, item.body, today=today))
         except DomainError as e:
             holder = job_rows.holder(session.connection(), employer.id, ref)
             item.done = failed(errors_of(e), holder)

@@ -52,7 +52,7 @@ class Digests:
         context = (employer.id, employer.plan, employer.compliance, employer.ontario25_plus)
         self._base.update(f"{context}|{today.isoformat()}|".encode())
 
-    def _of(self, version: int, item: str) -> str:
+    def _digest(self, version: int, item: str) -> str:
         digest = self._base.copy()
         digest.update(b"%d|" % version)
         digest.update(item.encode())
@@ -61,7 +61,7 @@ class Digests:
     def unchanged(self, last: Written, item: str) -> list[dict[str, Any]] | None:
         """The warnings of `item` (its JSON text as stored in its run) when it is what the
         job's last write (`last`) kept, so unchanged; else None, and it must be checked."""
-        if last.digest is None or last.digest != self._of(last.version, item):
+        if last.digest is None or last.digest != self._digest(last.version, item):
             return None
         return orjson.loads(last.warnings) if last.warnings else []
 
@@ -71,4 +71,4 @@ class Digests:
         a write earns, C10)."""
         version = 1 if change.stored is None else change.stored.version + 1
         said = [w.as_dict() for w in answered]
-        return jobs.Kept(self._of(version, item), orjson.dumps(said).decode() if said else None)
+        return jobs.Kept(self._digest(version, item), orjson.dumps(said).decode() if said else None)

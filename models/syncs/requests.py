@@ -33,7 +33,7 @@ class SyncRequest:
     items: list[tuple[str, Any]]  # (referenceId, the item: a dict, or its JSON text)
 
 
-def _flag(body: dict[str, Any], name: str, errors: list[FieldError]) -> bool:
+def _optional_bool(body: dict[str, Any], name: str, errors: list[FieldError]) -> bool:
     value = body.get(name)
     if value is None:
         return False
@@ -91,7 +91,7 @@ def read_item(text: str) -> dict[str, Any]:
     return value
 
 
-def _items(jobs_value: Any, prefix: str, errors: list[FieldError]) -> list[tuple[str, Any]]:
+def _checked_items(jobs_value: Any, prefix: str, errors: list[FieldError]) -> list[tuple[str, Any]]:
     """The items with their referenceIds, or errors on them (C11); `jobs` is a list."""
     seen: set[str] = set()
     items: list[tuple[str, Any]] = []
@@ -167,11 +167,11 @@ def check_request(body: dict[str, Any], *, dry_run: bool) -> SyncRequest:
         errors.append(FieldError("mode", "invalid_type", "mode must be a string."))
     elif mode not in MODES:
         errors.append(FieldError("mode", "out_of_range", "mode must be upsert or snapshot."))
-    is_open = _flag(body, "open", errors)
-    allow_empty = _flag(body, "allowEmpty", errors)
-    dry = _flag(body, "dryRun", errors) or dry_run
+    is_open = _optional_bool(body, "open", errors)
+    allow_empty = _optional_bool(body, "allowEmpty", errors)
+    dry = _optional_bool(body, "dryRun", errors) or dry_run
     raw = _jobs_list(body, errors, optional=is_open)
-    items = _items(raw, "jobs", errors)
+    items = _checked_items(raw, "jobs", errors)
     if errors:
         raise ValidationFailed(errors, subject="sync run")
     if not raw and not is_open and not (mode == "snapshot" and allow_empty):
@@ -182,7 +182,7 @@ def check_request(body: dict[str, Any], *, dry_run: bool) -> SyncRequest:
 def added(body: dict[str, Any]) -> list[tuple[str, Any]]:
     """The items of POST /syncs/{id}/jobs, checked within the request (C11)."""
     errors: list[FieldError] = []
-    items = _items(_jobs_list(body, errors, optional=False), "jobs", errors)
+    items = _checked_items(_jobs_list(body, errors, optional=False), "jobs", errors)
     if errors:
         raise ValidationFailed(errors, subject="sync run")
     return items

@@ -181,7 +181,7 @@ def _insert_items(connection: Connection, run_id: int, first: int, items: Sequen
         connection.execute(insert(ITEMS), rows)
 
 
-def hold(session: Session, employer: Employer) -> None:
+def lock_intake(session: Session, employer: Employer) -> None:
     """The employer's intake, locked until commit; 409 while a run is in progress (C11)."""
     _lock_employer(session, employer.id)
     connection = session.connection()
@@ -197,9 +197,9 @@ def hold(session: Session, employer: Employer) -> None:
 
 
 def start(session: Session, employer: Employer, request: SyncRequest, *, now: datetime) -> Row[Any]:
-    """A new run and its items, in the caller's transaction (after `hold`). The caller
+    """A new run and its items, in the caller's transaction (after `lock_intake`). The caller
     enqueues a queued run after commit."""
-    hold(session, employer)
+    lock_intake(session, employer)
     connection = session.connection()
     newest = connection.execute(select(func.max(JOBS.c.id))).scalar_one()
     run_id = connection.execute(
