@@ -31,6 +31,10 @@ from tests.harness import SmtpServer, free_port
 from tests.openapi_check import check_response
 from tests.services import scratch_postgres
 
+# The modules that several test modules share their helpers from, asserts and all: rewritten
+# as the test modules are, so that a failing assert there says what it compared.
+pytest.register_assert_rewrite("tests.api.applying")
+
 BACKENDS = ["sqlite", "postgresql"]
 
 
