@@ -38,6 +38,7 @@ pytest.register_assert_rewrite(
     "tests.api.idempotency_service",
     "tests.models.upkeep_rows",
     "tests.workers.mail_copies",
+    "tests.workers.stacks",
 )
 
 BACKENDS = ["sqlite", "postgresql"]
