@@ -31,6 +31,16 @@ from tests.harness import SmtpServer, free_port
 from tests.openapi_check import check_response
 from tests.services import scratch_postgres
 
+# The modules that several test modules share their helpers from, asserts and all: rewritten
+# as the test modules are, so that a failing assert there says what it compared.
+pytest.register_assert_rewrite(
+    "tests.api.applying",
+    "tests.api.idempotency_service",
+    "tests.models.upkeep_rows",
+    "tests.workers.mail_copies",
+    "tests.workers.stacks",
+)
+
 BACKENDS = ["sqlite", "postgresql"]
 
 

@@ -30,7 +30,7 @@ import pytest
 from cryptography.fernet import Fernet
 from standardwebhooks import Webhook
 
-from tests.api.test_applications import multipart
+from tests.api.applying import multipart
 from tests.conftest import SmtpSink
 from tests.harness import Program, SmtpServer, copy_tracked, free_port, wait_for
 from tests.resume_files import DOCX_BYTES

@@ -1,5 +1,5 @@
 """The copy built part by part with `EmailMessage` (C8): plain to read, and the reference
-`workers.mail.mime.render` is held to (tests/workers/test_mail.py); the workers bench sends
+`workers.mail.mime.render` is held to (tests/workers/test_mail_message.py); the workers bench sends
 it in its plain smtplib loop."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from models.db.entities import Application, OutboxEntry, Resume
 from models.db.unit_of_work import session_scope
 from tests.harness import wait_for
 from tests.workers.processes import SinkServer
-from tests.workers.test_worker_delivery import (
+from tests.workers.stacks import (
     MAIN_STACKS,
     MidSend,
     Stack,
@@ -23,9 +23,9 @@ from tests.workers.test_worker_delivery import (
 )
 
 # The real stack of the delivery tests (database copies, broker, workers), as fixtures here.
-from tests.workers.test_worker_delivery import postgres_template as postgres_template
-from tests.workers.test_worker_delivery import sqlite_template as sqlite_template
-from tests.workers.test_worker_delivery import stack as stack_fixture
+from tests.workers.stacks import postgres_template as postgres_template
+from tests.workers.stacks import sqlite_template as sqlite_template
+from tests.workers.stacks import stack as stack_fixture
 
 pytestmark = pytest.mark.slow
 stack = stack_fixture

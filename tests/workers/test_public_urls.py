@@ -3,7 +3,7 @@ SMTP server and a webhook receiver. An applicant (and an employer's client) send
 Host, X-Forwarded-Host and Forwarded; the Location header, the signed
 `application.received` payload's resumeUrl and the email copy name PUBLIC_BASE_URL when it
 is set, else the address `jobpost serve --host/--port` listens on; the forged host appears
-nowhere. The stacks (database, broker, workers) are test_worker_delivery's."""
+nowhere. The stacks (database, broker, workers) are tests/workers/stacks.py's."""
 
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ from models.db.unit_of_work import session_scope
 from models.webhooks import secrets
 from tests.harness import JOBPOST, Program, free_port, wait_for
 from tests.webhook_receiver import Receiver, receiving
-from tests.workers import test_worker_delivery as stacks
+from tests.workers import stacks
 from tests.workers.processes import SinkServer, worker_env
-from tests.workers.test_worker_delivery import Stack
+from tests.workers.stacks import Stack
 
 pytestmark = pytest.mark.slow
 

@@ -1,5 +1,5 @@
 """workers.solo: the pool of a one-process worker keeps Celery's time limits (the real
-worker process is in test_worker_delivery: a stalled send cut off at the soft limit)."""
+worker process is in test_worker_mid_send: a stalled send cut off at the soft limit)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 broker, on SQLite and PostgreSQL: a run from its 202 to `completed`, a broker down at intake,
 a worker SIGKILLed mid-run whose run another worker finishes with nothing applied twice, and
 a cancel (and any write) mid-run served between two batches. The stack (databases, brokers,
-workers) is test_worker_delivery's; SYNC_LEASE_SECONDS is 3."""
+workers) is tests/workers/stacks.py's; SYNC_LEASE_SECONDS is 3."""
 
 from __future__ import annotations
 
@@ -22,15 +22,15 @@ from models.db.unit_of_work import session_scope
 from tests.conftest import Api
 from tests.factories import job_body
 from tests.harness import wait_for
-from tests.workers import test_worker_delivery as delivery_tests
+from tests.workers import stacks
 from tests.workers.processes import jobpost, worker_env
 from workers import enqueue, syncing
 
 # The stack and its database templates, shared with the delivery tests.
-stack = delivery_tests.stack
-sqlite_template = delivery_tests.sqlite_template
-postgres_template = delivery_tests.postgres_template
-Stack = delivery_tests.Stack
+stack = stacks.stack
+sqlite_template = stacks.sqlite_template
+postgres_template = stacks.postgres_template
+Stack = stacks.Stack
 
 SYNCS = "/api/v1.1/syncs"
 
@@ -88,7 +88,7 @@ def completed(s: Stack, run_id: int) -> bool:
     return run_of(s, run_id).status == "completed"
 
 
-@pytest.mark.parametrize("stack", delivery_tests.EVERY_STACK, indirect=True)
+@pytest.mark.parametrize("stack", stacks.EVERY_STACK, indirect=True)
 def test_a_worker_applies_a_run_on_its_own_queue(stack: Stack) -> None:
     api = api_of(stack)
     _, key = employer_key(stack)
@@ -101,7 +101,7 @@ def test_a_worker_applies_a_run_on_its_own_queue(stack: Stack) -> None:
     assert api.get(f"/api/v1.1/jobs/{left_out}", key=key).json["status"] == "archived"
 
 
-@pytest.mark.parametrize("stack", delivery_tests.MAIN_STACKS, indirect=True)
+@pytest.mark.parametrize("stack", stacks.MAIN_STACKS, indirect=True)
 def test_a_run_taken_while_the_broker_was_down_is_enqueued_by_the_sweeper(stack: Stack) -> None:
     api = api_of(stack, broker_up=False)
     _, key = employer_key(stack)
@@ -116,7 +116,7 @@ def test_a_run_taken_while_the_broker_was_down_is_enqueued_by_the_sweeper(stack:
     assert run_of(stack, run_id).created == 5
 
 
-@pytest.mark.parametrize("stack", delivery_tests.MAIN_STACKS, indirect=True)
+@pytest.mark.parametrize("stack", stacks.MAIN_STACKS, indirect=True)
 def test_a_worker_killed_mid_run_loses_nothing_and_applies_nothing_twice(stack: Stack) -> None:
     total = 5000  # several seconds of batches: the kill lands mid-run
     api = api_of(stack)
@@ -169,9 +169,7 @@ def applied_while(stack: Stack, run_id: int, write: Callable[[], Any]) -> tuple[
 
 # The API's cancel on both backends, and the operator's (`jobpost syncs cancel`) on SQLite.
 CANCELS = [
-    pytest.param(
-        "redis-postgresql", "api", marks=delivery_tests.REDIS_POSTGRES.marks, id="postgresql-api"
-    ),
+    pytest.param("redis-postgresql", "api", marks=stacks.REDIS_POSTGRES.marks, id="postgresql-api"),
     pytest.param("embedded-sqlite", "api", id="sqlite-api"),
     pytest.param("embedded-sqlite", "cli", id="sqlite-cli"),
 ]

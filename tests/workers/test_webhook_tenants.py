@@ -24,10 +24,10 @@ from models.webhooks import messages as webhook_messages
 from models.webhooks import secrets
 from tests.harness import wait_for
 from tests.webhook_receiver import Behaviour, Receiver, receiving
-from tests.workers import test_worker_delivery as stacks
+from tests.workers import stacks
 from tests.workers.processes import SinkServer
+from tests.workers.stacks import REDIS_POSTGRES, Stack, apply, open_job
 from tests.workers.test_webhook_worker import HOOK_ENV, KEY, SECRET
-from tests.workers.test_worker_delivery import REDIS_POSTGRES, Stack, apply, open_job
 from workers import enqueue
 
 pytestmark = pytest.mark.slow

@@ -1,5 +1,5 @@
 """C12's delivery engine for webhooks: real `celery worker` processes in each pool (solo,
-prefork, threads), a real broker and database (the stacks of test_worker_delivery) and a
+prefork, threads), a real broker and database (tests/workers/stacks.py) and a
 real HTTP receiver that checks signatures with the Standard Webhooks library.
 
 The receiver listens on 127.0.0.1 over plain HTTP: the workers run with
@@ -23,8 +23,8 @@ from models.webhooks import messages as webhook_messages
 from models.webhooks import secrets
 from tests.harness import wait_for
 from tests.webhook_receiver import Behaviour, Receiver, receiving
-from tests.workers import test_worker_delivery as stacks
-from tests.workers.test_worker_delivery import MAIN_STACKS, REDIS_POSTGRES, Stack
+from tests.workers import stacks
+from tests.workers.stacks import MAIN_STACKS, REDIS_POSTGRES, Stack
 from workers import enqueue
 
 pytestmark = pytest.mark.slow

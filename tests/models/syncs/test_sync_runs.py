@@ -1,7 +1,7 @@
 """The worker's side of sync runs (C11), in-process on SQLite and PostgreSQL: leases, a dead
 worker's run resumed at its first pending item with nothing applied twice, the item that keeps
 killing workers, cancel between items, handing a long run on, the sweeper and the purge. The
-same code in real `celery worker` processes: test_sync_worker.py."""
+same code in real `celery worker` processes: tests/workers/test_sync_worker.py."""
 
 from __future__ import annotations
 
