@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+from models.core.dates import timestamp
 from models.db.entities import Category, Location, PositionType
 from models.employers import Access
 from models.jobs.listing import Header
@@ -17,16 +17,6 @@ from models.reference.lists import (
     SALARY_PERIOD_NAMES,
 )
 from models.reference.places import Place
-
-
-def timestamp(moment: datetime | None) -> str | None:
-    """An instant as the service answers every one (C10): RFC 3339 in UTC, with `Z` and
-    milliseconds (`2026-11-25T15:05:09.962Z`). Truncated, never rounded up: an `updatedSince`
-    or `receivedSince` copied from an answer still finds the thing it was copied from."""
-    if moment is None:
-        return None
-    utc = moment.astimezone(UTC)
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
 
 
 def number(value: Decimal | None) -> int | float | None:

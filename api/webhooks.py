@@ -19,6 +19,7 @@ from api.body import JOB_BODY_LIMIT, media_type, read_bytes, read_json
 from api.errors import Problem
 from api.ratelimit import Limiter, Unlimited
 from api.responses import path_id, send_json
+from models.core.dates import timestamp
 from models.core.errors import FieldError
 from models.db.entities import WebhookEndpoint
 from models.db.unit_of_work import after_commit
@@ -93,10 +94,8 @@ def delivery(d: delivery_log.DeliveryRow) -> dict[str, Any]:
         "attempts": d.attempts,
         "lastStatusCode": d.last_status_code,
         "lastError": d.last_error,
-        "createdAt": webhook_messages.timestamp(d.created_at),
-        "deliveredAt": None
-        if d.delivered_at is None
-        else webhook_messages.timestamp(d.delivered_at),
+        "createdAt": timestamp(d.created_at),
+        "deliveredAt": timestamp(d.delivered_at),
     }
 
 

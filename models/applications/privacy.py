@@ -21,8 +21,8 @@ from sqlalchemy.orm import Session
 from models import idempotency, reports
 from models.applications import service as applications
 from models.core import checks
+from models.core.dates import timestamp
 from models.db.entities import Application, Employer, JobReport, OutboxEntry, Resume
-from models.webhooks import messages as webhook_messages
 from models.webhooks.tables import DELIVERIES, MESSAGES
 
 D, M = DELIVERIES.c, MESSAGES.c
@@ -170,9 +170,7 @@ def export(session: Session, email: str) -> dict[str, Any]:
             "to": a.application_email,
             "status": a.outbox.status,
             "attempts": a.outbox.attempts,
-            "sentAt": None
-            if a.outbox.sent_at is None
-            else webhook_messages.timestamp(a.outbox.sent_at),
+            "sentAt": timestamp(a.outbox.sent_at),
             "lastError": a.outbox.last_error,
         }
         for a in found
@@ -205,10 +203,8 @@ def export(session: Session, email: str) -> dict[str, Any]:
             "attempts": r.attempts,
             "lastStatusCode": r.last_status_code,
             "lastError": r.last_error,
-            "createdAt": webhook_messages.timestamp(r.created_at),
-            "deliveredAt": None
-            if r.delivered_at is None
-            else webhook_messages.timestamp(r.delivered_at),
+            "createdAt": timestamp(r.created_at),
+            "deliveredAt": timestamp(r.delivered_at),
         }
         for r in rows
     )

@@ -15,12 +15,12 @@ from sqlalchemy.orm import Session, lazyload
 from models.applications import resumes
 from models.core import checks
 from models.core.checks import Invalid
+from models.core.dates import timestamp
 from models.core.errors import ApplyViaUrl, FieldError, JobGone, NotFound, ValidationFailed
 from models.db.entities import Application, Employer, Job, OutboxEntry, Resume
 from models.db.fast_reads import planned_for_values
 from models.db.feed import Position, stamp
 from models.reference.lists import URL_ROUTE
-from models.webhooks import messages as webhook_messages
 
 PHONE = re.compile(r"[0-9 +\-().]{1,30}")
 DELIVERY_STATES = ("pending", "sending", "sent", "failed")
@@ -201,10 +201,6 @@ def submit(session: Session, job: Job, sub: Submission) -> Application:
     return application
 
 
-def _instant(moment: datetime | None) -> str | None:
-    return None if moment is None else webhook_messages.timestamp(moment)
-
-
 def shape(a: Application) -> dict[str, Any]:
     """The employer's view of an application (C8): the API's, the CLI export's (C13)."""
     resume = None
@@ -221,11 +217,11 @@ def shape(a: Application) -> dict[str, Any]:
         "email": a.email,
         "phone": a.phone,
         "coverLetter": a.cover_letter,
-        "receivedAt": _instant(a.received_at),
+        "receivedAt": timestamp(a.received_at),
         "resume": resume,
         "status": a.outbox.status,
         "attempts": a.outbox.attempts,
-        "sentAt": _instant(a.outbox.sent_at),
+        "sentAt": timestamp(a.outbox.sent_at),
         "lastError": a.outbox.last_error,
     }
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import (
@@ -25,6 +25,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
+from models.core.dates import timestamp
 from models.core.errors import DomainError, FieldError, NotFound, ValidationFailed
 from models.db.entities import Employer, Job, SyncItem, SyncRun
 from models.syncs.requests import Shape, added, item_text, too_few
@@ -54,13 +55,6 @@ class SyncNotOpen(DomainError):
 
 
 # --- the resource -------------------------------------------------------------------------------
-
-
-def timestamp(moment: datetime | None) -> str | None:
-    """RFC 3339 in UTC with milliseconds (wave 2's timestamps)."""
-    if moment is None:
-        return None
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def represent(run: Any) -> dict[str, Any]:

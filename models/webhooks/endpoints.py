@@ -12,6 +12,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from models.core import checks
+from models.core.dates import timestamp
 from models.core.errors import (
     FieldError,
     NotFound,
@@ -19,7 +20,7 @@ from models.core.errors import (
     WebhookDisabled,
 )
 from models.db.entities import Employer, WebhookEndpoint
-from models.webhooks.messages import ALL, EVENT_TYPES, TEST, D, E, emit, events_json, timestamp
+from models.webhooks.messages import ALL, EVENT_TYPES, TEST, D, E, emit, events_json
 from models.webhooks.secrets import KeySource, MissingKey, encrypt, load_key, new_secret
 from models.webhooks.tables import DELIVERIES, ENDPOINTS
 from models.webhooks.urls import PortRanges, Resolve, check_url, resolve
