@@ -1,9 +1,15 @@
-"""Read shapes: exactly the members docs/reference.md lists for each (C3, C4, C6)."""
+"""Answer shapes: exactly the members docs/reference.md lists for each, made from the values
+models returns (C3, C4, C6, C11). This module is also the process's webhook payloads
+(models.webhooks.payloads), so an event's data is the answer's shape by construction (C12)."""
 
 from __future__ import annotations
 
+import json
+from datetime import date
 from decimal import Decimal
 from typing import Any
+
+from sqlalchemy import Row
 
 from models.core.dates import timestamp
 from models.db.entities import Category, Location, PositionType
@@ -106,3 +112,40 @@ def translation(j: StoredJob) -> dict[str, str] | None:
     if j.translation_title is None or j.translation_description is None:
         return None
     return {"title": j.translation_title, "description": j.translation_description}
+
+
+def job_event(job: Header, employer: Access, close_date: date | None) -> dict[str, Any]:
+    """A job event's data (C12): the list element, and `closeDate` for `job.expiring`."""
+    element = header(job, employer)
+    return element if close_date is None else {**element, "closeDate": close_date}
+
+
+def sync_run(run: Row[Any]) -> dict[str, Any]:
+    """The sync resource (C11): the API's, the CLI's and `sync.completed`'s data."""
+    return {
+        "id": run.id,
+        "mode": run.mode,
+        "dryRun": run.dry_run,
+        "status": run.status,
+        "total": run.total,
+        "processed": run.processed,
+        "created": run.created,
+        "updated": run.updated,
+        "unchanged": run.unchanged,
+        "archived": run.archived,
+        "failed": run.failed,
+        "createdAt": timestamp(run.created_at),
+        "startedAt": timestamp(run.started_at),
+        "finishedAt": timestamp(run.finished_at),
+    }
+
+
+def sync_item(row: Row[Any]) -> dict[str, Any]:
+    """A run's item (C11): its outcome, and the errors and warnings kept as JSON text."""
+    return {
+        "referenceId": row.reference_id,
+        "outcome": row.outcome,
+        "jobId": row.job_id,
+        "errors": json.loads(row.errors) if row.errors else [],
+        "warnings": json.loads(row.warnings) if row.warnings else [],
+    }

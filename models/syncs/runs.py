@@ -9,7 +9,6 @@ so a worker whose lease ran out can no longer commit anything (C11: never twice)
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -25,7 +24,6 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from models.core.dates import timestamp
 from models.core.errors import DomainError, FieldError, NotFound, ValidationFailed
 from models.db.entities import Employer, Job, SyncItem, SyncRun
 from models.syncs.requests import Shape, added, item_text, too_few
@@ -55,36 +53,6 @@ class SyncNotOpen(DomainError):
 
 
 # --- the resource -------------------------------------------------------------------------------
-
-
-def represent(run: Any) -> dict[str, Any]:
-    """The sync resource (C11) of a run row or entity."""
-    return {
-        "id": run.id,
-        "mode": run.mode,
-        "dryRun": run.dry_run,
-        "status": run.status,
-        "total": run.total,
-        "processed": run.processed,
-        "created": run.created,
-        "updated": run.updated,
-        "unchanged": run.unchanged,
-        "archived": run.archived,
-        "failed": run.failed,
-        "createdAt": timestamp(run.created_at),
-        "startedAt": timestamp(run.started_at),
-        "finishedAt": timestamp(run.finished_at),
-    }
-
-
-def represent_item(row: Any) -> dict[str, Any]:
-    return {
-        "referenceId": row.reference_id,
-        "outcome": row.outcome,
-        "jobId": row.job_id,
-        "errors": json.loads(row.errors) if row.errors else [],
-        "warnings": json.loads(row.warnings) if row.warnings else [],
-    }
 
 
 def read(connection: Connection, employer_id: int, run_id: int) -> Row[Any]:
