@@ -1,18 +1,20 @@
 """Answer shapes: exactly the members docs/reference.md lists for each, made from the values
-models returns (C3, C4, C6, C11). This module is also the process's webhook payloads
+models returns (C3, C4, C6, C8, C11, C12, C13);
+the `jobpost` commands print the same ones (C14). This module is also the process's webhook payloads
 (models.webhooks.payloads), so an event's data is the answer's shape by construction (C12)."""
 
 from __future__ import annotations
 
 import json
-from datetime import date
+from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import Row
 
+from models.applications.privacy import Export
 from models.core.dates import timestamp
-from models.db.entities import Category, Location, PositionType
+from models.db.entities import Application, Category, Location, PositionType, WebhookEndpoint
 from models.employers import Access
 from models.jobs.listing import Header
 from models.jobs.rows import StoredJob
@@ -23,6 +25,8 @@ from models.reference.lists import (
     SALARY_PERIOD_NAMES,
 )
 from models.reference.places import Place
+from models.reports import Shown
+from models.webhooks.delivery_log import DeliveryRow
 
 
 def number(value: Decimal | None) -> int | float | None:
@@ -148,4 +152,113 @@ def sync_item(row: Row[Any]) -> dict[str, Any]:
         "jobId": row.job_id,
         "errors": json.loads(row.errors) if row.errors else [],
         "warnings": json.loads(row.warnings) if row.warnings else [],
+    }
+
+
+def endpoint(e: WebhookEndpoint, secret: str | None = None) -> dict[str, Any]:
+    """A webhook endpoint (C12); the secret only in the answer that made it."""
+    body: dict[str, Any] = {
+        "id": e.id,
+        "url": e.url,
+        "events": json.loads(e.events),
+        "description": e.description,
+        "status": e.status,
+        "createdAt": timestamp(e.created_at),
+    }
+    if secret is not None:
+        body["secret"] = secret
+    return body
+
+
+def delivery(d: DeliveryRow) -> dict[str, Any]:
+    """An entry of an endpoint's delivery log (C12)."""
+    return {
+        "id": d.message_id,
+        "event": d.event,
+        "status": d.status,
+        "attempts": d.attempts,
+        "lastStatusCode": d.last_status_code,
+        "lastError": d.last_error,
+        "createdAt": timestamp(d.created_at),
+        "deliveredAt": timestamp(d.delivered_at),
+    }
+
+
+def application(a: Application) -> dict[str, Any]:
+    """The employer's view of an application (C8): the API's, `application.received`'s and
+    the privacy export's (C13)."""
+    resume = None
+    if a.resume_filename:
+        resume = {
+            "filename": a.resume_filename,
+            "size": a.resume_size,
+            "contentType": a.resume_content_type,
+        }
+    return {
+        "id": a.id,
+        "jobId": a.job_id,
+        "name": a.name,
+        "email": a.email,
+        "phone": a.phone,
+        "coverLetter": a.cover_letter,
+        "receivedAt": timestamp(a.received_at),
+        "resume": resume,
+        "status": a.outbox.status,
+        "attempts": a.outbox.attempts,
+        "sentAt": timestamp(a.outbox.sent_at),
+        "lastError": a.outbox.last_error,
+    }
+
+
+def report(r: Shown) -> dict[str, Any]:
+    """A fraud report as `jobpost reports` prints it (C13)."""
+    return {
+        "id": r.id,
+        "jobId": r.job_id,
+        "reason": r.reason,
+        "details": r.details,
+        "email": r.email,
+        "status": r.status,
+        "createdAt": reported_at(r.created_at),
+        "resolvedAt": None if r.resolved_at is None else reported_at(r.resolved_at),
+        "note": r.note,
+    }
+
+
+def reported_at(moment: datetime) -> str:
+    """A report's instants as `jobpost reports` has always printed them: ISO 8601 with the
+    microseconds, not `timestamp`'s milliseconds (the report is no API answer; C14)."""
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def export(found: Export) -> dict[str, Any]:
+    """Everything held for an address (C13, C14): its applications (résumés as metadata),
+    their deliveries (`kind` `email` for the copy, `webhook` for `application.received`'s)
+    and the fraud reports it made."""
+    copies: list[dict[str, Any]] = [
+        {
+            "kind": "email",
+            "applicationId": a.id,
+            "to": a.application_email,
+            "status": a.outbox.status,
+            "attempts": a.outbox.attempts,
+            "sentAt": timestamp(a.outbox.sent_at),
+            "lastError": a.outbox.last_error,
+        }
+        for a in found.applications
+    ]
+    sent = [
+        {
+            "kind": "webhook",
+            "applicationId": r.application_id,
+            "webhookId": r.endpoint_id,
+            **delivery(r.delivery),
+        }
+        for r in found.webhook_deliveries
+    ]
+    return {
+        "email": found.email,
+        "applications": [application(a) for a in found.applications],
+        "deliveries": copies + sent,
+        "reports": [report(r) for r in found.reports],
     }

@@ -15,7 +15,6 @@ from sqlalchemy.orm import Session, lazyload
 from models.applications import resumes
 from models.core import checks
 from models.core.checks import Invalid
-from models.core.dates import timestamp
 from models.core.errors import ApplyViaUrl, FieldError, JobGone, NotFound, ValidationFailed
 from models.db.entities import Application, Employer, Job, OutboxEntry, Resume
 from models.db.fast_reads import planned_for_values
@@ -199,31 +198,6 @@ def submit(session: Session, job: Job, sub: Submission) -> Application:
         session.add(Resume(application_id=application.id, data=sub.resume[2]))
         session.flush()
     return application
-
-
-def shape(a: Application) -> dict[str, Any]:
-    """The employer's view of an application (C8): the API's, the CLI export's (C13)."""
-    resume = None
-    if a.resume_filename:
-        resume = {
-            "filename": a.resume_filename,
-            "size": a.resume_size,
-            "contentType": a.resume_content_type,
-        }
-    return {
-        "id": a.id,
-        "jobId": a.job_id,
-        "name": a.name,
-        "email": a.email,
-        "phone": a.phone,
-        "coverLetter": a.cover_letter,
-        "receivedAt": timestamp(a.received_at),
-        "resume": resume,
-        "status": a.outbox.status,
-        "attempts": a.outbox.attempts,
-        "sentAt": timestamp(a.outbox.sent_at),
-        "lastError": a.outbox.last_error,
-    }
 
 
 def get(session: Session, employer: Employer, application_id: int) -> Application:

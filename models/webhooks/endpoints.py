@@ -3,7 +3,6 @@ API and the CLI share (create, list, update, delete, rotate the secret, send a t
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -12,7 +11,6 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from models.core import checks
-from models.core.dates import timestamp
 from models.core.errors import (
     FieldError,
     NotFound,
@@ -137,22 +135,6 @@ def check_write(
     if errors:
         raise ValidationFailed(errors, subject="webhook")
     return EndpointWrite(url, events, description, "description" in body, status)
-
-
-def shape(e: WebhookEndpoint, secret: str | None = None) -> dict[str, Any]:
-    """An endpoint's read shape (the API's, and `jobpost webhooks list --json`'s); the secret
-    only in the answer that made it (C12)."""
-    body: dict[str, Any] = {
-        "id": e.id,
-        "url": e.url,
-        "events": json.loads(e.events),
-        "description": e.description,
-        "status": e.status,
-        "createdAt": timestamp(e.created_at),
-    }
-    if secret is not None:
-        body["secret"] = secret
-    return body
 
 
 def _lock_employer(session: Session, employer_id: int) -> None:
