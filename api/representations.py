@@ -1,7 +1,7 @@
 """Answer shapes: exactly the members docs/reference.md lists for each, made from the values
-models returns (C3, C4, C6, C8, C11, C12, C13);
-the `jobpost` commands print the same ones (C14). This module is also the process's webhook payloads
-(models.webhooks.payloads), so an event's data is the answer's shape by construction (C12)."""
+models returns (C3, C4, C6, C8, C11, C12, C13); the `jobpost` commands print the same ones
+(C14). This module is also the process's webhook payloads (models.webhooks.payloads), so an
+event's data is the answer's shape by construction (C12)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,14 @@ from sqlalchemy import Row
 
 from models.applications.privacy import Export
 from models.core.dates import timestamp
-from models.db.entities import Application, Category, Location, PositionType, WebhookEndpoint
+from models.db.entities import (
+    Application,
+    Category,
+    Employer,
+    Location,
+    PositionType,
+    WebhookEndpoint,
+)
 from models.employers import Access
 from models.jobs.listing import Header
 from models.jobs.rows import StoredJob
@@ -261,4 +268,16 @@ def export(found: Export) -> dict[str, Any]:
         "applications": [application(a) for a in found.applications],
         "deliveries": copies + sent,
         "reports": [report(r) for r in found.reports],
+    }
+
+
+def employer(e: Employer) -> dict[str, Any]:
+    """The employer as GET /employer and `jobpost employers set` show it (C13)."""
+    return {
+        "id": e.id,
+        "name": e.name,
+        "plan": e.plan,
+        "language": e.language,
+        "compliance": e.compliance,
+        "ontario25Plus": e.ontario25_plus,
     }
