@@ -15,7 +15,8 @@ COMPILE := $(BIN)/uv pip compile pyproject.toml --quiet --generate-hashes \
 	--python-version 3.11 --python-platform x86_64-unknown-linux-gnu --custom-compile-command 'make lock'
 
 # `make check` runs these: the API and the domain in process (no gunicorn, celery or browser).
-CHECK_TESTS := tests/api tests/models tests/test_docs.py tests/test_openapi_*.py tests/test_wiring.py
+CHECK_TESTS := tests/api tests/models tests/test_docs.py tests/test_openapi_*.py tests/test_wiring.py \
+	tests/test_layering.py
 
 .DEFAULT_GOAL := help
 .PHONY: help install lock catalogs run test check lint bench browser pgbouncer prometheus nginx clean

@@ -23,6 +23,7 @@ from api import (
     reference,
     report_pages,
     reports,
+    representations,
     syncs,
     webhooks,
 )
@@ -35,6 +36,7 @@ from models.core.dates import today_in, utcnow
 from models.core.settings import Settings
 from models.db.engines import make_engine
 from models.db.unit_of_work import make_sessionmaker
+from models.webhooks import payloads
 from models.webhooks.endpoints import UrlPolicy
 
 WsgiApp = falcon.App[falcon.Request, falcon.Response]
@@ -79,6 +81,7 @@ def create_app(
 ) -> WsgiApp:
     """Build the app; `today` gives the service date (C5), tests pass their own clock."""
     parts = parts or Collaborators()
+    payloads.install(representations)  # the events a request emits carry the API's shapes
     clock = today or parts.today or (lambda: today_in(settings.timezone))
     limiter = parts.limiter or ratelimit.build(settings.apply_rate_limit, settings.redis_url)
     # Observe first: its process_response runs last, after RequestId and every status change.

@@ -11,7 +11,7 @@ from typing import Any
 import falcon
 from sqlalchemy.orm import Session
 
-from api import feed, forms, query
+from api import feed, forms, query, representations
 from api.auth import access_of, employer_of, require_employer
 from api.body import read_json
 from api.clients import client_address, rate_key
@@ -54,9 +54,6 @@ def private(resp: falcon.Response) -> None:
     """Applications are personal data (C8) behind a key that is no Authorization header, so
     no cache, shared or the browser's, may keep them or hand them to another client."""
     resp.set_header("Cache-Control", "no-store")
-
-
-represent = applications.shape
 
 
 class Intake:
@@ -107,7 +104,7 @@ class Intake:
         if a.resume_filename:
             base = self.public_base_url
             resume_url = f"{base}/api/v1.1/applications/{a.id}/resume"
-        data = {**represent(a), "resumeUrl": resume_url}
+        data = {**representations.application(a), "resumeUrl": resume_url}
         message = webhook_messages.emit(
             session, employer_id, "application.received", data, application_id=a.id, now=utcnow()
         )
@@ -229,7 +226,10 @@ def _send(
     paging = feed.paging(
         req, base, "applications", employer.id, wanted.feed.page_size, found.resume, filters
     )
-    send_json(resp, {"data": [represent(a) for a in found.applications], "paging": paging})
+    send_json(
+        resp,
+        {"data": [representations.application(a) for a in found.applications], "paging": paging},
+    )
 
 
 def _job_filter(req: falcon.Request, errors: list[FieldError]) -> int | None:
@@ -269,7 +269,7 @@ def _send_page(
     send_json(
         resp,
         {
-            "data": [represent(a) for a in page.applications],
+            "data": [representations.application(a) for a in page.applications],
             "paging": query.paging_object(req, base, wanted.paging, page.total, filters),
         },
     )
@@ -282,7 +282,7 @@ class Item:
             req.context.db.session, employer_of(req), path_id(application_id, "application")
         )
         private(resp)
-        send_json(resp, represent(a))
+        send_json(resp, representations.application(a))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, application_id: str) -> None:
         """Erase the application and every copy of it (C13): 204, or 404 when it is not

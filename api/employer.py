@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import falcon
 
+from api import representations
 from api.auth import access_of, require_employer
 from api.body import read_json
 from api.responses import send_json
@@ -20,7 +21,7 @@ class EmployerSettings:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         employer = employers.get_employer(req.context.db.session, access_of(req).employer_id)
         resp.set_header("Cache-Control", NO_STORE)
-        send_json(resp, employers.settings_shape(employer))
+        send_json(resp, representations.employer(employer))
 
     def on_put(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req)
@@ -28,4 +29,4 @@ class EmployerSettings:
         employer = employers.update_settings(session, access_of(req).employer_id, body)
         session.flush()
         resp.set_header("Cache-Control", NO_STORE)
-        send_json(resp, employers.settings_shape(employer))
+        send_json(resp, representations.employer(employer))

@@ -1,12 +1,27 @@
-"""Read shapes: exactly the members docs/reference.md lists for each (C3, C4, C6)."""
+"""Answer shapes: exactly the members docs/reference.md lists for each, made from the values
+models returns (C3, C4, C6, C8, C11, C12, C13); the `jobpost` commands print the same ones
+(C14). This module is also the process's webhook payloads (models.webhooks.payloads), so an
+event's data is the answer's shape by construction (C12)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import json
+from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-from models.db.entities import Category, Location, PositionType
+from sqlalchemy import Row
+
+from models.applications.privacy import Export
+from models.core.dates import timestamp
+from models.db.entities import (
+    Application,
+    Category,
+    Employer,
+    Location,
+    PositionType,
+    WebhookEndpoint,
+)
 from models.employers import Access
 from models.jobs.listing import Header
 from models.jobs.rows import StoredJob
@@ -17,16 +32,8 @@ from models.reference.lists import (
     SALARY_PERIOD_NAMES,
 )
 from models.reference.places import Place
-
-
-def timestamp(moment: datetime | None) -> str | None:
-    """An instant as the service answers every one (C10): RFC 3339 in UTC, with `Z` and
-    milliseconds (`2026-11-25T15:05:09.962Z`). Truncated, never rounded up: an `updatedSince`
-    or `receivedSince` copied from an answer still finds the thing it was copied from."""
-    if moment is None:
-        return None
-    utc = moment.astimezone(UTC)
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+from models.reports import Shown
+from models.webhooks.delivery_log import DeliveryRow
 
 
 def number(value: Decimal | None) -> int | float | None:
@@ -116,3 +123,161 @@ def translation(j: StoredJob) -> dict[str, str] | None:
     if j.translation_title is None or j.translation_description is None:
         return None
     return {"title": j.translation_title, "description": j.translation_description}
+
+
+def job_event(job: Header, employer: Access, close_date: date | None) -> dict[str, Any]:
+    """A job event's data (C12): the list element, and `closeDate` for `job.expiring`."""
+    element = header(job, employer)
+    return element if close_date is None else {**element, "closeDate": close_date}
+
+
+def sync_run(run: Row[Any]) -> dict[str, Any]:
+    """The sync resource (C11): the API's, the CLI's and `sync.completed`'s data."""
+    return {
+        "id": run.id,
+        "mode": run.mode,
+        "dryRun": run.dry_run,
+        "status": run.status,
+        "total": run.total,
+        "processed": run.processed,
+        "created": run.created,
+        "updated": run.updated,
+        "unchanged": run.unchanged,
+        "archived": run.archived,
+        "failed": run.failed,
+        "createdAt": timestamp(run.created_at),
+        "startedAt": timestamp(run.started_at),
+        "finishedAt": timestamp(run.finished_at),
+    }
+
+
+def sync_item(row: Row[Any]) -> dict[str, Any]:
+    """A run's item (C11): its outcome, and the errors and warnings kept as JSON text."""
+    return {
+        "referenceId": row.reference_id,
+        "outcome": row.outcome,
+        "jobId": row.job_id,
+        "errors": json.loads(row.errors) if row.errors else [],
+        "warnings": json.loads(row.warnings) if row.warnings else [],
+    }
+
+
+def endpoint(e: WebhookEndpoint, secret: str | None = None) -> dict[str, Any]:
+    """A webhook endpoint (C12); the secret only in the answer that made it."""
+    body: dict[str, Any] = {
+        "id": e.id,
+        "url": e.url,
+        "events": json.loads(e.events),
+        "description": e.description,
+        "status": e.status,
+        "createdAt": timestamp(e.created_at),
+    }
+    if secret is not None:
+        body["secret"] = secret
+    return body
+
+
+def delivery(d: DeliveryRow) -> dict[str, Any]:
+    """An entry of an endpoint's delivery log (C12)."""
+    return {
+        "id": d.message_id,
+        "event": d.event,
+        "status": d.status,
+        "attempts": d.attempts,
+        "lastStatusCode": d.last_status_code,
+        "lastError": d.last_error,
+        "createdAt": timestamp(d.created_at),
+        "deliveredAt": timestamp(d.delivered_at),
+    }
+
+
+def application(a: Application) -> dict[str, Any]:
+    """The employer's view of an application (C8): the API's, `application.received`'s and
+    the privacy export's (C13)."""
+    resume = None
+    if a.resume_filename:
+        resume = {
+            "filename": a.resume_filename,
+            "size": a.resume_size,
+            "contentType": a.resume_content_type,
+        }
+    return {
+        "id": a.id,
+        "jobId": a.job_id,
+        "name": a.name,
+        "email": a.email,
+        "phone": a.phone,
+        "coverLetter": a.cover_letter,
+        "receivedAt": timestamp(a.received_at),
+        "resume": resume,
+        "status": a.outbox.status,
+        "attempts": a.outbox.attempts,
+        "sentAt": timestamp(a.outbox.sent_at),
+        "lastError": a.outbox.last_error,
+    }
+
+
+def report(r: Shown) -> dict[str, Any]:
+    """A fraud report as `jobpost reports` prints it (C13)."""
+    return {
+        "id": r.id,
+        "jobId": r.job_id,
+        "reason": r.reason,
+        "details": r.details,
+        "email": r.email,
+        "status": r.status,
+        "createdAt": reported_at(r.created_at),
+        "resolvedAt": None if r.resolved_at is None else reported_at(r.resolved_at),
+        "note": r.note,
+    }
+
+
+def reported_at(moment: datetime) -> str:
+    """A report's instants as `jobpost reports` has always printed them: ISO 8601 with the
+    microseconds, not `timestamp`'s milliseconds (the report is no API answer; C14)."""
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def export(found: Export) -> dict[str, Any]:
+    """Everything held for an address (C13, C14): its applications (résumés as metadata),
+    their deliveries (`kind` `email` for the copy, `webhook` for `application.received`'s)
+    and the fraud reports it made."""
+    copies: list[dict[str, Any]] = [
+        {
+            "kind": "email",
+            "applicationId": a.id,
+            "to": a.application_email,
+            "status": a.outbox.status,
+            "attempts": a.outbox.attempts,
+            "sentAt": timestamp(a.outbox.sent_at),
+            "lastError": a.outbox.last_error,
+        }
+        for a in found.applications
+    ]
+    sent = [
+        {
+            "kind": "webhook",
+            "applicationId": r.application_id,
+            "webhookId": r.endpoint_id,
+            **delivery(r.delivery),
+        }
+        for r in found.webhook_deliveries
+    ]
+    return {
+        "email": found.email,
+        "applications": [application(a) for a in found.applications],
+        "deliveries": copies + sent,
+        "reports": [report(r) for r in found.reports],
+    }
+
+
+def employer(e: Employer) -> dict[str, Any]:
+    """The employer as GET /employer and `jobpost employers set` show it (C13)."""
+    return {
+        "id": e.id,
+        "name": e.name,
+        "plan": e.plan,
+        "language": e.language,
+        "compliance": e.compliance,
+        "ontario25Plus": e.ontario25_plus,
+    }

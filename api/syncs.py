@@ -7,8 +7,9 @@ from datetime import datetime
 from typing import Any
 
 import falcon
+from sqlalchemy import Row
 
-from api import query
+from api import query, representations
 from api.auth import access_of, employer_of, require_employer
 from api.body import JOB_BODY_LIMIT, MiB, media_type, parse_json_streamed, read_bytes
 from api.errors import Problem
@@ -82,9 +83,9 @@ class _Syncs:
         after_commit(req.context.db.session, lambda: self.enqueue(run_id, request_id))
 
 
-def _send(resp: falcon.Response, run: object, status: int = 200) -> None:
+def _send(resp: falcon.Response, run: Row[Any], status: int = 200) -> None:
     resp.set_header("Cache-Control", NO_STORE)
-    send_json(resp, syncs.represent(run), status)
+    send_json(resp, representations.sync_run(run), status)
 
 
 @falcon.before(require_employer)
@@ -117,7 +118,7 @@ class SyncCollection(_Syncs):
         send_json(
             resp,
             {
-                "data": [syncs.represent(r) for r in runs],
+                "data": [representations.sync_run(r) for r in runs],
                 "paging": query.paging_object(req, self.public_base_url, paging, total, {}),
             },
         )
@@ -174,7 +175,7 @@ class SyncItems(_Syncs):
         send_json(
             resp,
             {
-                "data": [syncs.represent_item(r) for r in rows],
+                "data": [representations.sync_item(r) for r in rows],
                 "paging": query.paging_object(
                     req, self.public_base_url, paging, total, {"outcome": outcome}
                 ),

@@ -8,12 +8,11 @@ import dataclasses
 import logging
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
 import falcon
 from sqlalchemy.orm import Session
 
-from api import query
+from api import query, representations
 from api.auth import access_of, require_employer
 from api.body import JOB_BODY_LIMIT, media_type, read_bytes, read_json
 from api.errors import Problem
@@ -82,24 +81,6 @@ class Context:
         return f"{self.public_base_url}/api/v1.1/webhooks/{endpoint_id}"
 
 
-represent = webhooks.shape
-
-
-def delivery(d: delivery_log.DeliveryRow) -> dict[str, Any]:
-    return {
-        "id": d.message_id,
-        "event": d.event,
-        "status": d.status,
-        "attempts": d.attempts,
-        "lastStatusCode": d.last_status_code,
-        "lastError": d.last_error,
-        "createdAt": webhook_messages.timestamp(d.created_at),
-        "deliveredAt": None
-        if d.delivered_at is None
-        else webhook_messages.timestamp(d.delivered_at),
-    }
-
-
 def private(resp: falcon.Response) -> None:
     """Secrets and the events' log: no cache may keep them (the key is no Authorization)."""
     resp.set_header("Cache-Control", "no-store")
@@ -135,7 +116,7 @@ class Collection:
         endpoint, secret = webhooks.create_endpoint(session, employer_id, write, key, now=now)
         resp.location = self.context.location(req, endpoint.id)
         private(resp)
-        send_json(resp, represent(endpoint, secret), 201)
+        send_json(resp, representations.endpoint(endpoint, secret), 201)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         errors: list[FieldError] = []
@@ -150,7 +131,9 @@ class Collection:
         )
         links = query.paging_object(req, self.context.public_base_url, paging, page.total, {})
         private(resp)
-        send_json(resp, {"data": [represent(e) for e in page.endpoints], "paging": links})
+        send_json(
+            resp, {"data": [representations.endpoint(e) for e in page.endpoints], "paging": links}
+        )
 
 
 @falcon.before(require_employer)
@@ -160,7 +143,7 @@ class Item:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
         private(resp)
-        send_json(resp, represent(_endpoint(req, webhook_id)))
+        send_json(resp, representations.endpoint(_endpoint(req, webhook_id)))
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
         body = read_json(req)  # C1: 413, 415 and 400 come before the 404
@@ -169,7 +152,7 @@ class Item:
         webhooks.update_endpoint(endpoint, write, now=self.context.now())
         _session(req).flush()
         private(resp)
-        send_json(resp, represent(endpoint))
+        send_json(resp, representations.endpoint(endpoint))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
         read_json(req, optional=True)  # a body is not needed, but must be JSON if sent (C1)
@@ -231,7 +214,9 @@ class Deliveries:
             req, self.context.public_base_url, paging, page.total, {"status": status}
         )
         private(resp)
-        send_json(resp, {"data": [delivery(d) for d in page.deliveries], "paging": links})
+        send_json(
+            resp, {"data": [representations.delivery(d) for d in page.deliveries], "paging": links}
+        )
 
 
 @falcon.before(require_employer)

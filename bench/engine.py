@@ -46,7 +46,7 @@ from celery import Celery
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload, sessionmaker
 
-from api import applications
+from api import representations
 from bench import report, seed, server, smtp_sink, webhook_loop, webhook_receiver
 from bench.options import Options
 from bench.workers import (
@@ -312,7 +312,7 @@ def _webhook_messages(
             .options(selectinload(Application.outbox))
             .order_by(Application.id)
         )
-        views = [applications.represent(a) | {"resumeUrl": None} for a in found]
+        views = [representations.application(a) | {"resumeUrl": None} for a in found]
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return [
         webhook_loop.Message(

@@ -99,18 +99,6 @@ def set_compliance(
     return employer
 
 
-def settings_shape(employer: Employer) -> dict[str, Any]:
-    """The employer as GET /employer and `jobpost employers set` show it (C13)."""
-    return {
-        "id": employer.id,
-        "name": employer.name,
-        "plan": employer.plan,
-        "language": employer.language,
-        "compliance": employer.compliance,
-        "ontario25Plus": employer.ontario25_plus,
-    }
-
-
 def update_settings(session: Session, employer_id: int, body: dict[str, Any]) -> Employer:
     """PUT /employer (C13): a partial update of the settings (language, compliance,
     ontario25Plus); every bad member reported at

@@ -107,7 +107,7 @@ def counts(session: Session) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class Shown:
-    """A report as the CLI shows it (C13)."""
+    """A report as the CLI shows it (C13); api.representations.report is its JSON."""
 
     id: int
     job_id: int | None
@@ -118,23 +118,6 @@ class Shown:
     created_at: datetime
     resolved_at: datetime | None
     note: str | None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "jobId": self.job_id,
-            "reason": self.reason,
-            "details": self.details,
-            "email": self.email,
-            "status": self.status,
-            "createdAt": _iso(self.created_at),
-            "resolvedAt": None if self.resolved_at is None else _iso(self.resolved_at),
-            "note": self.note,
-        }
-
-
-def _iso(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
 
 
 def shown(report: JobReport) -> Shown:

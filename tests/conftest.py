@@ -21,11 +21,13 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from api import representations
 from api.app import WsgiApp, create_app
 from models import employers
 from models.core.settings import Settings
 from models.db.engines import make_engine
 from models.db.migrate import upgrade
+from models.webhooks import payloads
 from tests import factories
 from tests.harness import SmtpServer, free_port
 from tests.openapi_check import check_response
@@ -42,6 +44,12 @@ pytest.register_assert_rewrite(
 )
 
 BACKENDS = ["sqlite", "postgresql"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def webhook_payloads() -> None:
+    """As each entry point does: tests call models functions that emit events directly."""
+    payloads.install(representations)
 
 
 @pytest.fixture(scope="session", params=BACKENDS)

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from models.core.settings import Settings, is_redis
 from models.db.engines import make_sqlite_folder
 from models.db.unit_of_work import sessionmaker_for
+from models.webhooks import payloads
 
 if TYPE_CHECKING:  # imported by make_celery: a web process reads this module's names only
     from celery import Celery
@@ -175,6 +176,9 @@ def make_celery(
         prepare_embedded(settings.broker_url)
     from celery import Celery
 
+    from api import representations  # the events the tasks emit carry the API's shapes (C12)
+
+    payloads.install(representations)
     app = Celery("jobpost", broker=settings.broker_url, include=[TASKS_MODULE])
     setattr(app, CONTEXT, TaskContext(settings, sessions))
     app.conf.update(

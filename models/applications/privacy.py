@@ -22,7 +22,7 @@ from models import idempotency, reports
 from models.applications import service as applications
 from models.core import checks
 from models.db.entities import Application, Employer, JobReport, OutboxEntry, Resume
-from models.webhooks import messages as webhook_messages
+from models.webhooks.delivery_log import DeliveryRow
 from models.webhooks.tables import DELIVERIES, MESSAGES
 
 D, M = DELIVERIES.c, MESSAGES.c
@@ -153,30 +153,35 @@ def erase_address(session: Session, email: str, *, now: datetime) -> Erased:
     )
 
 
-def export(session: Session, email: str) -> dict[str, Any]:
-    """Everything held for an address (C13, C14's shape): its applications (the API's
-    shape, résumés as metadata), their deliveries (each with its `kind`: `email` for the
-    copy, `webhook` for an `application.received` delivery) and the fraud reports it made."""
+@dataclass(frozen=True)
+class ReceivedDelivery:
+    """A delivery of an application's `application.received`: the endpoint's log entry."""
+
+    application_id: int
+    endpoint_id: int
+    delivery: DeliveryRow
+
+
+@dataclass(frozen=True)
+class Export:
+    """Everything held for an address (C13): its applications with their outbox entries,
+    the deliveries of their `application.received` events, and the fraud reports it made.
+    api.representations.export is its JSON (C14)."""
+
+    email: str
+    applications: list[Application]
+    webhook_deliveries: list[ReceivedDelivery]
+    reports: list[reports.Shown]
+
+
+def export(session: Session, email: str) -> Export:
+    """What `jobpost applications export` prints, read in the caller's session."""
     ids = _of_address(session, email)
     found = list(
         session.scalars(
             select(Application).where(Application.id.in_(ids)).order_by(Application.id)
         ).unique()
     )
-    deliveries: list[dict[str, Any]] = [
-        {
-            "kind": "email",
-            "applicationId": a.id,
-            "to": a.application_email,
-            "status": a.outbox.status,
-            "attempts": a.outbox.attempts,
-            "sentAt": None
-            if a.outbox.sent_at is None
-            else webhook_messages.timestamp(a.outbox.sent_at),
-            "lastError": a.outbox.last_error,
-        }
-        for a in found
-    ]
     rows = session.execute(
         select(
             M.application_id,
@@ -194,30 +199,24 @@ def export(session: Session, email: str) -> dict[str, Any]:
         .where(M.application_id.in_(ids), M.type == RECEIVED)
         .order_by(M.application_id, D.id)
     )
-    deliveries.extend(
-        {
-            "kind": "webhook",
-            "applicationId": r.application_id,
-            "webhookId": r.endpoint_id,
-            "id": r.message_id,
-            "event": r.type,
-            "status": r.status,
-            "attempts": r.attempts,
-            "lastStatusCode": r.last_status_code,
-            "lastError": r.last_error,
-            "createdAt": webhook_messages.timestamp(r.created_at),
-            "deliveredAt": None
-            if r.delivered_at is None
-            else webhook_messages.timestamp(r.delivered_at),
-        }
+    sent = [
+        ReceivedDelivery(
+            r.application_id,
+            r.endpoint_id,
+            DeliveryRow(
+                r.message_id,
+                r.type,
+                r.status,
+                r.attempts,
+                r.last_status_code,
+                r.last_error,
+                r.created_at,
+                r.delivered_at,
+            ),
+        )
         for r in rows
-    )
+    ]
     made = session.scalars(
         select(JobReport).where(_same_address(JobReport.email, email)).order_by(JobReport.id)
     )
-    return {
-        "email": email,
-        "applications": [applications.shape(a) for a in found],
-        "deliveries": deliveries,
-        "reports": [reports.shown(r).as_dict() for r in made],
-    }
+    return Export(email, found, sent, [reports.shown(r) for r in made])

@@ -20,7 +20,6 @@ from models.db.entities import Application, Employer, Job, OutboxEntry, Resume
 from models.db.fast_reads import planned_for_values
 from models.db.feed import Position, stamp
 from models.reference.lists import URL_ROUTE
-from models.webhooks import messages as webhook_messages
 
 PHONE = re.compile(r"[0-9 +\-().]{1,30}")
 DELIVERY_STATES = ("pending", "sending", "sent", "failed")
@@ -199,35 +198,6 @@ def submit(session: Session, job: Job, sub: Submission) -> Application:
         session.add(Resume(application_id=application.id, data=sub.resume[2]))
         session.flush()
     return application
-
-
-def _instant(moment: datetime | None) -> str | None:
-    return None if moment is None else webhook_messages.timestamp(moment)
-
-
-def shape(a: Application) -> dict[str, Any]:
-    """The employer's view of an application (C8): the API's, the CLI export's (C13)."""
-    resume = None
-    if a.resume_filename:
-        resume = {
-            "filename": a.resume_filename,
-            "size": a.resume_size,
-            "contentType": a.resume_content_type,
-        }
-    return {
-        "id": a.id,
-        "jobId": a.job_id,
-        "name": a.name,
-        "email": a.email,
-        "phone": a.phone,
-        "coverLetter": a.cover_letter,
-        "receivedAt": _instant(a.received_at),
-        "resume": resume,
-        "status": a.outbox.status,
-        "attempts": a.outbox.attempts,
-        "sentAt": _instant(a.outbox.sent_at),
-        "lastError": a.outbox.last_error,
-    }
 
 
 def get(session: Session, employer: Employer, application_id: int) -> Application:

@@ -18,6 +18,8 @@ from typing import Any
 
 import orjson
 
+from models.core.dates import timestamp
+
 # The attributes every LogRecord has; anything else on a record came from `extra`.
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {
     "message",
@@ -27,9 +29,8 @@ _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {
 _context: ContextVar[dict[str, Any] | None] = ContextVar("jobpost_log_context", default=None)
 
 
-def rfc3339(timestamp: float) -> str:
-    moment = datetime.fromtimestamp(timestamp, UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def rfc3339(seconds: float) -> str:
+    return timestamp(datetime.fromtimestamp(seconds, UTC))
 
 
 Token = Any  # contextvars.Token of the context

@@ -2,8 +2,9 @@
 set-based changes, and the daily `job.expiring` scan. Each batch costs a fixed number of
 statements whatever its size: who listens, the headers of the jobs, then emit_batch.
 
-The data is exactly a job list element (the API's own header serializer, so a member added
-to list elements is added here too), plus `closeDate` where C12 says.
+The data is exactly a job list element (the API's own serializer, installed as
+models.webhooks.payloads, so a member added to list elements is added here too), plus
+`closeDate` where C12 says.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from sqlalchemy.orm import Session
 from models.db.entities import Employer, Job, JobLocation, Location
 from models.employers import Access
 from models.jobs import listing as job_listing
+from models.jobs.listing import Header
 from models.webhooks import messages as webhook_messages
+from models.webhooks import payloads
 from models.webhooks.tables import ENDPOINTS, MESSAGES
 
 EXPIRING_DAYS = 3  # closeDate today or within the next 3 days (C12)
@@ -43,8 +46,8 @@ def listening(session: Session, employer_ids: set[int], type: str) -> set[int]:
     return set(found)
 
 
-def headers(session: Session, job_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
-    """Each job's list element, read in one statement (a row per location)."""
+def headers(session: Session, job_ids: Sequence[int]) -> dict[int, tuple[Header, Access]]:
+    """Each job's list header and its employer, read in one statement (a row per location)."""
     if not job_ids:
         return {}
     rows = session.execute(
@@ -65,14 +68,11 @@ def headers(session: Session, job_ids: Sequence[int]) -> dict[int, dict[str, Any
         .order_by(Job.id, JobLocation.position)
     ).all()
     employer = {row[job_listing.ID_AT]: (row.employer_id, row.employer_name) for row in rows}
-    from api.representations import header  # the list element's one serializer (C12)
-
-    found: dict[int, dict[str, Any]] = {}
+    found: dict[int, tuple[Header, Access]] = {}
     for h in job_listing.headers_of([tuple(row) for row in rows]):
         employer_id, name = employer[h.id]
         # The serializer reads the employer's id and name only.
-        access = Access(employer_id, name, plan="", created_at=datetime.min)
-        found[h.id] = header(h, access)
+        found[h.id] = (h, Access(employer_id, name, plan="", created_at=datetime.min))
     return found
 
 
@@ -92,11 +92,9 @@ def announce(
     if not heard:
         return []
     described = headers(session, [row.id for row in heard])
+    render = payloads.installed().job_event
     events = [
-        (
-            row.employer_id,
-            {**described[row.id], "closeDate": row.close_date} if close_date else described[row.id],
-        )
+        (row.employer_id, render(*described[row.id], row.close_date if close_date else None))
         for row in heard
     ]
     ids = None

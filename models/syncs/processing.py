@@ -40,9 +40,9 @@ from models.syncs.runs import (
     RUNS,
     STATUSES,
     read_any,
-    represent,
 )
 from models.webhooks import messages as webhook_messages
+from models.webhooks import payloads
 
 # One statement each, built once: they run once per item.
 RECORD = (
@@ -367,7 +367,7 @@ def _completed(session: Session, run: Claimed, *, now: datetime) -> None:
     dry run. The webhook sweeper delivers it."""
     if run.dry_run:
         return
-    resource = represent(read_any(session.connection(), run.id))
+    resource = payloads.installed().sync_run(read_any(session.connection(), run.id))
     webhook_messages.emit(session, run.employer_id, "sync.completed", resource, now=now)
 
 

@@ -9,9 +9,8 @@ so a worker whose lease ran out can no longer commit anything (C11: never twice)
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import (
@@ -54,43 +53,6 @@ class SyncNotOpen(DomainError):
 
 
 # --- the resource -------------------------------------------------------------------------------
-
-
-def timestamp(moment: datetime | None) -> str | None:
-    """RFC 3339 in UTC with milliseconds (wave 2's timestamps)."""
-    if moment is None:
-        return None
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-
-
-def represent(run: Any) -> dict[str, Any]:
-    """The sync resource (C11) of a run row or entity."""
-    return {
-        "id": run.id,
-        "mode": run.mode,
-        "dryRun": run.dry_run,
-        "status": run.status,
-        "total": run.total,
-        "processed": run.processed,
-        "created": run.created,
-        "updated": run.updated,
-        "unchanged": run.unchanged,
-        "archived": run.archived,
-        "failed": run.failed,
-        "createdAt": timestamp(run.created_at),
-        "startedAt": timestamp(run.started_at),
-        "finishedAt": timestamp(run.finished_at),
-    }
-
-
-def represent_item(row: Any) -> dict[str, Any]:
-    return {
-        "referenceId": row.reference_id,
-        "outcome": row.outcome,
-        "jobId": row.job_id,
-        "errors": json.loads(row.errors) if row.errors else [],
-        "warnings": json.loads(row.warnings) if row.warnings else [],
-    }
 
 
 def read(connection: Connection, employer_id: int, run_id: int) -> Row[Any]:

@@ -3,7 +3,6 @@ API and the CLI share (create, list, update, delete, rotate the secret, send a t
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,7 +18,7 @@ from models.core.errors import (
     WebhookDisabled,
 )
 from models.db.entities import Employer, WebhookEndpoint
-from models.webhooks.messages import ALL, EVENT_TYPES, TEST, D, E, emit, events_json, timestamp
+from models.webhooks.messages import ALL, EVENT_TYPES, TEST, D, E, emit, events_json
 from models.webhooks.secrets import KeySource, MissingKey, encrypt, load_key, new_secret
 from models.webhooks.tables import DELIVERIES, ENDPOINTS
 from models.webhooks.urls import PortRanges, Resolve, check_url, resolve
@@ -136,22 +135,6 @@ def check_write(
     if errors:
         raise ValidationFailed(errors, subject="webhook")
     return EndpointWrite(url, events, description, "description" in body, status)
-
-
-def shape(e: WebhookEndpoint, secret: str | None = None) -> dict[str, Any]:
-    """An endpoint's read shape (the API's, and `jobpost webhooks list --json`'s); the secret
-    only in the answer that made it (C12)."""
-    body: dict[str, Any] = {
-        "id": e.id,
-        "url": e.url,
-        "events": json.loads(e.events),
-        "description": e.description,
-        "status": e.status,
-        "createdAt": timestamp(e.created_at),
-    }
-    if secret is not None:
-        body["secret"] = secret
-    return body
 
 
 def _lock_employer(session: Session, employer_id: int) -> None:

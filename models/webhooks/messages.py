@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -17,6 +17,7 @@ import orjson
 from sqlalchemy import ColumnElement, and_, insert, literal, or_, select
 from sqlalchemy.orm import Session
 
+from models.core.dates import timestamp
 from models.webhooks.tables import DELIVERIES, ENDPOINTS, MESSAGES
 
 D, E, M = DELIVERIES.c, ENDPOINTS.c, MESSAGES.c
@@ -41,12 +42,6 @@ ALL = "*"
 
 
 DELIVERY_STATUSES = ("pending", "sending", "succeeded", "failed", "cancelled")
-
-
-def timestamp(moment: datetime) -> str:
-    """The service's timestamp: UTC, milliseconds, `Z` (C12's message and delivery log)."""
-    moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 def _plain(value: Any) -> Any:

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from api import ratelimit
+from api import ratelimit, representations
 from api.app import Collaborators, create_app
 from models import reports
 from models.core.settings import Settings
@@ -38,7 +38,7 @@ def test_a_report_on_an_active_job_is_stored_and_answered_202_without_a_location
     assert result.status_code == 202 and "location" not in result.headers
     assert result.json == {"id": result.json["id"], "status": "open"}
     with sessions() as s:
-        shown = reports.shown(reports.get(s, result.json["id"])).as_dict()
+        shown = representations.report(reports.shown(reports.get(s, result.json["id"])))
     assert {k: shown[k] for k in ("jobId", "reason", "details", "email", "status")} == {
         "jobId": job["id"],
         **REPORT,
@@ -108,7 +108,9 @@ def test_taking_a_job_down_archives_it_for_good(
     path = f"{JOBS}/{job['id']}"
     first = report(api, job["id"]).json["id"]
     with sessions() as s:
-        done = reports.resolve(s, first, take_down=True, note="fee scam").report.as_dict()
+        done = representations.report(
+            reports.resolve(s, first, take_down=True, note="fee scam").report
+        )
         s.commit()
     assert done["status"] == "taken_down" and done["note"] == "fee scam" and done["resolvedAt"]
     read = api.get(path, key=employer.key)

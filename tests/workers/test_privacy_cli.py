@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from api import representations
 from models import employers, reports
 from models.applications import service as applications
 from models.core.dates import utcnow
@@ -63,7 +64,7 @@ def held(sessions: sessionmaker[Session]) -> dict[str, Any]:
         for job_id, fields in sent:
             opened = applications.open_job(s, job_id)
             a = applications.submit(s, opened, applications.check(fields))
-            data = applications.shape(a)
+            data = representations.application(a)
             webhook_messages.emit(
                 s,
                 opened.employer_id,

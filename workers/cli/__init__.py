@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy.exc import DBAPIError
 
+from api import representations
 from models.core import logs
 from models.core.errors import DomainError
 from models.core.i18n import DEFAULT, LANGUAGES
@@ -24,6 +25,7 @@ from models.db.engines import database_said
 from models.employers import PLANS
 from models.jobs import compliance
 from models.syncs.runs import STATUSES
+from models.webhooks import payloads
 from models.webhooks.secrets import MissingKey
 from workers.cli import (
     applications,
@@ -224,6 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # command alike.
         command = Command(Settings.from_env())
         setup_logging(args.command)
+        payloads.install(representations)  # events a command emits carry the API's shapes
         return int(args.handler(args, command))
     except (DomainError, ValueError, MissingKey) as e:
         print(f"jobpost: {e}", file=sys.stderr)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from api import representations
 from models.applications import privacy
 from models.core.checks import Invalid
 from models.core.dates import utcnow
@@ -23,7 +24,7 @@ def address(value: str) -> str:
 def applications_export(args: argparse.Namespace, command: Command) -> int:
     """Always one JSON object: the export is the applicant's copy, not a table to read."""
     with session_scope(command.sessions) as s:
-        found = privacy.export(s, args.email)
+        found = representations.export(privacy.export(s, args.email))
     args.json = True
     out(args, found, "")
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from api import representations
 from models import employers
 from models.db.unit_of_work import session_scope
 from workers.cli.command import Command, out
@@ -55,7 +56,7 @@ def employers_set(args: argparse.Namespace, command: Command) -> int:
         employer = employers.set_compliance(
             s, args.id, mode=args.compliance, ontario25_plus=ontario
         )
-        shown = employers.settings_shape(employer)
+        shown = representations.employer(employer)
     out(
         args,
         shown,

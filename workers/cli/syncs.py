@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from api import representations
 from models.core.dates import utcnow
 from models.db.unit_of_work import session_scope
 from models.syncs import runs as syncs
@@ -24,7 +25,7 @@ def syncs_list(args: argparse.Namespace, command: Command) -> int:
     """Runs newest first, of one status or employer if given."""
     with session_scope(command.sessions) as s:
         rows, _ = syncs.listing(s.connection(), employer_id=args.employer, status=args.status)
-    data = [syncs.represent(r) for r in rows]
+    data = [representations.sync_run(r) for r in rows]
     header = f"{'id':>7}  {'employer':>8}  {'mode':<8} {'status':<9}     processed/total"
     lines = [header, *(_line(d, r.employer_id) for d, r in zip(data, rows, strict=True))]
     out(args, {"data": data}, "\n".join(lines))
@@ -34,7 +35,7 @@ def syncs_list(args: argparse.Namespace, command: Command) -> int:
 def syncs_show(args: argparse.Namespace, command: Command) -> int:
     with session_scope(command.sessions) as s:
         row = syncs.read_any(s.connection(), args.id)
-    run = syncs.represent(row)
+    run = representations.sync_run(row)
     out(args, run, _line(run, row.employer_id))
     return 0
 
@@ -43,6 +44,6 @@ def syncs_cancel(args: argparse.Namespace, command: Command) -> int:
     """As POST /syncs/{id}/cancel, for any employer's run; a finished one is an error (1)."""
     with session_scope(command.sessions) as s:
         row = syncs.cancel(s, None, args.id, now=utcnow())
-    run = syncs.represent(row)
+    run = representations.sync_run(row)
     out(args, run, _line(run, row.employer_id))
     return 0

@@ -9,7 +9,7 @@ import logging
 from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError
 
-from api.webhooks import delivery as delivery_shape  # the API's own shape (C14)
+from api import representations  # the API's own shapes (C14)
 from models.core.dates import utcnow
 from models.db.entities import WebhookEndpoint
 from models.db.unit_of_work import session_scope
@@ -30,7 +30,7 @@ def webhooks_list(args: argparse.Namespace, command: Command) -> int:
     if args.employer is not None:
         query = query.where(WebhookEndpoint.employer_id == args.employer)
     with session_scope(command.sessions) as s:
-        found = [(e.employer_id, webhooks.shape(e)) for e in s.scalars(query)]
+        found = [(e.employer_id, representations.endpoint(e)) for e in s.scalars(query)]
     data = [{**shape, "employerId": employer} for employer, shape in found]
     lines = [f"{'id':>6}  {'employer':>8}  {'status':<8}  {'events':<30}  url"]
     for w in data:
@@ -63,7 +63,7 @@ def deliveries(args: argparse.Namespace, command: Command) -> int:
     _endpoint(command, args.webhook_id)
     with command.sessions() as s:
         page = delivery_log.list_deliveries(s, args.webhook_id, status=None, limit=EVERY, offset=0)
-    data = [delivery_shape(d) for d in page.deliveries]
+    data = [representations.delivery(d) for d in page.deliveries]
     lines = [f"{'message':<28} {'event':<22} {'status':<10} {'attempts':>8} {'code':>4}  error"]
     for d in data:
         code = "" if d["lastStatusCode"] is None else str(d["lastStatusCode"])
