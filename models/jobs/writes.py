@@ -657,7 +657,7 @@ def listing(
     params = {
         "employer_id": employer_id,
         "q": folded,
-        "pattern": _pattern(folded),
+        "pattern": like_pattern(folded),
         "status": status,
         "limit": page_size,
         "offset": (page - 1) * page_size,
@@ -675,7 +675,7 @@ def listing(
     return search.page(employer_id, status, folded)
 
 
-def _pattern(folded: str) -> str:
+def like_pattern(folded: str) -> str:
     """A folded `q` as a LIKE pattern whose `%` and `_` are literal (escaped with `/`)."""
     return folded.replace("/", "//").replace("%", "/%").replace("_", "/_")
 
@@ -715,7 +715,7 @@ def changes(
     folded = fold(q) if q else ""
     params = {
         "employer_id": employer_id,
-        "pattern": _pattern(folded),
+        "pattern": like_pattern(folded),
         "status": status,
         "at": after.at,
         "after_id": after.id,
