@@ -23,6 +23,7 @@ from api import (
     reference,
     report_pages,
     reports,
+    sitemaps,
     syncs,
     webhooks,
 )
@@ -34,7 +35,7 @@ from models.core import logs
 from models.core.dates import today_in, utcnow
 from models.core.settings import Settings
 from models.db.engines import make_engine
-from models.db.unit_of_work import make_sessionmaker
+from models.db.unit_of_work import make_sessionmaker, read_sessions
 from models.webhooks.endpoints import UrlPolicy
 
 WsgiApp = falcon.App[falcon.Request, falcon.Response]
@@ -163,6 +164,13 @@ def create_app(
         "/jobs/{job_id}/reported": report_pages.Reported(settings),
         "/policies/job-fraud": report_pages.FraudPolicy(settings),
         "/policies/privacy": report_pages.PrivacyPolicy(settings),
+        # C15: what search engines read.
+        "/robots.txt": sitemaps.Robots(base),
+        "/sitemap.xml": sitemaps.SitemapIndex(base),
+        # Chunks are read as they are sent, on sessions of their own.
+        "/sitemaps/jobs-{number:int(min=1)}.xml": sitemaps.SitemapChunk(
+            read_sessions(sessions), base
+        ),
         "/healthz": health.Health(),
         "/readyz": health.Ready(parts.ready_checks, settings.ready_timeout_seconds),
         "/metrics": observability.Metrics(

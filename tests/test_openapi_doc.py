@@ -87,6 +87,9 @@ ENDPOINTS = [
     ("post", f"{V}/syncs/{{id}}/start"),
     ("post", f"{V}/syncs/{{id}}/cancel"),
     ("get", f"{V}/syncs/{{id}}/items"),
+    ("get", "/robots.txt"),
+    ("get", "/sitemap.xml"),
+    ("get", "/sitemaps/jobs-{n}.xml"),
 ]
 
 # What any request may meet, whatever its path and method: the HTTP server's refusals (400
@@ -169,6 +172,10 @@ STATUSES = {
     ("post", f"{V}/syncs/{{id}}/start"): {202, 400, 401, 404, 409, 413, 415, 422, 500, 503},
     ("post", f"{V}/syncs/{{id}}/cancel"): {200, 400, 401, 404, 409, 413, 415, 500, 503},
     ("get", f"{V}/syncs/{{id}}/items"): {200, 400, 401, 404, 500, 503},
+    # C15
+    ("get", "/robots.txt"): {200, 304, 500},
+    ("get", "/sitemap.xml"): {200, 304, 500, 503},
+    ("get", "/sitemaps/jobs-{n}.xml"): {200, 304, 404, 500, 503},
 }
 
 PUBLIC = {
@@ -191,6 +198,9 @@ PUBLIC = {
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),
+    ("get", "/robots.txt"),
+    ("get", "/sitemap.xml"),
+    ("get", "/sitemaps/jobs-{n}.xml"),
 }
 
 JOB: dict[str, Any] = {
