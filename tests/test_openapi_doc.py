@@ -90,6 +90,9 @@ ENDPOINTS = [
     ("get", "/robots.txt"),
     ("get", "/sitemap.xml"),
     ("get", "/sitemaps/jobs-{n}.xml"),
+    ("get", "/feeds/jobs.json"),
+    ("get", "/feeds/jobs.atom"),
+    ("get", "/feeds/indeed.xml"),
 ]
 
 # What any request may meet, whatever its path and method: the HTTP server's refusals (400
@@ -176,6 +179,9 @@ STATUSES = {
     ("get", "/robots.txt"): {200, 304, 500},
     ("get", "/sitemap.xml"): {200, 304, 500, 503},
     ("get", "/sitemaps/jobs-{n}.xml"): {200, 304, 404, 500, 503},
+    ("get", "/feeds/jobs.json"): {200, 304, 400, 500, 503},
+    ("get", "/feeds/jobs.atom"): {200, 304, 400, 500, 503},
+    ("get", "/feeds/indeed.xml"): {200, 304, 500, 503},
 }
 
 PUBLIC = {
@@ -201,6 +207,9 @@ PUBLIC = {
     ("get", "/robots.txt"),
     ("get", "/sitemap.xml"),
     ("get", "/sitemaps/jobs-{n}.xml"),
+    ("get", "/feeds/jobs.json"),
+    ("get", "/feeds/jobs.atom"),
+    ("get", "/feeds/indeed.xml"),
 }
 
 JOB: dict[str, Any] = {
