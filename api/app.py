@@ -15,6 +15,7 @@ from api import (
     cache,
     employer,
     errors,
+    feeds,
     health,
     idempotency,
     jobs,
@@ -24,6 +25,7 @@ from api import (
     report_pages,
     reports,
     representations,
+    sitemaps,
     syncs,
     webhooks,
 )
@@ -35,7 +37,7 @@ from models.core import logs
 from models.core.dates import today_in, utcnow
 from models.core.settings import Settings
 from models.db.engines import make_engine
-from models.db.unit_of_work import make_sessionmaker
+from models.db.unit_of_work import make_sessionmaker, read_sessions
 from models.webhooks import payloads
 from models.webhooks.endpoints import UrlPolicy
 
@@ -130,6 +132,15 @@ def create_app(
         enqueue=parts.enqueue_report,
     )
     retention = settings.application_retention_days
+    # C15: bodies read as they are sent, on sessions of their own; the feeds' validators
+    # wait for the change feeds' lag (C10).
+    feed_parts = (
+        read_sessions(sessions),
+        base,
+        settings.timezone,
+        parts.now,
+        settings.change_feed_lag_seconds,
+    )
     routes: dict[str, object] = {
         f"{API}/jobs": jobs.JobCollection(
             clock, base, now=parts.now, lag=settings.change_feed_lag_seconds
@@ -166,6 +177,13 @@ def create_app(
         "/jobs/{job_id}/reported": report_pages.Reported(settings),
         "/policies/job-fraud": report_pages.FraudPolicy(settings),
         "/policies/privacy": report_pages.PrivacyPolicy(settings),
+        # C15: what search engines, aggregators and feed readers read.
+        "/robots.txt": sitemaps.Robots(base),
+        "/sitemap.xml": sitemaps.SitemapIndex(base),
+        "/sitemaps/jobs-{number:int(min=1)}.xml": sitemaps.SitemapChunk(*feed_parts[:2]),
+        "/feeds/jobs.json": feeds.JsonFeed(*feed_parts),
+        "/feeds/jobs.atom": feeds.AtomFeed(*feed_parts),
+        "/feeds/indeed.xml": feeds.IndeedFeed(*feed_parts),
         "/healthz": health.Health(),
         "/readyz": health.Ready(parts.ready_checks, settings.ready_timeout_seconds),
         "/metrics": observability.Metrics(

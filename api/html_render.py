@@ -15,8 +15,9 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
+from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
 from markupsafe import Markup
@@ -100,7 +101,35 @@ CSP = (
 # --- words ---------------------------------------------------------------------------------
 
 
-def salary_words(job: Job, lang: Language) -> str | None:
+class Pay(Protocol):
+    """A job's salary, as a `Job` or a feed's `OpenJob` holds it."""
+
+    @property
+    def salary_amount(self) -> Decimal | None: ...
+    @property
+    def salary_max(self) -> Decimal | None: ...
+    @property
+    def salary_period_id(self) -> int | None: ...
+    @property
+    def salary_commission(self) -> bool: ...
+
+
+class Texts(Protocol):
+    """A job's title and description in its language and their translation (C13)."""
+
+    @property
+    def language(self) -> str: ...
+    @property
+    def title(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def translation_title(self) -> str | None: ...
+    @property
+    def translation_description(self) -> str | None: ...
+
+
+def salary_words(job: Pay, lang: Language) -> str | None:
     """The salary in words (C8, C13), None when the job states none.
 
     An amount alone is the salary ("$25.50 an hour"); with a higher maximum it is a range
@@ -125,7 +154,7 @@ def salary_words(job: Job, lang: Language) -> str | None:
     return words + (lang.gettext(", plus commission") if job.salary_commission else "")
 
 
-def _pays(job: Job) -> bool:
+def _pays(job: Pay) -> bool:
     """Whether the salary names any pay above zero (commission aside)."""
     return bool(job.salary_amount) or bool(job.salary_max)
 
@@ -156,7 +185,7 @@ class JobText:
         return description_html(self.stored)
 
 
-def job_text(job: Job, page: Language) -> JobText:
+def job_text(job: Texts, page: Language) -> JobText:
     if job.language == page.code:
         return JobText(job.title, job.description, None)
     if job.translation_title is not None and job.translation_description is not None:

@@ -203,9 +203,9 @@ class JobPage:
     def _render(self, job: Job, lang: Language, base: str) -> str:
         # The page's one address (`/jobs/01` and `/jobs/1/` serve it too), for search engines,
         # with its language: each language's page is its own (C13).
-        own = f"{base}/jobs/{job.id}"
         page_links = html_render.Links(
-            {code: f"{own}?lang={code}" for code in ("en", "fr")}, f"{own}?lang={lang.code}"
+            {code: page_url(base, job.id, code) for code in ("en", "fr")},
+            page_url(base, job.id, lang.code),
         )
         form = html_render.FormState(token=TOKEN_MARK)
         return html_render.job_page(
@@ -217,6 +217,12 @@ class JobPage:
             action=form_action(job.id, lang),
             retention_days=self.retention_days,
         )
+
+
+def page_url(base: str, job_id: int, code: str) -> str:
+    """The job page's one address in a language (C13): its canonical link, and wherever else
+    the page is named."""
+    return f"{base}/jobs/{job_id}?lang={code}"
 
 
 def form_action(job_id: int, lang: Language) -> str:

@@ -7,7 +7,7 @@ import dataclasses
 import sys
 from collections.abc import Callable, Sequence
 
-from bench import api, compliance, engine, sync, upkeep, workers
+from bench import api, compliance, engine, feeds, sync, upkeep, workers
 from bench.options import Options
 
 # A bench takes the options, prints its table and writes var/bench/<name>.json; it returns
@@ -23,6 +23,7 @@ BENCHES: dict[str, Bench] = {
     "engine": engine.run,  # C12's delivery engine: overlapped sends to a relay with latency
     "upkeep": upkeep.run,  # expire / refresh over the seeded million
     "sync": sync.run,  # C11's sync runs against a PUT loop, on the seeded million
+    "feeds": feeds.run,  # C15: the Indeed feed streamed over the seeded million, its memory
 }
 
 

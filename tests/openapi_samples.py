@@ -67,6 +67,12 @@ ENDPOINTS = [
     ("post", f"{V}/syncs/{{id}}/start"),
     ("post", f"{V}/syncs/{{id}}/cancel"),
     ("get", f"{V}/syncs/{{id}}/items"),
+    ("get", "/robots.txt"),
+    ("get", "/sitemap.xml"),
+    ("get", "/sitemaps/jobs-{n}.xml"),
+    ("get", "/feeds/jobs.json"),
+    ("get", "/feeds/jobs.atom"),
+    ("get", "/feeds/indeed.xml"),
 ]
 
 

@@ -111,6 +111,13 @@ STATUSES = {
     ("post", f"{V}/syncs/{{id}}/start"): {202, 400, 401, 404, 409, 413, 415, 422, 500, 503},
     ("post", f"{V}/syncs/{{id}}/cancel"): {200, 400, 401, 404, 409, 413, 415, 500, 503},
     ("get", f"{V}/syncs/{{id}}/items"): {200, 400, 401, 404, 500, 503},
+    # C15
+    ("get", "/robots.txt"): {200, 304, 500},
+    ("get", "/sitemap.xml"): {200, 304, 500, 503},
+    ("get", "/sitemaps/jobs-{n}.xml"): {200, 304, 404, 500, 503},
+    ("get", "/feeds/jobs.json"): {200, 304, 400, 500, 503},
+    ("get", "/feeds/jobs.atom"): {200, 304, 400, 500, 503},
+    ("get", "/feeds/indeed.xml"): {200, 304, 500, 503},
 }
 
 PUBLIC = {
@@ -133,6 +140,12 @@ PUBLIC = {
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),
+    ("get", "/robots.txt"),
+    ("get", "/sitemap.xml"),
+    ("get", "/sitemaps/jobs-{n}.xml"),
+    ("get", "/feeds/jobs.json"),
+    ("get", "/feeds/jobs.atom"),
+    ("get", "/feeds/indeed.xml"),
 }
 
 

@@ -1,0 +1,279 @@
+"""Feeds of the open jobs for aggregators and feed readers (C15): JSON Feed 1.1, Indeed's XML
+and Atom (RFC 4287), each streamed as its jobs are read in keyset batches
+(`models.jobs.feeds.open_jobs`), with a strong ETag and Last-Modified from the jobs' stamp
+(`api.conditional`), so a reader polling an unchanged feed costs one statement.
+
+The JSON and Atom feeds speak English or French (`lang=`): a job's title and description in
+that language where the job has them (C13), and its page's address in that language. Indeed's
+feed is English. A confidential job names no employer (C2, C8).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime, time
+from email.utils import format_datetime
+from urllib.parse import urlencode, urlsplit
+from zoneinfo import ZoneInfo
+
+import falcon
+import orjson
+from sqlalchemy import Connection
+from sqlalchemy.orm import Session, sessionmaker
+
+from api import conditional, html_render, query
+from api.pages import page_url
+from api.streams import streamed
+from api.xml_text import attribute, cdata, element, text
+from models.core.errors import FieldError
+from models.core.i18n import LANGUAGES, N_, TAGS, Language, language
+from models.jobs import feeds
+from models.jobs.feeds import Filters, OpenJob
+from models.reference.lists import CATEGORY_NAMES, PROVINCES
+
+CACHE_CONTROL = "public, max-age=300"  # open jobs change by the minute, not the second
+TITLE = N_("Open jobs")
+PROVINCE_CODES = tuple(code for _id, code, _name, _kind in PROVINCES)
+# Indeed's job types, by position type (C3); Volunteer has none of Indeed's own.
+INDEED_JOBTYPE = {1: "fulltime", 2: "parttime", 3: "contract", 4: "temporary", 5: "volunteer"}
+
+Render = Callable[[OpenJob], str]
+
+
+def moment(when: datetime) -> str:
+    """RFC 3339 in UTC, to the millisecond, as the API writes `updatedAt` (C10)."""
+    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Feed(ABC):
+    """What the three feeds share: the stamp, the validators, the streamed body; each
+    format writes its head, its items and its tail."""
+
+    path = ""
+    content_type = ""
+
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        public_base_url: str,
+        timezone: ZoneInfo,
+        now: Callable[[], datetime],
+        lag_seconds: float,
+    ) -> None:
+        self.sessions, self.base, self.timezone = sessions, public_base_url, timezone
+        self.now, self.lag_seconds = now, lag_seconds  # CHANGE_FEED_LAG_SECONDS (C10, C14)
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        errors: list[FieldError] = []
+        lang, filters = self.options(req, errors)
+        if errors:
+            raise query.invalid(errors)
+        stamp = feeds.open_stamp(req.context.db.connection)
+        shape = (self.path, lang.code, filters, self.base, str(self.timezone))
+        settled = feeds.settled(stamp, self.now(), self.lag_seconds)
+        validators = conditional.of_stamp(stamp, *shape, settled=settled)
+        if conditional.answered(req, resp, validators, CACHE_CONTROL):
+            return
+        resp.content_type = self.content_type
+        resp.set_header("Content-Language", lang.tag)
+        feed_url = self.feed_url(lang, filters)
+        latest = stamp.latest or datetime.fromtimestamp(0, UTC)
+
+        def write(connection: Connection) -> Iterator[bytes]:
+            yield self.head(lang, feed_url, latest).encode()
+            written = False
+            for batch in feeds.open_jobs(connection, filters):
+                items = self.separator.join(self.item(job, lang) for job in batch)
+                yield ((self.separator if written else "") + items).encode()
+                written = True
+            yield self.tail().encode()
+
+        resp.stream = streamed(self.sessions, write)
+
+    def options(self, req: falcon.Request, errors: list[FieldError]) -> tuple[Language, Filters]:
+        code = query.choice(req, "lang", LANGUAGES, errors)
+        return language(code or "en"), Filters()
+
+    def feed_url(self, lang: Language, filters: Filters) -> str:
+        values = {"q": filters.q, "category": filters.category, "province": filters.province}
+        carried: dict[str, object] = {k: v for k, v in values.items() if v is not None}
+        if lang.code != "en":
+            carried["lang"] = lang.code
+        return f"{self.base}{self.path}" + (f"?{urlencode(carried)}" if carried else "")
+
+    separator = ""  # between two items
+
+    @abstractmethod
+    def head(self, lang: Language, feed_url: str, latest: datetime) -> str:
+        """Everything before the first item."""
+
+    @abstractmethod
+    def item(self, job: OpenJob, lang: Language) -> str:
+        """One job."""
+
+    @abstractmethod
+    def tail(self) -> str:
+        """Everything after the last item."""
+
+    # --- what every format says of a job
+
+    def published(self, job: OpenJob) -> datetime:
+        """The publish date as the start of that day in the service's timezone (C5)."""
+        return datetime.combine(job.publish_date, time(0), tzinfo=self.timezone)
+
+    @staticmethod
+    def employer(job: OpenJob, lang: Language) -> str:
+        return lang.gettext(html_render.CONFIDENTIAL) if job.confidential else job.employer_name
+
+    @staticmethod
+    def categories(job: OpenJob, lang: Language) -> list[str]:
+        return [lang.gettext(CATEGORY_NAMES[c]) for c in job.category_ids]
+
+
+class JsonFeed(Feed):
+    """GET /feeds/jobs.json: JSON Feed 1.1 (jsonfeed.org/version/1.1)."""
+
+    path, content_type, separator = "/feeds/jobs.json", "application/feed+json", ","
+
+    def head(self, lang: Language, feed_url: str, latest: datetime) -> str:
+        top = {
+            "version": "https://jsonfeed.org/version/1.1",
+            "title": lang.gettext(TITLE),
+            "feed_url": feed_url,
+            "language": lang.tag,
+        }
+        return orjson.dumps(top).decode()[:-1] + ',"items":['
+
+    def item(self, job: OpenJob, lang: Language) -> str:
+        words = html_render.job_text(job, lang)
+        entry: dict[str, object] = {
+            "id": str(job.id),
+            "url": page_url(self.base, job.id, lang.code),
+            "title": words.title,
+            "content_html": words.stored,
+            "date_published": self.published(job).isoformat(),
+            "date_modified": moment(job.updated_at),
+            "authors": [{"name": self.employer(job, lang)}],
+            "tags": self.categories(job, lang),
+        }
+        if words.lang is not None:
+            entry["language"] = TAGS[words.lang]
+        return orjson.dumps(entry).decode()
+
+    def tail(self) -> str:
+        return "]}"
+
+
+class AtomFeed(Feed):
+    """GET /feeds/jobs.atom: Atom (RFC 4287), narrowed by the public search's filters: `q`
+    as the API's (C6), `category` (an id, C3) and `province` (a code, C3)."""
+
+    path, content_type = "/feeds/jobs.atom", "application/atom+xml"
+
+    def options(self, req: falcon.Request, errors: list[FieldError]) -> tuple[Language, Filters]:
+        lang, _ = super().options(req, errors)
+        q = query.term(req, "q", errors)
+        category = _category(req, errors)
+        province = query.choice(req, "province", PROVINCE_CODES, errors)
+        return lang, Filters(q=q, category=category, province=province)
+
+    def head(self, lang: Language, feed_url: str, latest: datetime) -> str:
+        return (
+            '<?xml version="1.0" encoding="utf-8"?>\n'
+            f'<feed xmlns="http://www.w3.org/2005/Atom" xml:lang="{lang.tag}">\n'
+            + element("id", feed_url)
+            + element("title", lang.gettext(TITLE))
+            + element("updated", moment(latest))
+            + f'<link rel="self" type="application/atom+xml" href="{attribute(feed_url)}"/>'
+            + element("generator", "jobpost")
+            + "\n"
+        )
+
+    def item(self, job: OpenJob, lang: Language) -> str:
+        words = html_render.job_text(job, lang)
+        url = page_url(self.base, job.id, lang.code)
+        named = (CATEGORY_NAMES[c] for c in job.category_ids)
+        categories = "".join(
+            f'<category term="{c}" label="{attribute(lang.gettext(name))}"/>'
+            for c, name in zip(job.category_ids, named, strict=True)
+        )
+        text_lang = f' xml:lang="{TAGS[words.lang]}"' if words.lang is not None else ""
+        return (
+            "<entry>"
+            + element("id", f"{self.base}/jobs/{job.id}")
+            + f"<title{text_lang}>{text(words.title)}</title>"
+            + f'<link rel="alternate" type="text/html" href="{attribute(url)}"/>'
+            + element("published", self.published(job).isoformat())
+            + element("updated", moment(job.updated_at))
+            + f"<author>{element('name', self.employer(job, lang))}</author>"
+            + categories
+            + f'<content type="html"{text_lang}>{text(words.stored)}</content>'
+            + "</entry>\n"
+        )
+
+    def tail(self) -> str:
+        return "</feed>\n"
+
+
+class IndeedFeed(Feed):
+    """GET /feeds/indeed.xml: Indeed's XML job feed, in English. One location a job: the
+    first (Indeed takes one city and state a job)."""
+
+    path, content_type = "/feeds/indeed.xml", "application/xml"
+
+    def options(self, req: falcon.Request, errors: list[FieldError]) -> tuple[Language, Filters]:
+        return language("en"), Filters()
+
+    def head(self, lang: Language, feed_url: str, latest: datetime) -> str:
+        return (
+            '<?xml version="1.0" encoding="utf-8"?>\n<source>\n'
+            + element("publisher", urlsplit(self.base).hostname or self.base)
+            + element("publisherurl", f"{self.base}/")
+            + element("lastBuildDate", format_datetime(latest, usegmt=True))
+            + "\n"
+        )
+
+    def item(self, job: OpenJob, lang: Language) -> str:
+        words = html_render.job_text(job, lang)
+        fields: list[tuple[str, str | None]] = [
+            ("title", words.title),
+            ("date", format_datetime(self.published(job))),
+            ("referencenumber", str(job.id)),
+            ("url", page_url(self.base, job.id, "en")),
+            ("company", None if job.confidential else job.employer_name),
+            *_place(job),
+            ("description", words.stored),
+            ("salary", html_render.salary_words(job, lang)),
+            ("jobtype", INDEED_JOBTYPE.get(job.position_type_id)),
+            ("category", ", ".join(self.categories(job, lang)) or None),
+        ]
+        inner = "".join(f"<{k}>{cdata(v)}</{k}>" for k, v in fields if v is not None)
+        return f"<job>{inner}</job>\n"
+
+    def tail(self) -> str:
+        return "</source>\n"
+
+
+def _place(job: OpenJob) -> Iterable[tuple[str, str | None]]:
+    first = job.places[0] if job.places else None
+    city = first.name if first is not None and first.type == "City" else None
+    return [
+        ("city", city),
+        ("state", first.province_code if first is not None else None),
+        ("country", "CA"),
+        # The gazetteer holds no postal codes (C3): `postalcode` waits for one.
+    ]
+
+
+def _category(req: falcon.Request, errors: list[FieldError]) -> int | None:
+    raw = query.param(req, "category", errors)
+    if raw is None:
+        return None
+    if not query.DIGITS.fullmatch(raw):
+        errors.append(FieldError("category", "invalid_type", "category must be a whole number."))
+        return None
+    if int(raw) not in CATEGORY_NAMES:
+        errors.append(FieldError("category", "unknown_category", "No category has this id."))
+        return None
+    return int(raw)
