@@ -221,6 +221,8 @@ JOB: dict[str, Any] = {
             "longitude": None,
         },
     ],
+    "workplaceType": "onSite",
+    "applicantLocations": [],
     "categories": [{"id": 1, "name": "Accounting & Finance"}, {"id": 23, "name": "Sales"}],
     "positionType": {"id": 1, "name": "Full Time"},
     "salary": {
@@ -253,7 +255,17 @@ URL_JOB = {
     "applicationUrl": "https://careers.example.com/apply/42",
 }
 
-HEADER_KEYS = ["id", "referenceId", "employer", "title", "publishDate", "locations", "confidential"]
+HEADER_KEYS = [
+    "id",
+    "referenceId",
+    "employer",
+    "title",
+    "publishDate",
+    "locations",
+    "workplaceType",
+    "applicantLocations",
+    "confidential",
+]
 HEADER = {k: JOB[k] for k in [*HEADER_KEYS, "status", "updatedAt"]}
 FEED_PAGING = {
     "pageSize": 10,
