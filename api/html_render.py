@@ -26,6 +26,7 @@ from api.representations import number
 from models.core import i18n
 from models.core.i18n import N_, Language
 from models.db.entities import Job
+from models.jobs import workplace
 from models.jobs.html import with_link_rel
 from models.reference.lists import URL_ROUTE
 
@@ -56,6 +57,14 @@ VACANCY_STATEMENTS = {
     True: N_("This posting is for an existing vacancy."),
     False: N_("This posting is not for an existing vacancy."),
 }
+# C16: where the job is done, as the page says it.
+WORKPLACE_WORDS = {
+    workplace.ON_SITE: N_("On site"),
+    workplace.HYBRID: N_("Hybrid"),
+    workplace.REMOTE: N_("Remote"),
+}
+CANADA = N_("Canada")
+SITE_NAME = "jobpost"  # names the job's `identifier` in JSON-LD (its value is the job id)
 RESUME_TYPES = ".pdf,.doc,.docx,.odt,.rtf,.txt"
 REGIONS = ("Province", "Territory")  # places whose name is translated (cities keep theirs)
 
@@ -218,6 +227,8 @@ def job_posting(job: Job, tz: ZoneInfo, text: JobText | None = None) -> dict[str
         "validThrough": valid_through(job.close_date, tz),
         # Google's recommended flag: applicants apply on this page (Email routing, C8).
         "directApply": job.routing_type != URL_ROUTE,
+        # The service's id, not the employer's name, so a confidential job stays anonymous.
+        "identifier": {"@type": "PropertyValue", "name": SITE_NAME, "value": str(job.id)},
     }
     if not job.confidential:
         data["hiringOrganization"] = {"@type": "Organization", "name": job.employer.name}
@@ -232,6 +243,9 @@ def job_posting(job: Job, tz: ZoneInfo, text: JobText | None = None) -> dict[str
             address["addressLocality"] = loc.name
         places.append({"@type": "Place", "address": address})
     data["jobLocation"] = places
+    if job.workplace_type == workplace.REMOTE:  # Google: fully remote only (C16)
+        data["jobLocationType"] = "TELECOMMUTE"
+        data["applicantLocationRequirements"] = applicant_requirements(job)
     if job.position_type_id in EMPLOYMENT_TYPE:
         data["employmentType"] = EMPLOYMENT_TYPE[job.position_type_id]
     # A salary of $0 (commission only, say) is no base salary: search engines would list it.
@@ -247,6 +261,30 @@ def job_posting(job: Job, tz: ZoneInfo, text: JobText | None = None) -> dict[str
             value["value"] = number(job.salary_amount)
         data["baseSalary"] = {"@type": "MonetaryAmount", "currency": "CAD", "value": value}
     return data
+
+
+def applicant_requirements(job: Job) -> list[dict[str, str]]:
+    """Where a remote job's applicants may live, as schema.org places (C16)."""
+    codes = workplace.listed(job.workplace_type, job.applicant_locations)
+    if workplace.CANADA in codes:
+        return [{"@type": "Country", "name": "CA"}]
+    return [
+        {"@type": "AdministrativeArea", "name": workplace.PROVINCE_NAMES[code]} for code in codes
+    ]
+
+
+def workplace_facts(job: Job, lang: Language) -> list[tuple[str, str]]:
+    """The page's lines on where the job is done and whom it takes (C16): the type, and
+    the applicant locations of a hybrid or remote job that names them."""
+    facts = [(lang.gettext("Workplace"), lang.gettext(WORKPLACE_WORDS[job.workplace_type]))]
+    codes = workplace.listed(job.workplace_type, job.applicant_locations)
+    if job.workplace_type != workplace.ON_SITE and codes:
+        names = [
+            lang.gettext(CANADA if code == workplace.CANADA else workplace.PROVINCE_NAMES[code])
+            for code in codes
+        ]
+        facts.append((lang.gettext("Applicants from"), lang.gettext("; ").join(names)))
+    return facts
 
 
 def script_json(data: Any) -> Markup:
@@ -319,6 +357,7 @@ def job_page(
     categories = ", ".join(lang.gettext(c.category.name) for c in job.job_categories)
     facts = [
         (lang.ngettext("Location", "Locations", len(job.locations)), locations),
+        *workplace_facts(job, lang),
         (lang.ngettext("Category", "Categories", len(job.job_categories)), categories),
         (lang.gettext("Position"), lang.gettext(job.position_type.name)),
     ]

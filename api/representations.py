@@ -23,6 +23,7 @@ from models.db.entities import (
     WebhookEndpoint,
 )
 from models.employers import Access
+from models.jobs import workplace
 from models.jobs.listing import Header
 from models.jobs.rows import StoredJob
 from models.reference.lists import (
@@ -81,6 +82,8 @@ def header(job: Header, employer: Access) -> dict[str, Any]:
         "title": job.title,
         "publishDate": job.publish_date,
         "locations": [location(loc) for loc in job.locations],
+        "workplaceType": job.workplace_type,
+        "applicantLocations": workplace.listed(job.workplace_type, job.applicant_locations),
         "confidential": job.confidential,
         "status": job.status,
         "updatedAt": timestamp(job.updated_at),
@@ -102,6 +105,8 @@ def job(j: StoredJob, employer_name: str) -> dict[str, Any]:
         "autoRefresh": j.auto_refresh,
         "status": j.status,
         "locations": [location(loc) for loc in j.locations],
+        "workplaceType": j.workplace_type,
+        "applicantLocations": workplace.listed(j.workplace_type, j.applicant_locations),
         "categories": [{"id": c, "name": CATEGORY_NAMES[c]} for c in j.category_ids],
         "positionType": {"id": j.position_type_id, "name": POSITION_TYPE_NAMES[j.position_type_id]},
         "salary": salary(j),

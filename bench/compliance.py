@@ -181,6 +181,8 @@ def _check_us(scenarios: list[api.Scenario]) -> float:
                 application_url=None,
                 ai_screening=None,
                 existing_vacancy=None,
+                workplace_type="onSite",
+                applicant_locations="",
                 taken_down=False,
                 language="en",
                 translation_title=None,

@@ -104,6 +104,8 @@ JOB: dict[str, Any] = {
             "longitude": None,
         },
     ],
+    "workplaceType": "onSite",
+    "applicantLocations": [],
     "categories": [{"id": 1, "name": "Accounting & Finance"}, {"id": 23, "name": "Sales"}],
     "positionType": {"id": 1, "name": "Full Time"},
     "salary": {

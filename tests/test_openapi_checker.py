@@ -24,7 +24,17 @@ URL_JOB = {
     "applicationUrl": "https://careers.example.com/apply/42",
 }
 
-HEADER_KEYS = ["id", "referenceId", "employer", "title", "publishDate", "locations", "confidential"]
+HEADER_KEYS = [
+    "id",
+    "referenceId",
+    "employer",
+    "title",
+    "publishDate",
+    "locations",
+    "workplaceType",
+    "applicantLocations",
+    "confidential",
+]
 HEADER = {k: JOB[k] for k in [*HEADER_KEYS, "status", "updatedAt"]}
 FEED_PAGING = {
     "pageSize": 10,

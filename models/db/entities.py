@@ -23,6 +23,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     false,
+    text,
     true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -160,6 +161,10 @@ class Job(Base):
     # not stated.
     ai_screening: Mapped[bool | None] = mapped_column(Boolean)
     existing_vacancy: Mapped[bool | None] = mapped_column(Boolean)
+    # Where the job is done and whom it takes (C16): `onSite`, `hybrid` or `remote`, and the
+    # applicant locations as stored (`models.jobs.workplace`), "" for the type's default.
+    workplace_type: Mapped[str] = mapped_column(String(8), server_default="onSite")
+    applicant_locations: Mapped[str] = mapped_column(String(64), server_default=text("''"))
     # Taken down by the operator after a fraud report (C13): archived, and no write makes
     # it active again. No Python default: the ORM then leaves it out of INSERTs, as schemas
     # before migration 0013 (tests of older migrations) need.

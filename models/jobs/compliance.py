@@ -20,6 +20,7 @@ from sqlalchemy import Connection, select
 
 from models.core.errors import FieldError, ValidationFailed
 from models.db.entities import Location
+from models.jobs import workplace
 from models.jobs.rows import StoredJob
 from models.jobs.warnings import Warning
 from models.reference.lists import fold_spaced
@@ -266,6 +267,7 @@ def check(
     if mode == "off" or job.status != "active":
         return []
     assert job.locations is not None  # a merged job, whole
-    provinces = PROVINCES.of(connection, [p.id for p in job.locations])
+    located = PROVINCES.of(connection, [p.id for p in job.locations])
+    provinces = workplace.provinces(job.workplace_type, job.applicant_locations, located)
     found = findings(job, provinces, ontario25_plus=ontario25_plus, today=today)
     return apply_mode(mode, found)

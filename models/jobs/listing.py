@@ -41,6 +41,8 @@ class Header:
     publish_date: date
     confidential: bool
     status: str
+    workplace_type: str
+    applicant_locations: str  # as stored (`models.jobs.workplace`)
     updated_at: datetime
     locations: list[Place]
 
@@ -290,6 +292,8 @@ HEADER = (
     Job.publish_date,
     Job.confidential,
     Job.status,
+    Job.workplace_type,
+    Job.applicant_locations,
     Job.updated_at,
 )
 
@@ -322,11 +326,13 @@ def headers_of(rows: list[tuple[Any, ...]]) -> list[Header]:
         if row[ID_AT] is None:  # the row of an empty page, for its tally
             continue
         if not headers or headers[-1].id != row[ID_AT]:
-            job_id, reference_id, title, published, confidential, status, updated = row[
+            job_id, ref, title, published, confidential, status, kind, takes, updated = row[
                 ID_AT:PLACE_AT
             ]
             headers.append(
-                Header(job_id, reference_id, title, published, confidential, status, updated, [])
+                Header(
+                    job_id, ref, title, published, confidential, status, kind, takes, updated, []
+                )
             )
         if row[PLACE_AT] is not None:  # a job without locations has one row, of NULLs
             headers[-1].locations.append(Place(*row[PLACE_AT : PLACE_AT + len(PLACE)]))

@@ -70,6 +70,8 @@ VALUES = (
     "translation_description",
     "ai_screening",
     "existing_vacancy",
+    "workplace_type",
+    "applicant_locations",
     "taken_down",
 )
 # Set by every write beside them: computed, never read back into a StoredJob (a sync run's
@@ -105,6 +107,8 @@ class StoredJob:
     translation_description: str | None
     ai_screening: bool | None
     existing_vacancy: bool | None
+    workplace_type: str
+    applicant_locations: str  # as stored: `models.jobs.workplace`
     taken_down: bool
     version: int
     updated_at: datetime | None  # the last stored change (C10); None before the first

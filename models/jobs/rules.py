@@ -13,7 +13,7 @@ from models.core.checks import Invalid
 from models.core.errors import FieldError, ValidationFailed
 from models.core.i18n import LANGUAGES
 from models.db.entities import Employer
-from models.jobs import html, warnings
+from models.jobs import html, warnings, workplace
 from models.jobs.rows import StoredJob
 from models.reference import places
 from models.reference.lists import (
@@ -285,6 +285,51 @@ def _statement(column: str, field: str) -> Callable[[_Context, Any], None]:
     return rule
 
 
+def _workplace_type(ctx: _Context, value: Any) -> None:
+    """null is the default, as a closeDate's is (C16)."""
+    if value is None:
+        ctx.out["workplace_type"] = workplace.DEFAULT_TYPE
+        return
+    if not isinstance(value, str):
+        raise Invalid("workplaceType", "invalid_type", "workplaceType must be a string.")
+    if value not in workplace.TYPES:
+        raise Invalid(
+            "workplaceType", "out_of_range", "workplaceType must be onSite, hybrid or remote."
+        )
+    text = value
+    ctx.out["workplace_type"] = text
+
+
+def _applicant_locations(ctx: _Context, value: Any) -> None:
+    """`CA` or province codes, each once (C16); null and [] are the type's default. Kept
+    apart (`_check_workplace` stores it), as its meaning depends on the merged type."""
+    if value is None:
+        ctx.out["applicant_codes"] = ()
+        return
+    entries = checks.array(
+        value,
+        "applicantLocations",
+        least=0,
+        most=len(workplace.CODES),
+        noun=("applicant location", "applicant locations"),
+    )
+    found: list[str] = []
+    for i, entry in enumerate(entries):
+        field = f"applicantLocations[{i}]"
+        code = entry
+        if not isinstance(code, str):
+            ctx.fail(field, "invalid_type", f"{field} must be a string.")
+        elif code not in workplace.CODES:
+            ctx.fail(field, "out_of_range", f"{field} must be CA or a province or territory code.")
+        elif code in found:
+            ctx.fail(field, "duplicate", f"{code} is listed twice.")
+        elif workplace.CANADA in (code, *found) and found:
+            ctx.fail(field, "duplicate", "CA takes applicants from every province: list CA alone.")
+        else:
+            found.append(code)
+    ctx.out["applicant_codes"] = tuple(found)
+
+
 RULES: dict[str, Callable[[_Context, Any], None]] = {
     "referenceId": _reference_id,
     "title": _title,
@@ -304,6 +349,8 @@ RULES: dict[str, Callable[[_Context, Any], None]] = {
     "translation": _translation,
     "aiScreening": _statement("ai_screening", "aiScreening"),
     "existingVacancy": _statement("existing_vacancy", "existingVacancy"),
+    "workplaceType": _workplace_type,
+    "applicantLocations": _applicant_locations,
 }
 
 
@@ -338,6 +385,7 @@ def validate(
     _check_route(ctx, body)
     _check_republish(ctx, body)
     _check_translation_language(ctx, body)
+    _check_workplace(ctx)
     if ctx.errors:
         raise ValidationFailed(ctx.errors, subject="job")
     if notes is not None:
@@ -386,6 +434,36 @@ def _check_translation_language(ctx: _Context, body: dict[str, Any]) -> None:
         f"The stored translation is in {ctx.out['language']}, now the job's own language: "
         "send a translation in the other language, or null to remove it.",
     )
+
+
+def _check_workplace(ctx: _Context) -> None:
+    """The applicant locations as stored for the merged type (C16). An on-site job takes
+    applicants where it is: a list sent for one is refused, not dropped, since the client
+    meant something the job would not say; a job becoming on site drops its stored list,
+    as a route not taken drops its address (C4)."""
+    job = ctx.job
+    kind = ctx.out.get("workplace_type", job.workplace_type if job else workplace.DEFAULT_TYPE)
+    codes = ctx.out.pop("applicant_codes", None)
+    if codes is None:  # not sent: the stored list stands, unless the job is now on site
+        if job is not None and kind == workplace.ON_SITE and job.applicant_locations:
+            ctx.out["applicant_locations"] = ""
+        elif job is not None and kind != job.workplace_type:
+            # The stored form of the same list under the new type (a remote job's default
+            # `["CA"]` is stored as "", a hybrid job's as "CA").
+            kept = workplace.listed(job.workplace_type, job.applicant_locations)
+            ctx.out["applicant_locations"] = workplace.stored(kind, kept)
+        return
+    if any(e.field == "workplaceType" for e in ctx.errors):
+        return  # the type to judge the list by is unknown
+    if kind == workplace.ON_SITE and codes:
+        ctx.fail(
+            "applicantLocations",
+            "not_applicable",
+            "An onSite job takes applicants where it is: send applicantLocations only with"
+            " workplaceType hybrid or remote.",
+        )
+        return
+    ctx.out["applicant_locations"] = workplace.stored(kind, codes)
 
 
 def _check_route(ctx: _Context, body: dict[str, Any]) -> None:

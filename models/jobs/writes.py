@@ -25,7 +25,7 @@ from models.core.errors import (
 )
 from models.db.entities import Employer
 from models.db.feed import stamp
-from models.jobs import compliance, warnings
+from models.jobs import compliance, warnings, workplace
 from models.jobs import rows as job_rows
 from models.jobs import rules as job_rules
 from models.jobs.rows import StoredJob
@@ -277,6 +277,8 @@ def _blank_job(employer_id: int, today: date) -> StoredJob:
         translation_description=None,
         ai_screening=None,
         existing_vacancy=None,
+        workplace_type=workplace.DEFAULT_TYPE,
+        applicant_locations="",
         taken_down=False,
         version=1,
         updated_at=None,

@@ -187,6 +187,14 @@ def test_the_feed_walks_by_updated_at_then_id_with_a_cursor(api: Api, employer: 
     assert seen[-1]["title"] == "Changed"
 
 
+def test_a_feed_element_carries_the_work_arrangement(api: Api, employer: Any) -> None:
+    """C16: the feed's elements are list elements, workplaceType and applicantLocations too."""
+    job = create_job(api, employer, workplaceType="remote", applicantLocations=["PE", "NS"])
+    (element,) = feed(api, employer)["data"]
+    assert (element["workplaceType"], element["applicantLocations"]) == ("remote", ["PE", "NS"])
+    assert element["id"] == job["id"]
+
+
 def test_the_end_of_the_feed_names_where_to_resume_and_later_changes_follow(
     api: Api, employer: Any
 ) -> None:

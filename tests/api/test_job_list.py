@@ -152,7 +152,7 @@ def test_republishing_moves_a_job_to_the_top(api: Any, employer: Any, clock: Any
 
 def test_the_list_element_is_the_job_header(api: Any, employer: Any) -> None:
     """Interface: id, referenceId, employer, title, publishDate, locations, confidential, status;
-    and C10's updatedAt, as the job shows it."""
+    C10's updatedAt and C16's workplaceType and applicantLocations, as the job shows them."""
     job = create_job(api, employer, referenceId="H-1", confidential=True)
     (header,) = listing(api, employer)["data"]
     assert header == {
@@ -164,6 +164,8 @@ def test_the_list_element_is_the_job_header(api: Any, employer: Any) -> None:
             "title",
             "publishDate",
             "locations",
+            "workplaceType",
+            "applicantLocations",
             "confidential",
             "status",
             "updatedAt",

@@ -40,6 +40,8 @@ def job(**changes: object) -> StoredJob:
         application_url=None,
         ai_screening=False,
         existing_vacancy=True,
+        workplace_type="onSite",
+        applicant_locations="",
         taken_down=False,
         language="en",
         translation_title=None,
