@@ -4,10 +4,11 @@ It holds two kinds of email (`Box`): the employer's copy of an application (C8, 
 `outbox`, by application) and the operator's email of a fraud report (C13, `report_mails`,
 by report). Both have the same columns and go through the same transitions below.
 
-Every transition is one conditional UPDATE, so it behaves the same on SQLite and
-PostgreSQL and holds no lock while a worker talks to the SMTP server. The transitions of a
-delivery are written against the table rather than the entity: they run once per copy, and
-an UPDATE of the entity goes through the ORM's bulk-update machinery for nothing.
+The claims, leases, sweep and retries are models.db.leases's, on these two tables; what
+stays here is the outbox's own: the claim's joined read of the application, and retries for
+`retry_hours` from the application (or an operator's retry). The transitions are written
+against the table rather than the entity: they run once per copy, and an UPDATE of the
+entity goes through the ORM's bulk-update machinery for nothing.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import ColumnElement, Row, Table, Update, and_, bindparam, func, or_, select, update
+from sqlalchemy import ColumnElement, Row, Table, Update, and_, bindparam, func, or_, select
 from sqlalchemy.orm import Session
 
+from models.db import leases
 from models.db.entities import (
     Application,
     Employer,
@@ -36,29 +38,23 @@ APPLICATIONS = cast(Table, Application.__table__)
 RESUMES = cast(Table, Resume.__table__)
 EMPLOYERS = cast(Table, Employer.__table__)
 
-
-@dataclass(frozen=True)
-class Box:
-    """One kind of email in the outbox: its table, and the column naming what it is about."""
-
-    table: Table
-    key: str
-
-    @property
-    def key_column(self) -> ColumnElement[int]:
-        return cast(ColumnElement[int], self.table.c[self.key])
-
-
-COPIES = Box(OUTBOX, "application_id")  # C8
-REPORTS = Box(REPORT_MAILS, "report_id")  # C13
+STATUSES = ("pending", "sending", "sent", "failed")
+# One kind of email in the outbox: its table, and the column naming what it is about.
+Box = leases.Queue
+COPIES = Box(OUTBOX, "application_id", STATUSES, finished=("sent", "failed"))  # C8
+REPORTS = Box(REPORT_MAILS, "report_id", STATUSES, finished=("sent", "failed"))  # C13
 
 
 @dataclass(frozen=True)
-class Timing:
-    lease_seconds: float = 300
-    sweep_grace_seconds: float = 120
+class Timing(leases.Timing):
+    """The leases, and retries for `retry_hours` with a backoff from `retry_base_seconds`."""
+
     retry_base_seconds: float = 60
     retry_hours: float = 24
+
+    @property
+    def retries(self) -> leases.Retries:
+        return leases.Retries(base_seconds=self.retry_base_seconds)
 
 
 class Claim:
@@ -68,8 +64,7 @@ class Claim:
     names), then the named `columns` of the entry's application, then
     the résumé's bytes as `resume` (None without one) if asked, then the employer's language
     as `language` (C13: as it is at the send, not at the application) if asked; None if not
-    won. Statements
-    are built once: building and keying one costs more than running it.
+    won. Statements are built once (models.db.leases).
 
     On PostgreSQL the claim and the read are one statement (UPDATE … FROM applications …
     RETURNING), one round trip. SQLite's RETURNING may only name the updated table (and
@@ -78,16 +73,7 @@ class Claim:
 
     def __init__(self, *columns: str, resume: bool = False, language: bool = False) -> None:
         c, a, r = OUTBOX.c, APPLICATIONS.c, RESUMES.c
-        now = bindparam("now", type_=c.next_attempt_at.type)
-        claimable = or_(
-            and_(c.status == "pending", c.next_attempt_at <= now),
-            and_(c.status == "sending", c.lease_until < now),
-        )
-        self.claim = (
-            update(OUTBOX)
-            .where(c.application_id == bindparam("entry"), claimable)
-            .values(status="sending", attempts=c.attempts + 1, lease_until=bindparam("lease"))
-        )
+        self.claim = leases.claiming(COPIES)
         read: list[ColumnElement[Any]] = [
             c.attempts,
             c.retry_from,
@@ -108,8 +94,7 @@ class Claim:
         self, session: Session, application_id: int, *, now: datetime, timing: Timing
     ) -> Row[Any] | None:
         connection = session.connection()
-        lease = now + timedelta(seconds=timing.lease_seconds)
-        params = {"entry": application_id, "now": now, "lease": lease}
+        params = {"entry": application_id, "now": now, "lease": timing.lease_from(now)}
         if connection.dialect.name == "postgresql":
             return connection.execute(self.claim_and_read, params).one_or_none()
         if connection.execute(self.claim, params).rowcount != 1:
@@ -118,17 +103,7 @@ class Claim:
 
 
 _REPORTS_C = REPORT_MAILS.c
-_REPORT_CLAIM = (
-    update(REPORT_MAILS)
-    .where(
-        _REPORTS_C.report_id == bindparam("entry"),
-        or_(
-            and_(_REPORTS_C.status == "pending", _REPORTS_C.next_attempt_at <= bindparam("now")),
-            and_(_REPORTS_C.status == "sending", _REPORTS_C.lease_until < bindparam("now")),
-        ),
-    )
-    .values(status="sending", attempts=_REPORTS_C.attempts + 1, lease_until=bindparam("lease"))
-)
+_REPORT_CLAIM = leases.claiming(REPORTS)
 _REPORT_READ = (
     select(
         _REPORTS_C.attempts,
@@ -156,33 +131,23 @@ def claim_report(
 ) -> Row[Any] | None:
     """The claim of C8 on a report's email (C13), then what the email says: the report and
     its job as they are now (None if not won). Two statements: a report is rare."""
-    lease = now + timedelta(seconds=timing.lease_seconds)
-    params = {"entry": report_id, "now": now, "lease": lease}
-    if session.connection().execute(_REPORT_CLAIM, params).rowcount != 1:
+    params = {"entry": report_id, "now": now, "lease": timing.lease_from(now)}
+    if leases.changed(session, _REPORT_CLAIM, params) != 1:
         return None
     return session.execute(_REPORT_READ, {"entry": report_id}).one()
 
 
 def _finishing(box: Box = COPIES, **values: object) -> Update:
     """sending → another state, for the entry bound as `entry` under the claim whose lease
-    is bound as `lease`; the lease ends. A worker whose lease ran out, and whose entry another
+    is bound as `token`; the lease ends. A worker whose lease ran out, and whose entry another
     worker has claimed since, changes nothing: its late outcome (a retry, say) must not undo
     the other's (sent). The lease is the claim's own: attempts would not tell the claims apart
     once an operator's retry has set them back to 0."""
-    c = box.table.c
-    return (
-        update(box.table)
-        .where(
-            box.key_column == bindparam("entry"),
-            c.status == "sending",
-            c.lease_until == bindparam("lease"),
-        )
-        .values(lease_until=None, **values)
-    )
+    return leases.as_holder(box, lease_until=None, **values)
 
 
 _SENT = {  # built once
-    box.key: _finishing(box, status="sent", sent_at=bindparam("now"), last_error=None)
+    box: _finishing(box, status="sent", sent_at=bindparam("now"), last_error=None)
     for box in (COPIES, REPORTS)
 }
 
@@ -190,18 +155,15 @@ _SENT = {  # built once
 def _finish(
     session: Session, application_id: int, lease: datetime, box: Box = COPIES, **values: object
 ) -> bool:
-    return _run(session, _finishing(box, **values), {"entry": application_id, "lease": lease})
-
-
-def _run(session: Session, statement: Update, params: dict[str, Any]) -> bool:
-    return int(session.connection().execute(statement, params).rowcount) == 1
+    params = {"entry": application_id, "token": lease}
+    return leases.changed(session, _finishing(box, **values), params) == 1
 
 
 def mark_sent(
     session: Session, application_id: int, *, now: datetime, lease: datetime, box: Box = COPIES
 ) -> bool:
-    params = {"entry": application_id, "now": now, "lease": lease}
-    return _run(session, _SENT[box.key], params)
+    params = {"entry": application_id, "now": now, "token": lease}
+    return leases.changed(session, _SENT[box], params) == 1
 
 
 def mark_failed(
@@ -212,9 +174,9 @@ def mark_failed(
 
 def backoff(attempts: int, timing: Timing, rng: random.Random | None = None) -> float:
     """Exponential backoff with full jitter over the upper half: base * 2^(n-1) * [0.5, 1]."""
-    delay = timing.retry_base_seconds * 2 ** max(attempts - 1, 0)
-    jitter: float = (rng or random).random()
-    return float(min(delay, 6 * 3600) * (0.5 + 0.5 * jitter))
+    delay = leases.backoff(max(attempts - 1, 0), timing.retries, rng)
+    assert delay is not None  # an exponential backoff has no schedule to run out of
+    return delay
 
 
 def mark_retry(
@@ -263,23 +225,11 @@ def sweep(
     A lease that has run out is enqueued at once, without the grace: once per lease, since
     marking it enqueued after its lease ran out keeps the next sweeps off it. If that message
     is lost too, the grace brings it round again, as for a pending entry."""
-    grace = now - timedelta(seconds=timing.sweep_grace_seconds)
-    c, key = box.table.c, box.key_column
-    stale = or_(c.enqueued_at.is_(None), c.enqueued_at < grace)
+    c = box.table.c
+    stale = box.not_enqueued_since(timing.grace_before(now))
     unswept = or_(stale, c.enqueued_at < c.lease_until)  # since it ran out
-    due = or_(
-        and_(c.status == "pending", c.next_attempt_at <= now, stale),
-        and_(c.status == "sending", c.lease_until < now, unswept),
-    )
-    # One statement: a sweep overlapping another waits on its row locks, then finds those
-    # rows no longer due (just enqueued) and leaves them alone.
-    batch = select(key).where(due).order_by(c.next_attempt_at).limit(limit)
-    marked = session.scalars(
-        update(box.table)
-        .where(due, key.in_(batch.scalar_subquery()))
-        .values(enqueued_at=now)
-        .returning(key)
-    )
+    due = or_(and_(box.is_due(now), stale), and_(box.lapsed(now), unswept))
+    marked = session.scalars(leases.sweeping(box, due, c.next_attempt_at, limit, enqueued_at=now))
     return sorted(marked)
 
 
@@ -288,37 +238,20 @@ def retry_failed(session: Session, application_id: int | None, *, now: datetime)
     retry_hours from now for their retries (a relay that greylists the first attempt must not
     fail them again at once). One statement, so an entry a worker or another retry has taken
     meanwhile (no longer failed) is left as it is."""
-    failed = OutboxEntry.status == "failed"
-    if application_id is not None:
-        failed = failed & (OutboxEntry.application_id == application_id)
+    one = [] if application_id is None else [OUTBOX.c.application_id == application_id]
     retried = session.scalars(
-        update(OutboxEntry)
-        .where(failed)
-        .values(status="pending", next_attempt_at=now, enqueued_at=now, attempts=0, retry_from=now)
-        .returning(OutboxEntry.application_id)
-        .execution_options(synchronize_session=False)
+        leases.retrying(
+            COPIES, *one, next_attempt_at=now, enqueued_at=now, attempts=0, retry_from=now
+        )
     )
     return sorted(retried)
 
 
 def counts(session: Session, box: Box = COPIES) -> dict[str, int]:
-    status = box.table.c.status
-    rows = session.execute(select(status, func.count()).group_by(status))
-    found = {status: int(n) for status, n in rows}
-    return {s: found.get(s, 0) for s in ("pending", "sending", "sent", "failed")}
+    return leases.counts(session, box)
 
 
 def oldest_pending_age(session: Session, *, now: datetime) -> float:
     """Seconds since the oldest undelivered application arrived (0 when none is waiting)."""
-    oldest = session.scalar(
-        select(func.min(Application.received_at))
-        .join(OutboxEntry)
-        .where(OutboxEntry.status.in_(("pending", "sending")))
-    )
-    if oldest is None:
-        return 0.0
-    if oldest.tzinfo is None:  # min() bypasses the column type on SQLite
-        from datetime import UTC
-
-        oldest = oldest.replace(tzinfo=UTC)
-    return max((now - oldest).total_seconds(), 0.0)
+    oldest = select(func.min(Application.received_at)).join(OutboxEntry)
+    return leases.oldest_age(session, oldest.where(COPIES.unfinished()), now=now)

@@ -1,12 +1,12 @@
 """Webhook deliveries in the workers' hands (C12): claim under a lease, the retry schedule,
 disabling endpoints, the sweeper, purge and the figures of the metrics.
 
-Every transition is one conditional UPDATE, as in the email outbox (models.applications.outbox), so
-it behaves the same on SQLite and PostgreSQL and holds no lock while a worker waits on a
-receiver. A pending delivery's `lease_until` is when the sweeper (or a worker handing on)
-last enqueued it (NULL: never, or no longer in the broker): the sweeper leaves it alone for the
-grace period after, as the outbox's `enqueued_at` does; a claim replaces it with the claim's
-own lease.
+The claim, lease, finishing marks, sweep, purge and figures are models.db.leases's, as for
+the email outbox (models.applications.outbox); what stays here is the deliveries' own: the
+caps, the retry schedule's step, and disabling endpoints. A pending delivery's `lease_until`
+is when the sweeper (or a worker handing on) last enqueued it (NULL: never, or no longer in
+the broker): the sweeper leaves it alone for the grace period after, as the outbox's
+`enqueued_at` does; a claim replaces it with the claim's own lease.
 
 No tenant starves another: a claim is won only while the delivery's endpoint has fewer than
 `endpoint_in_flight` deliveries `sending` under a live lease, and its employer fewer than
@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import Row, and_, bindparam, delete, exists, func, or_, select, update
 from sqlalchemy.orm import Session
 
+from models.db import leases
 from models.webhooks.tables import DELIVERIES, ENDPOINTS, MESSAGES
 
 D, E, M = DELIVERIES.c, ENDPOINTS.c, MESSAGES.c
@@ -38,22 +39,32 @@ ENDPOINT_DISABLED = "endpoint disabled"
 # A late outcome that changed nothing: the delivery was deleted with its endpoint, or its
 # lease ran out and another worker claimed it.
 LOST = "lost"
+# A pending delivery's lease_until is when it was last enqueued (see above); due_at NULL is due.
+QUEUE = leases.Queue(
+    DELIVERIES,
+    "id",
+    STATUSES,
+    FINISHED,
+    due="due_at",
+    due_nullable=True,
+    enqueued="lease_until",
+    finished_at="finished_at",
+)
 
 
 @dataclass(frozen=True)
-class Timing:
-    lease_seconds: float = 300
-    sweep_grace_seconds: float = 120
+class Timing(leases.Timing):
+    """The leases, the retry schedule, when an endpoint is disabled, and the caps."""
+
     schedule: tuple[float, ...] = DEFAULT_SCHEDULE  # seconds before each retry
     jitter: float = 0.1  # each delay grows by up to this share, at random
     failing_days: float = 5  # failed deliveries and no success for this long: disabled
     endpoint_in_flight: int = 2  # deliveries `sending` at once to one endpoint
     employer_in_flight: int = 8  # … and to all of one employer's endpoints
 
-
-def _count(session: Session, statement: Any) -> int:
-    """Rows an UPDATE or DELETE changed (on the session's connection: a CursorResult)."""
-    return int(session.connection().execute(statement).rowcount)
+    @property
+    def retries(self) -> leases.Retries:
+        return leases.Retries(schedule=self.schedule, floor=1.0, spread=self.jitter)
 
 
 def _enabled(endpoint: Any) -> Any:
@@ -63,12 +74,8 @@ def _enabled(endpoint: Any) -> Any:
 # The claim and the success, the steps every delivery takes, are built once: building and
 # keying a statement cost more of a worker's CPU than running it (as models.applications.outbox
 # found).
-_DELIVERY: Any = bindparam("delivery")
-_NOW = bindparam("now", type_=D.lease_until.type)
-_CLAIMABLE = or_(
-    and_(D.status == "pending", or_(D.due_at.is_(None), D.due_at <= _NOW)),
-    and_(D.status == "sending", D.lease_until < _NOW),
-)
+_DELIVERY: Any = bindparam("entry")
+_NOW = QUEUE.param("now", "lease_until")
 _BUSY = DELIVERIES.alias("busy")  # deliveries in flight, counted against the caps
 _BUSY_AT = ENDPOINTS.alias("busy_at")
 _OWN = ENDPOINTS.alias("own")  # the endpoint of the delivery claimed
@@ -104,11 +111,6 @@ _TAKE_TURN = (
     .select_from(DELIVERIES.join(ENDPOINTS, E.id == D.endpoint_id))
     .where(D.id == _DELIVERY)
 )
-_CLAIM = update(DELIVERIES).values(
-    status="sending",
-    attempts=D.attempts + 1,
-    lease_until=bindparam("lease", type_=D.lease_until.type),
-)
 _CLAIMED = (
     D.id,
     D.attempts,
@@ -125,17 +127,14 @@ _CLAIMED = (
 )
 # PostgreSQL: claimed and read in one round trip (UPDATE … FROM … RETURNING). SQLite's
 # RETURNING names the updated table only: there the claim, then a SELECT.
-_CLAIM_AND_READ = _CLAIM.where(
-    D.id == _DELIVERY,
-    _CLAIMABLE,
+_CLAIM_AND_READ = leases.claiming(
+    QUEUE,
     E.id == D.endpoint_id,
     E.status == "enabled",
     M.id == D.message_pk,
     _room(D.endpoint_id),
 ).returning(*_CLAIMED)
-_CLAIM_ONLY = _CLAIM.where(
-    D.id == _DELIVERY, _CLAIMABLE, _enabled(D.endpoint_id), _room(D.endpoint_id)
-)
+_CLAIM_ONLY = leases.claiming(QUEUE, _enabled(D.endpoint_id), _room(D.endpoint_id))
 _READ = (
     select(*_CLAIMED)
     .join(MESSAGES, M.id == D.message_pk)
@@ -150,11 +149,10 @@ def claim(session: Session, delivery_id: int, *, now: datetime, timing: Timing) 
     delivery with its message and endpoint. None if not won: sent, finished, another
     worker's, its endpoint disabled or deleted, or a cap full (`defer` tells). Run it in a
     transaction of its own, committed at once: on PostgreSQL it holds the employer's turn."""
-    lease = now + timedelta(seconds=timing.lease_seconds)
     params = {
-        "delivery": delivery_id,
+        "entry": delivery_id,
         "now": now,
-        "lease": lease,
+        "lease": timing.lease_from(now),
         "endpoint_cap": timing.endpoint_in_flight,
         "employer_cap": timing.employer_in_flight,
     }
@@ -171,13 +169,8 @@ def defer(session: Session, delivery_id: int, *, now: datetime) -> bool:
     """After a claim not won: whether the delivery was due and its endpoint enabled, so that
     only a cap kept it. It stays pending, no attempt counted, marked as out of the broker
     (`lease_until` NULL) for `next_waiting` or the next sweep to enqueue again."""
-    due = and_(
-        D.id == delivery_id,
-        D.status == "pending",
-        or_(D.due_at.is_(None), D.due_at <= now),
-        _enabled(D.endpoint_id),
-    )
-    return _count(session, update(DELIVERIES).where(due).values(lease_until=None)) == 1
+    due = and_(D.id == delivery_id, QUEUE.is_due(now), _enabled(D.endpoint_id))
+    return leases.changed(session, update(DELIVERIES).where(due).values(lease_until=None)) == 1
 
 
 def next_waiting(
@@ -193,8 +186,7 @@ def next_waiting(
         .where(
             E.employer_id == employer,
             E.status == "enabled",
-            D.status == "pending",
-            or_(D.due_at.is_(None), D.due_at <= now),
+            QUEUE.is_due(now),
             D.lease_until.is_(None),
             _room(E.id),
         )
@@ -210,44 +202,37 @@ def next_waiting(
     if found is None:
         return None
     mine = and_(D.id == found, D.status == "pending", D.lease_until.is_(None))
-    taken = _count(session, update(DELIVERIES).where(mine).values(lease_until=now))
+    taken = leases.changed(session, update(DELIVERIES).where(mine).values(lease_until=now))
     return int(found) if taken == 1 else None
 
 
 def _finish(session: Session, claimed: Row[Any], **values: object) -> bool:
     """sending → another state, under this claim's own lease only: a worker whose lease ran
     out, and whose delivery another has claimed since, changes nothing."""
-    mine = and_(D.id == claimed.id, D.status == "sending", D.lease_until == claimed.lease_until)
-    return _count(session, update(DELIVERIES).where(mine).values(**values)) == 1
+    params = {"entry": claimed.id, "token": claimed.lease_until}
+    return leases.changed(session, leases.as_holder(QUEUE, **values), params) == 1
 
 
-_SUCCEEDED = (
-    update(DELIVERIES)
-    .where(
-        D.id == _DELIVERY,
-        D.status == "sending",
-        D.lease_until == bindparam("claimed_lease", type_=D.lease_until.type),
-    )
-    .values(
-        status="succeeded",
-        lease_until=None,
-        due_at=None,
-        last_status_code=bindparam("status_code"),
-        last_error=None,
-        delivered_at=_NOW,
-        finished_at=_NOW,
-    )
+_SUCCEEDED = leases.as_holder(
+    QUEUE,
+    status="succeeded",
+    lease_until=None,
+    due_at=None,
+    last_status_code=bindparam("status_code"),
+    last_error=None,
+    delivered_at=_NOW,
+    finished_at=_NOW,
 )
 
 
 def mark_succeeded(session: Session, claimed: Row[Any], *, status_code: int, now: datetime) -> bool:
     params = {
-        "delivery": claimed.id,
-        "claimed_lease": claimed.lease_until,
+        "entry": claimed.id,
+        "token": claimed.lease_until,
         "status_code": status_code,
         "now": now,
     }
-    return int(session.connection().execute(_SUCCEEDED, params).rowcount) == 1
+    return leases.changed(session, _SUCCEEDED, params) == 1
 
 
 def mark_failed_attempt(
@@ -279,9 +264,8 @@ def mark_failed_attempt(
         disable_endpoint(session, claimed.endpoint_id, reason="the receiver answered 410", now=now)
         return "disabled"
     enabled = session.scalar(select(_enabled(claimed.endpoint_id)))
-    if enabled and claimed.step < len(timing.schedule):
-        jitter: float = (rng or random).random() * timing.jitter
-        delay = timing.schedule[claimed.step] * (1 + jitter)
+    delay = leases.backoff(claimed.step, timing.retries, rng) if enabled else None
+    if delay is not None:
         kept = _finish(
             session,
             claimed,
@@ -312,7 +296,7 @@ def mark_failed_attempt(
 def disable_endpoint(session: Session, endpoint_id: int, *, reason: str, now: datetime) -> bool:
     """Disable an enabled endpoint, and fail its pending deliveries: events while it is
     disabled make none (C12). Deliveries in flight finish as they go."""
-    done = _count(
+    done = leases.changed(
         session,
         update(ENDPOINTS)
         .where(E.id == endpoint_id, E.status == "enabled")
@@ -361,23 +345,14 @@ def sweep(session: Session, *, now: datetime, timing: Timing, limit: int = 1000)
     """Deliveries to enqueue now (C12): pending and due, and not enqueued within the grace;
     or left `sending` past their lease (a worker died mid-send), which become pending again.
     Each is marked enqueued (`lease_until` = now) so the next sweeps leave it be for a while."""
-    grace = now - timedelta(seconds=timing.sweep_grace_seconds)
-    due = and_(
-        D.status == "pending",
-        or_(D.due_at.is_(None), D.due_at <= now),
-        or_(D.lease_until.is_(None), D.lease_until <= grace),
-    )
-    lost = and_(D.status == "sending", D.lease_until < now)
+    grace = timing.grace_before(now)
+    # Enqueued at the grace's very end is due again (`<=`), where the outbox waits a tick more.
+    due = and_(QUEUE.is_due(now), or_(D.lease_until.is_(None), D.lease_until <= grace))
+    lost = QUEUE.lapsed(now)
     found: list[int] = []
     for which, values in ((lost, {"status": "pending", "due_at": now}), (due, {})):
-        batch = select(D.id).where(which).order_by(D.due_at).limit(limit)
-        marked = session.scalars(
-            update(DELIVERIES)
-            .where(which, D.id.in_(batch.scalar_subquery()))
-            .values(lease_until=now, **values)
-            .returning(D.id)
-        )
-        found.extend(marked)
+        statement = leases.sweeping(QUEUE, which, D.due_at, limit, lease_until=now, **values)
+        found.extend(session.scalars(statement))
     return sorted(set(found))
 
 
@@ -385,7 +360,7 @@ def purge(session: Session, *, now: datetime, retention_days: int) -> int:
     """Finished deliveries older than the retention, then the messages none refers to that
     are that old (C12). Returns the deliveries deleted."""
     cutoff = now - timedelta(days=retention_days)
-    gone = _count(session, delete(DELIVERIES).where(D.status.in_(FINISHED), D.finished_at < cutoff))
+    gone = leases.changed(session, leases.purging(QUEUE, cutoff))
     session.execute(
         delete(MESSAGES).where(M.created_at < cutoff, ~exists().where(D.message_pk == M.id))
     )
@@ -398,35 +373,21 @@ def retry_failed(
     """Failed deliveries of an endpoint (one message's, or all) sent again with the whole
     schedule anew; `attempts` keeps counting (C12). One statement: a delivery that is no
     longer failed is left as it is."""
-    which = and_(D.endpoint_id == endpoint_id, D.status == "failed")
+    which = [D.endpoint_id == endpoint_id]
     if message_id is not None:
-        which = and_(
-            which,
-            D.message_pk.in_(select(M.id).where(M.message_id == message_id).scalar_subquery()),
-        )
+        named = select(M.id).where(M.message_id == message_id).scalar_subquery()
+        which.append(D.message_pk.in_(named))
     retried = session.scalars(
-        update(DELIVERIES)
-        .where(which)
-        .values(status="pending", step=0, due_at=now, lease_until=None, finished_at=None)
-        .returning(D.id)
+        leases.retrying(QUEUE, *which, step=0, due_at=now, lease_until=None, finished_at=None)
     )
     return sorted(retried)
 
 
 def counts(session: Session) -> dict[str, int]:
-    rows = session.execute(select(D.status, func.count()).group_by(D.status))
-    found = {status: int(n) for status, n in rows}
-    return {s: found.get(s, 0) for s in STATUSES}
+    return leases.counts(session, QUEUE)
 
 
 def oldest_pending_age(session: Session, *, now: datetime) -> float:
     """Seconds since the oldest undelivered delivery was made (0 when none waits)."""
-    oldest = session.scalar(
-        select(func.min(D.created_at)).where(D.status.in_(("pending", "sending")))
-    )
-    if oldest is None:
-        return 0.0
-    if oldest.tzinfo is None:  # min() bypasses the column type on SQLite
-        oldest = oldest.replace(tzinfo=UTC)
-    age: float = (now - oldest).total_seconds()
-    return max(age, 0.0)
+    oldest = select(func.min(D.created_at)).where(QUEUE.unfinished())
+    return leases.oldest_age(session, oldest, now=now)
