@@ -5,8 +5,10 @@ SMTP server (aiosmtpd) for the delivery tests of C8 (`smtp_sink`)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import socket
 import sqlite3
+import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -63,18 +65,38 @@ def engine(
 
 @contextmanager
 def migrated(backend: str, folder: Path, **engine_options: Any) -> Iterator[Engine]:
-    """A migrated database with reference data on `backend`: a SQLite file in `folder`, or a
-    PostgreSQL database of its own, dropped afterwards. Modules whose writers must commit
-    (races between connections) make theirs with this."""
+    """A migrated database with reference data on `backend`: a SQLite file in `folder` (a
+    copy of the process's one migrated file), or a PostgreSQL database of its own, dropped
+    afterwards. Modules whose writers must commit (races between connections) make theirs
+    with this."""
     with ExitStack() as stack:
         if backend == "sqlite":
-            url = f"sqlite:///{folder / 'jobpost.db'}"
+            url = _copy_sqlite(_migrated_sqlite(), folder / "jobpost.db")
+            eng = make_engine(url, **engine_options)
+            stack.callback(eng.dispose)
         else:
-            url = stack.enter_context(scratch_postgres())
-        eng = make_engine(url, **engine_options)
-        stack.callback(eng.dispose)
-        upgrade(eng)
+            eng = make_engine(stack.enter_context(scratch_postgres()), **engine_options)
+            stack.callback(eng.dispose)
+            upgrade(eng)
         yield eng
+
+
+@functools.cache
+def _migrated_sqlite() -> str:
+    """A SQLite file migrated once per test process (per xdist worker), which `migrated`
+    copies: migrating and loading the gazetteer takes about 2 s, a copy some milliseconds."""
+    folder = tempfile.TemporaryDirectory(prefix="jobpost-migrated-")
+    _KEPT.append(folder)  # removed as the process exits
+    path = str(Path(folder.name) / "jobpost.db")
+    eng = make_engine(f"sqlite:///{path}")
+    try:
+        upgrade(eng)
+    finally:
+        eng.dispose()
+    return path
+
+
+_KEPT: list[tempfile.TemporaryDirectory[str]] = []
 
 
 @pytest.fixture
@@ -216,7 +238,13 @@ def job_body() -> Any:
 def copy_database(engine: Engine, path: Path) -> str:
     """A committed copy of the suite's migrated SQLite database (`engine`) at `path`, for a
     `jobpost` command or process that opens it by URL; the copy's URL."""
-    source, target = sqlite3.connect(str(engine.url.database)), sqlite3.connect(path)
+    return _copy_sqlite(str(engine.url.database), path)
+
+
+def _copy_sqlite(database: str, path: Path) -> str:
+    """A consistent copy of the SQLite file `database` at `path` (SQLite's backup, which
+    reads through the WAL); the copy's URL."""
+    source, target = sqlite3.connect(database), sqlite3.connect(path)
     try:
         source.backup(target)
     finally:
