@@ -30,6 +30,9 @@ from tests.services import scratch_postgres
 
 CLIENTS = 20
 
+# A real gunicorn on a scratch PostgreSQL: the full suite's, not `make check`'s.
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
 
 @dataclass
 class Server:
