@@ -26,6 +26,7 @@ from api import conditional, html_render, query
 from api.pages import page_url
 from api.streams import streamed
 from api.xml_text import attribute, cdata, element, text
+from models.core.dates import timestamp
 from models.core.errors import FieldError
 from models.core.i18n import LANGUAGES, N_, TAGS, Language, language
 from models.jobs import feeds
@@ -39,11 +40,6 @@ PROVINCE_CODES = tuple(code for _id, code, _name, _kind in PROVINCES)
 INDEED_JOBTYPE = {1: "fulltime", 2: "parttime", 3: "contract", 4: "temporary", 5: "volunteer"}
 
 Render = Callable[[OpenJob], str]
-
-
-def moment(when: datetime) -> str:
-    """RFC 3339 in UTC, to the millisecond, as the API writes `updatedAt` (C10)."""
-    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class Feed(ABC):
@@ -153,7 +149,7 @@ class JsonFeed(Feed):
             "title": words.title,
             "content_html": words.stored,
             "date_published": self.published(job).isoformat(),
-            "date_modified": moment(job.updated_at),
+            "date_modified": timestamp(job.updated_at),
             "authors": [{"name": self.employer(job, lang)}],
             "tags": self.categories(job, lang),
         }
@@ -184,7 +180,7 @@ class AtomFeed(Feed):
             f'<feed xmlns="http://www.w3.org/2005/Atom" xml:lang="{lang.tag}">\n'
             + element("id", feed_url)
             + element("title", lang.gettext(TITLE))
-            + element("updated", moment(latest))
+            + element("updated", timestamp(latest))
             + f'<link rel="self" type="application/atom+xml" href="{attribute(feed_url)}"/>'
             + element("generator", "jobpost")
             + "\n"
@@ -205,7 +201,7 @@ class AtomFeed(Feed):
             + f"<title{text_lang}>{text(words.title)}</title>"
             + f'<link rel="alternate" type="text/html" href="{attribute(url)}"/>'
             + element("published", self.published(job).isoformat())
-            + element("updated", moment(job.updated_at))
+            + element("updated", timestamp(job.updated_at))
             + f"<author>{element('name', self.employer(job, lang))}</author>"
             + categories
             + f'<content type="html"{text_lang}>{text(words.stored)}</content>'

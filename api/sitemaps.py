@@ -10,7 +10,7 @@ streamed as it is read (`models.jobs.feeds.page_stamps`).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 
 import falcon
 from sqlalchemy import Connection
@@ -21,6 +21,7 @@ from api.pages import page_url
 from api.responses import INT32_MAX
 from api.streams import streamed
 from api.xml_text import attribute, element
+from models.core.dates import timestamp
 from models.core.errors import NotFound
 from models.core.i18n import LANGUAGES
 from models.jobs import feeds
@@ -42,12 +43,6 @@ DISALLOWED = (
     "/jobs/*/reported",
 )
 ALLOWED = ("/jobs/", "/policies/", "/feeds/", "/sitemaps/", "/sitemap.xml")
-
-
-def w3c(when: datetime) -> str:
-    """A W3C datetime in UTC to the millisecond, as `updatedAt` (sitemaps.org's `lastmod`):
-    two changes within a second still change the index."""
-    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class Robots:
@@ -80,7 +75,7 @@ class SitemapIndex:
         lines = ['<?xml version="1.0" encoding="UTF-8"?>', f"<sitemapindex {SITEMAPS}>"]
         for chunk in found:
             loc = element("loc", f"{self.base}/sitemaps/jobs-{chunk.number}.xml")
-            lines.append(f"<sitemap>{loc}{element('lastmod', w3c(chunk.latest))}</sitemap>")
+            lines.append(f"<sitemap>{loc}{element('lastmod', timestamp(chunk.latest))}</sitemap>")
         lines += ["</sitemapindex>", ""]
         body = "\n".join(lines).encode()
         validators = conditional.Validators(
@@ -133,4 +128,4 @@ class SitemapChunk:
             for code in LANGUAGES
         )
         loc = element("loc", page_url(self.base, job_id, "en"))
-        return f"<url>{loc}{element('lastmod', w3c(at))}{versions}</url>\n"
+        return f"<url>{loc}{element('lastmod', timestamp(at))}{versions}</url>\n"
