@@ -10,15 +10,18 @@ from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from sqlalchemy import Row
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from models.applications import outbox
 from models.core.dates import utcnow
 from models.core.settings import Settings
-from models.db.engines import database_said
 from models.db.entities import Application
-from models.db.unit_of_work import autocommit_sessions, commit, session_scope
+from models.db.unit_of_work import (
+    autocommit_sessions,
+    commit,
+    commit_within_lease,
+    session_scope,
+)
 from workers.mail import mime, relay
 from workers.mail import report as report_mail
 from workers.mail.content import ApplicationCopy
@@ -225,42 +228,13 @@ def _record_sent(
     lease: datetime,
     box: outbox.Box = outbox.COPIES,
 ) -> None:
-    """Mark the copy sent, and commit. The relay has the copy: a mark that fails for any
-    reason the database gives (a lost connection, a lock or statement timeout, a trigger's
-    error, a pooler's) is not the crash C8 allows a second copy for. It is made again in a
-    new session until it holds, for as long as the lease lasts: past it, the sweeper may
-    hand the copy to another worker, which would send it again."""
-    deadline = time.monotonic() + (lease - utcnow()).total_seconds()
-    try:
-        outbox.mark_sent(s, application_id, now=utcnow(), lease=lease, box=box)
-        commit(s)
-        return
-    except SQLAlchemyError as e:
-        failure = e
-        _roll_back(s)
-    pause = 0.1
-    while True:
-        log.warning(
-            "application %s: sent, but recording it failed (%s); recording it again",
-            application_id,
-            database_said(failure),
-        )
-        try:
-            with session_scope(steps) as fresh:
-                outbox.mark_sent(fresh, application_id, now=utcnow(), lease=lease, box=box)
-            return
-        except SQLAlchemyError as e:
-            failure = e
-        if time.monotonic() + pause > deadline:
-            raise failure
-        time.sleep(pause)
-        pause = min(pause * 2, 5.0)
-
-
-def _roll_back(s: Session) -> None:
-    """End the failed session's transaction; on a connection already lost that fails too,
-    and the session is done with it all the same."""
-    try:
-        s.rollback()
-    except SQLAlchemyError:
-        log.debug("rollback after a failed mark failed too", exc_info=True)
+    """Mark the copy sent, and commit, within the lease: the relay has the copy, and a mark
+    the database refuses is not the crash C8 allows a second copy for."""
+    commit_within_lease(
+        s,
+        steps,
+        lambda x: outbox.mark_sent(x, application_id, now=utcnow(), lease=lease, box=box),
+        lease=lease,
+        what=f"{'application' if box is outbox.COPIES else 'report'} {application_id} (sent)",
+        logger=log,
+    )

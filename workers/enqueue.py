@@ -39,54 +39,37 @@ class Publisher:
             return self._app
 
 
-def deliver(app: Celery, application_id: int, request_id: str | None = None) -> bool:
-    """Enqueue the delivery of one application's copy; False (logged) when the broker is down."""
+DELIVER_REPORT = "jobpost.deliver_report"
+SYNC = "jobpost.sync"
+
+
+def send(app: Celery, task: str, what: str, *args: object, **kwargs: object) -> bool:
+    """Send one task message, never retried; False (logged, `what` naming the entry) when the
+    broker refuses it or is down: the entry is committed, and the sweeper enqueues it."""
     try:
-        app.send_task(
-            DELIVER,
-            args=[application_id],
-            kwargs={"request_id": request_id},
-            retry=False,
-            retry_policy=NO_RETRY,
-        )
+        app.send_task(task, args=list(args), kwargs=kwargs, retry=False, retry_policy=NO_RETRY)
     except Exception as e:  # any broker error: the sweeper will pick the entry up
-        log.warning("enqueue failed for application %s: %s", application_id, e)
+        log.warning("enqueue failed for %s: %s", what, e)
         return False
     return True
 
 
-DELIVER_REPORT = "jobpost.deliver_report"
+def deliver(app: Celery, application_id: int, request_id: str | None = None) -> bool:
+    """Enqueue the delivery of one application's copy; False (logged) when the broker is down."""
+    what = f"application {application_id}"
+    return send(app, DELIVER, what, application_id, request_id=request_id)
 
 
 def deliver_report(app: Celery, report_id: int) -> bool:
     """Enqueue the operator's email of one fraud report (C13); False (logged) when the broker
     is down: the outbox row is committed, and the sweeper enqueues it."""
-    try:
-        app.send_task(DELIVER_REPORT, args=[report_id], retry=False, retry_policy=NO_RETRY)
-    except Exception as e:  # any broker error: the sweeper will pick the entry up
-        log.warning("enqueue failed for report %s: %s", report_id, e)
-        return False
-    return True
-
-
-SYNC = "jobpost.sync"
+    return send(app, DELIVER_REPORT, f"report {report_id}", report_id)
 
 
 def sync(app: Celery, run_id: int, request_id: str | None = None) -> bool:
     """Enqueue a sync run on its own queue (C11); False (logged) when the broker is down:
     the run is committed, and the sweeper enqueues it."""
-    try:
-        app.send_task(
-            SYNC,
-            args=[run_id],
-            kwargs={"request_id": request_id},
-            retry=False,
-            retry_policy=NO_RETRY,
-        )
-    except Exception as e:  # any broker error: the sweeper will pick the run up
-        log.warning("enqueue failed for sync run %s: %s", run_id, e)
-        return False
-    return True
+    return send(app, SYNC, f"sync run {run_id}", run_id, request_id=request_id)
 
 
 def deliver_webhooks(app: Celery, delivery_ids: list[int]) -> int:
@@ -94,10 +77,7 @@ def deliver_webhooks(app: Celery, delivery_ids: list[int]) -> int:
     is not asked for the rest: the sweeper enqueues what is left."""
     sent = 0
     for delivery_id in delivery_ids:
-        try:
-            app.send_task(DELIVER_WEBHOOK, args=[delivery_id], retry=False, retry_policy=NO_RETRY)
-        except Exception as e:  # any broker error: the sweeper will pick them up
-            log.warning("enqueue failed for webhook delivery %s: %s", delivery_id, e)
+        if not send(app, DELIVER_WEBHOOK, f"webhook delivery {delivery_id}", delivery_id):
             break
         sent += 1
     return sent

@@ -8,20 +8,25 @@ or `session_scope`) commits once, then runs the callbacks registered with `after
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from models.core.dates import utcnow
 from models.db import feed
-from models.db.engines import autocommit, make_engine, snapshot_reads
+from models.db.engines import autocommit, database_said, make_engine, snapshot_reads
 
 log = logging.getLogger(__name__)
 
 AFTER_COMMIT = "jobpost.after_commit"
+T = TypeVar("T")
 
 
 def make_sessionmaker(
@@ -102,3 +107,51 @@ def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+def commit_within_lease(
+    session: Session,
+    sessions: sessionmaker[Session],
+    mark: Callable[[Session], T],
+    *,
+    lease: datetime,
+    what: str,
+    logger: logging.Logger = log,
+) -> T:
+    """`mark` in `session`, and commit; returns what `mark` returned. The work it records
+    is done (a relay has the copy, a receiver the POST): a mark that fails for any reason the
+    database gives (a lost connection, a lock or statement timeout, a trigger's error, a
+    pooler's) is made again in a new session of `sessions` until it holds, for as long as
+    the lease lasts: past it, the sweeper may hand the entry to another worker, which would
+    do the work again (C8, C12). `what` names the entry in the log."""
+    deadline = time.monotonic() + (lease - utcnow()).total_seconds()
+    try:
+        done = mark(session)
+        commit(session)
+        return done
+    except SQLAlchemyError as e:
+        failure = e
+        _roll_back(session)
+    pause = 0.1
+    while True:
+        logger.warning(
+            "%s: recording it failed (%s); recording it again", what, database_said(failure)
+        )
+        try:
+            with session_scope(sessions) as fresh:
+                return mark(fresh)
+        except SQLAlchemyError as e:
+            failure = e
+        if time.monotonic() + pause > deadline:
+            raise failure
+        time.sleep(pause)
+        pause = min(pause * 2, 5.0)
+
+
+def _roll_back(session: Session) -> None:
+    """End the failed session's transaction; on a connection already lost that fails too,
+    and the session is done with it all the same."""
+    try:
+        session.rollback()
+    except SQLAlchemyError:
+        log.debug("rollback after a failed mark failed too", exc_info=True)

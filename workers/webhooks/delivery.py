@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
-from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import httpcore
@@ -24,7 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from models.core.dates import utcnow
 from models.core.settings import Settings
 from models.db.engines import database_said
-from models.db.unit_of_work import autocommit_sessions, commit, session_scope
+from models.db.unit_of_work import autocommit_sessions, commit_within_lease, session_scope
 from models.webhooks import delivery as deliveries
 from models.webhooks import secrets
 from models.webhooks.urls import address_allowed, port_allowed, url_port
@@ -32,6 +30,7 @@ from workers.delivery import SEND_SHARE_OF_LEASE
 from workers.webhooks import client, signing
 
 log = logging.getLogger("jobpost.webhooks")
+T = TypeVar("T")
 
 OUTCOMES = Counter(
     "jobpost_webhook_deliveries",
@@ -188,52 +187,20 @@ def _attempt(
             return "succeeded"
         error = f"HTTP {status}" + (" (redirects are not followed)" if 300 <= status < 400 else "")
     log.info("webhook delivery %s (%s): %s", claimed.id, claimed.message_id, error)
-    outcomes: list[str] = []
-    _record(
+    return _record(
         s,
         steps,
         claimed,
-        lambda x: outcomes.append(
-            deliveries.mark_failed_attempt(
-                x, claimed, error=error, status_code=status, now=utcnow(), timing=t
-            )
+        lambda x: deliveries.mark_failed_attempt(
+            x, claimed, error=error, status_code=status, now=utcnow(), timing=t
         ),
     )
-    return outcomes[-1]
 
 
 def _record(
-    s: Session, steps: sessionmaker[Session], claimed: Row[Any], mark: Callable[[Session], Any]
-) -> None:
-    """Record how the attempt went, and commit. A record that fails for any reason the
-    database gives is made again in a new session for as long as the lease lasts: past it,
-    the sweeper hands the delivery to another worker, which sends it again."""
-    lease: datetime = claimed.lease_until
-    deadline = time.monotonic() + (lease - utcnow()).total_seconds()
-    try:
-        mark(s)
-        commit(s)
-        return
-    except SQLAlchemyError as e:
-        failure = e
-        try:
-            s.rollback()
-        except SQLAlchemyError:
-            log.debug("rollback after a failed record failed too", exc_info=True)
-    pause = 0.1
-    while True:
-        log.warning(
-            "webhook delivery %s: recording it failed (%s); again",
-            claimed.id,
-            database_said(failure),
-        )
-        try:
-            with session_scope(steps) as fresh:
-                mark(fresh)
-            return
-        except SQLAlchemyError as e:
-            failure = e
-        if time.monotonic() + pause > deadline:
-            raise failure
-        time.sleep(pause)
-        pause = min(pause * 2, 5.0)
+    s: Session, steps: sessionmaker[Session], claimed: Row[Any], mark: Callable[[Session], T]
+) -> T:
+    """Record how the attempt went, and commit, within the lease: past it, the sweeper
+    hands the delivery to another worker, which sends it again."""
+    what = f"webhook delivery {claimed.id}"
+    return commit_within_lease(s, steps, mark, lease=claimed.lease_until, what=what, logger=log)
