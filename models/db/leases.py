@@ -82,7 +82,8 @@ class Queue:
     `due` is when a waiting entry may be claimed (None: at once; NULL in it, with
     `due_nullable`, too). `token` is the column a finishing mark compares with the claim's
     own: the lease where each claim sets a new one, else a claim number. `let_go`, a flag a
-    holder sets to hand its entry on at once. `enqueued`, when the sweeper last sent it."""
+    holder sets to hand its entry on at once. `enqueued`, when the sweeper last sent it.
+    `attempts` counts the claims (None: the table keeps no such count)."""
 
     table: Table
     key: str
@@ -94,7 +95,7 @@ class Queue:
     due: str | None = "next_attempt_at"
     due_nullable: bool = False
     lease: str = "lease_until"
-    attempts: str = "attempts"
+    attempts: str | None = "attempts"
     token: str = "lease_until"
     let_go: str | None = None
     enqueued: str = "enqueued_at"
@@ -154,13 +155,14 @@ def claiming(queue: Queue, *where: ColumnElement[bool], **values: Any) -> Update
     """Due (or its lease run out) → held, with the lease bound as `lease` and one attempt
     more, for the entry bound as `entry` at the time bound as `now`, if `where` holds too."""
     now = queue.param("now", queue.lease)
+    counted = {} if queue.attempts is None else {queue.attempts: queue.column(queue.attempts) + 1}
     return (
         update(queue.table)
         .where(queue.entry(), queue.claimable(now), *where)
         .values(
             {
                 "status": queue.held,
-                queue.attempts: queue.column(queue.attempts) + 1,
+                **counted,
                 queue.lease: queue.param("lease", queue.lease),
                 **values,
             }

@@ -34,7 +34,7 @@ from models.core.errors import (
     JobTakenDown,
     ValidationFailed,
 )
-from models.db import json_rows
+from models.db import json_rows, leases
 from models.db.entities import Employer
 from models.db.feed import stamp
 from models.jobs import rows as job_rows
@@ -42,7 +42,16 @@ from models.jobs import writes as jobs
 from models.jobs.rows import StoredJob
 from models.jobs.warnings import Warning
 from models.syncs.digests import Digests
-from models.syncs.processing import RECORD, Claimed, Lost, Outcome, Pending, failed
+from models.syncs.processing import (
+    RECORD,
+    Claimed,
+    Lost,
+    Outcome,
+    Pending,
+    failed,
+    holder,
+    holding,
+)
 from models.syncs.requests import read_item
 from models.syncs.runs import ITEMS, RUNS
 
@@ -236,15 +245,12 @@ def _record(
                 "warnings": _text(done.warnings),
             }
         )
-    moved = connection.execute(
-        update(RUNS)
-        .where(RUNS.c.id == run.id, RUNS.c.claim == run.claim, RUNS.c.status == "running")
-        .values(
-            {"processed": RUNS.c.processed + len(items), "lease_until": lease_until}
-            | {name: RUNS.c[name] + n for name, n in counts.items() if n}
-        )
-    ).rowcount
-    if moved != 1:
+    moved = holding(
+        processed=RUNS.c.processed + len(items),
+        lease_until=lease_until,
+        **{name: RUNS.c[name] + n for name, n in counts.items() if n},
+    )
+    if leases.changed(connection, moved, holder(run)) != 1:
         raise Lost(run.id)
     if connection.dialect.name != "postgresql":  # RECORD's parameters, as `syncs.record`'s
         connection.execute(RECORD, [_record_params(run, row) for row in rows])

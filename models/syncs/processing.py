@@ -1,8 +1,11 @@
 """A queued run worked off (C11): claimed under a lease, its items applied one
 transaction each, then finished once; and the sweep of lost leases and the purge.
 
-Every transition of a run is a conditional UPDATE naming the claim it expects, so a worker
-whose lease ran out can no longer commit anything (C11: never twice)."""
+A run is leased work on `models.db.leases` (`QUEUE`): every transition is one of its
+conditional UPDATEs naming the claim it expects, so a worker whose lease ran out can no
+longer commit anything (C11: never twice). A run is claimed by its id whenever its message
+comes (it has no time it falls due), its claim number is the holder's token, and a holder
+lets go with `released` so that the next task takes it at once."""
 
 from __future__ import annotations
 
@@ -15,19 +18,20 @@ import orjson
 from sqlalchemy import (
     Connection,
     Row,
+    Update,
     and_,
     bindparam,
     delete,
     exists,
     func,
     insert,
-    or_,
     select,
     update,
 )
 from sqlalchemy.orm import Session
 
 from models.core.errors import FieldError
+from models.db import leases
 from models.db.entities import Employer
 from models.jobs import writes as jobs
 from models.syncs.requests import read_item
@@ -43,6 +47,34 @@ from models.syncs.runs import (
 )
 from models.webhooks import messages as webhook_messages
 from models.webhooks import payloads
+
+# Runs as leased work: queued ones are claimable at once (no due time), running ones are
+# held, `claim` counts the claims and names the holder, `released` is a holder letting go.
+QUEUE = leases.Queue(
+    RUNS,
+    "id",
+    STATUSES,
+    ("completed", "cancelled"),
+    waiting="queued",
+    held="running",
+    due=None,
+    attempts=None,
+    token="claim",
+    let_go="released",
+    finished_at="finished_at",
+)
+
+
+def holding(**values: Any) -> Update:
+    """An UPDATE of the run bound as `entry` → `values`, while the claim bound as `token`
+    holds it running (`holder`'s parameters)."""
+    return leases.as_holder(QUEUE, **values)
+
+
+def holder(run: Claimed) -> dict[str, int]:
+    """The parameters naming `run` under this worker's claim, for `holding`'s statements."""
+    return {"entry": run.id, "token": run.claim}
+
 
 # One statement each, built once: they run once per item.
 RECORD = (
@@ -62,18 +94,10 @@ RECORD = (
 
 
 _COUNTS = {
-    outcome: update(RUNS)
-    .where(
-        RUNS.c.id == bindparam("run"),
-        RUNS.c.claim == bindparam("holder"),
-        RUNS.c.status == "running",
-    )
-    .values(
-        {
-            "processed": RUNS.c.processed + 1,
-            outcome: RUNS.c[outcome] + 1,
-            "lease_until": bindparam("lease"),
-        }
+    outcome: holding(
+        processed=RUNS.c.processed + 1,
+        **{outcome: RUNS.c[outcome] + 1},
+        lease_until=bindparam("lease"),
     )
     for outcome in ("created", "updated", "unchanged", "failed")
 }
@@ -108,32 +132,30 @@ class Lost(Exception):
     """The run was cancelled, or its lease ran out and another worker holds it."""
 
 
+# The claim: claimable (queued, or running with its lease run out or let go) and still as the
+# worker read it (its claim number and status), so that what the read told (a run taken
+# back from a worker that did not let go) is what the claim took.
+_CLAIM = leases.claiming(
+    QUEUE,
+    RUNS.c.claim == bindparam("seen"),
+    RUNS.c.status == bindparam("was"),
+    claim=RUNS.c.claim + 1,
+    started_at=func.coalesce(RUNS.c.started_at, QUEUE.param("now", "started_at")),
+    released=False,
+)
+
+
 def claim(session: Session, run_id: int, *, now: datetime, lease_seconds: float) -> Claimed | None:
     """Take the run: queued, or running with its lease run out or let go (C11). A run taken
     back from a worker that did not let go blames its first pending item for that worker's
     end; an item blamed KILLS times fails with internal_error and the run goes on."""
     connection = session.connection()
     run = connection.execute(select(RUNS).where(RUNS.c.id == run_id)).one_or_none()
-    if run is None:
+    if run is None or run.status not in (QUEUE.waiting, QUEUE.held):
         return None
-    free = run.status == "queued" or (
-        run.status == "running"
-        and (run.released or run.lease_until is None or run.lease_until < now)
-    )
-    if not free:
-        return None
-    won = connection.execute(
-        update(RUNS)
-        .where(RUNS.c.id == run_id, RUNS.c.claim == run.claim, RUNS.c.status == run.status)
-        .values(
-            status="running",
-            claim=run.claim + 1,
-            lease_until=now + timedelta(seconds=lease_seconds),
-            started_at=func.coalesce(RUNS.c.started_at, now),
-            released=False,
-        )
-    ).rowcount
-    if won != 1:
+    lease = now + timedelta(seconds=lease_seconds)
+    params = {"entry": run_id, "now": now, "lease": lease, "seen": run.claim, "was": run.status}
+    if leases.changed(connection, _CLAIM, params) != 1:
         return None
     resumed = run.status == "running" and not run.released
     held = Claimed(
@@ -147,7 +169,7 @@ def claim(session: Session, run_id: int, *, now: datetime, lease_seconds: float)
         resumed,
     )
     if resumed:
-        _blame(connection, held, now + timedelta(seconds=lease_seconds))
+        _blame(connection, held, lease)
     return held
 
 
@@ -211,8 +233,8 @@ def pending(connection: Connection, run_id: int, *, after: int, limit: int) -> l
 def _count(connection: Connection, run: Claimed, outcome: str, lease_until: datetime) -> None:
     """Move the counts, renewing the lease, only while this worker holds the running run:
     otherwise the item's transaction is rolled back (`Lost`)."""
-    params = {"run": run.id, "holder": run.claim, "lease": lease_until}
-    if connection.execute(_COUNTS[outcome], params).rowcount != 1:
+    params = {**holder(run), "lease": lease_until}
+    if leases.changed(connection, _COUNTS[outcome], params) != 1:
         raise Lost(run.id)
 
 
@@ -265,7 +287,7 @@ def record(
         "new_warnings": orjson.dumps(done.warnings).decode() if done.warnings else None,
     }
     if connection.dialect.name == "postgresql":
-        params.update(holder=run.claim, lease=lease_until)
+        params.update(holder(run), lease=lease_until)
         if connection.execute(_RECORD_AND_COUNT[done.outcome], params).rowcount != 1:
             raise Lost(run.id)
         return
@@ -278,14 +300,23 @@ def failed(errors: list[FieldError], job_id: int | None = None) -> Outcome:
     return Outcome("failed", job_id, errors, [])
 
 
+_LET_GO = holding(
+    released=True,
+    lease_until=QUEUE.param("at", "lease_until"),
+    enqueued_at=QUEUE.param("at", "enqueued_at"),
+)
+_FINISH = holding(
+    status="completed",
+    finished_at=QUEUE.param("at", "finished_at"),
+    lease_until=None,
+    released=True,
+    archived=bindparam("archived"),
+)
+
+
 def let_go(session: Session, run: Claimed, *, now: datetime) -> bool:
     """Hand the run on (a task's time is up): the next task takes it at once."""
-    result = session.connection().execute(
-        update(RUNS)
-        .where(RUNS.c.id == run.id, RUNS.c.claim == run.claim, RUNS.c.status == "running")
-        .values(released=True, lease_until=now, enqueued_at=now)
-    )
-    return bool(result.rowcount == 1)
+    return leases.changed(session, _LET_GO, {**holder(run), "at": now}) == 1
 
 
 def finish(session: Session, run: Claimed, *, now: datetime) -> int:
@@ -344,18 +375,8 @@ def finish(session: Session, run: Claimed, *, now: datetime) -> int:
                 for i, row in enumerate(archived)
             ],
         )
-    done = connection.execute(
-        update(RUNS)
-        .where(RUNS.c.id == run.id, RUNS.c.claim == run.claim, RUNS.c.status == "running")
-        .values(
-            status="completed",
-            finished_at=now,
-            lease_until=None,
-            released=True,
-            archived=len(archived),
-        )
-    ).rowcount
-    if done != 1:
+    params = {**holder(run), "at": now, "archived": len(archived)}
+    if leases.changed(connection, _FINISH, params) != 1:
         raise Lost(run.id)
     _completed(session, run, now=now)
     return len(archived)
@@ -381,27 +402,16 @@ def sweep(session: Session, *, now: datetime, grace_seconds: float) -> list[int]
         .where(RUNS.c.status == "open", RUNS.c.created_at < now - OPEN_FOR)
         .values(status="cancelled", finished_at=now)
     )
-    settled = or_(
-        RUNS.c.enqueued_at.is_(None), RUNS.c.enqueued_at < now - timedelta(seconds=grace_seconds)
-    )
-    lapsed = and_(
-        RUNS.c.status == "running", or_(RUNS.c.released.is_(True), RUNS.c.lease_until < now)
-    )
-    due = or_(RUNS.c.status == "queued", lapsed)
-    ids = list(
-        connection.execute(
-            select(RUNS.c.id).where(RUNS.c.status.in_(("queued", "running")), due, settled)
-        ).scalars()
-    )
-    if ids:
-        connection.execute(update(RUNS).where(RUNS.c.id.in_(ids)).values(enqueued_at=now))
-    return ids
+    settled = QUEUE.not_enqueued_since(now - timedelta(seconds=grace_seconds))
+    which = leases.sweeping(QUEUE, and_(QUEUE.claimable(now), settled), None, None, enqueued_at=now)
+    return sorted(connection.execute(which).scalars())
 
 
 def purge(session: Session, *, now: datetime, retention_days: int) -> int:
     """Runs and their items SYNC_RETENTION_DAYS after they finished (C11); runs purged."""
     connection = session.connection()
-    old = select(RUNS.c.id).where(RUNS.c.finished_at < now - timedelta(days=retention_days))
+    cutoff = now - timedelta(days=retention_days)
+    old = select(RUNS.c.id).where(leases.finished_before(QUEUE, cutoff))
     ids = list(connection.execute(old).scalars())
     for i in range(0, len(ids), IN_CHUNK):
         chunk = ids[i : i + IN_CHUNK]
@@ -412,6 +422,4 @@ def purge(session: Session, *, now: datetime, retention_days: int) -> int:
 
 def counts_by_status(connection: Connection) -> dict[str, int]:
     """Runs by status, for jobpost_syncs{status} (C11)."""
-    rows = connection.execute(select(RUNS.c.status, func.count()).group_by(RUNS.c.status))
-    found = {status: int(n) for status, n in rows}
-    return {status: found.get(status, 0) for status in STATUSES}
+    return leases.counts(connection, QUEUE)

@@ -3,8 +3,9 @@
 The API checks only a run's outer shape and stores the run and its items in one transaction
 (`start`, `add`); the worker (workers.syncing) claims the run under a lease and applies its
 items one transaction each (`apply_item`), then archives what a snapshot left out, once
-(`finish`). Every transition of a run is a conditional UPDATE naming the claim it expects,
-so a worker whose lease ran out can no longer commit anything (C11: never twice).
+(`finish`), on `models.db.leases` (`models.syncs.processing`). Every transition of a run is
+a conditional UPDATE naming the claim it expects, so a worker whose lease ran out can no
+longer commit anything (C11: never twice).
 """
 
 from __future__ import annotations
@@ -275,9 +276,3 @@ def cancel(session: Session, employer_id: int | None, run_id: int, *, now: datet
         .values(status="cancelled", finished_at=now, lease_until=None)
     )
     return connection.execute(select(RUNS).where(RUNS.c.id == run_id)).one()
-
-
-# --- the worker's steps ------------------------------------------------------------------------
-
-
-# --- the sweeper and the purge -----------------------------------------------------------------
