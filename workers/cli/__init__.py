@@ -24,6 +24,7 @@ from models.core.settings import Settings
 from models.db.engines import database_said
 from models.employers import PLANS
 from models.jobs import compliance
+from models.notifications import channels as search_engines
 from models.syncs.runs import STATUSES
 from models.webhooks import payloads
 from models.webhooks.secrets import MissingKey
@@ -227,6 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = Command(Settings.from_env())
         setup_logging(args.command)
         payloads.install(representations)  # events a command emits carry the API's shapes
+        search_engines.install(search_engines.of_settings(command.settings))  # C18
         return int(args.handler(args, command))
     except (DomainError, ValueError, MissingKey) as e:
         print(f"jobpost: {e}", file=sys.stderr)
