@@ -194,6 +194,8 @@ def create_app(
             )
         ),
     }
+    if settings.indexnow_key:  # C18: the key file IndexNow reads to trust the site's batches
+        routes[f"/{settings.indexnow_key}.txt"] = sitemaps.IndexNowKey(settings.indexnow_key)
     for path, resource in routes.items():
         answer_head_as_get(resource)
         app.add_route(path, resource)

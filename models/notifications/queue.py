@@ -174,24 +174,25 @@ def mark_retry(
     timing: Timing,
     rng: random.Random | None = None,
 ) -> dict[str, int]:
-    """Not taken for now (429, 5xx, no answer): pending again after a backoff by attempts
-    made, or failed once `max_attempts` are spent. How many of each."""
+    """Not taken for now (429, 5xx, no answer): pending again after one backoff for the
+    batch (by the attempts made: a batch is retried together), or failed once
+    `max_attempts` are spent. How many of each."""
     found = {"retry": 0, "failed": 0}
-    for row in rows:
-        delay = leases.backoff(row.attempts - 1, timing.retries, rng)
-        if row.attempts >= timing.max_attempts or delay is None:
-            found["failed"] += mark_refused(
-                session, [row], status_code=status_code, error=error, now=now
-            )
-            continue
-        values = {
-            "status": "pending",
-            "lease_until": None,
-            "next_attempt_at": now + timedelta(seconds=delay),
-            "last_status_code": status_code,
-            "last_error": error[:2000],
-        }
-        found["retry"] += _as_holder(session, [row], values)
+    if not rows:
+        return found
+    attempts = max(row.attempts for row in rows)
+    delay = leases.backoff(attempts - 1, timing.retries, rng)
+    if attempts >= timing.max_attempts or delay is None:
+        found["failed"] = mark_refused(session, rows, status_code=status_code, error=error, now=now)
+        return found
+    values = {
+        "status": "pending",
+        "lease_until": None,
+        "next_attempt_at": now + timedelta(seconds=delay),
+        "last_status_code": status_code,
+        "last_error": error[:2000],
+    }
+    found["retry"] = _as_holder(session, rows, values)
     return found
 
 

@@ -32,6 +32,7 @@ from workers.cli import (
     applications,
     database,
     employers,
+    notifications,
     operations,
     reports,
     services,
@@ -193,6 +194,8 @@ def parser() -> argparse.ArgumentParser:
     cancel.set_defaults(handler=syncs.syncs_cancel)
     cancel.add_argument("id", type=int)
     json_flag(cancel)
+    c = cmd(sub, "notifications", notifications.notifications_list, "search-engine notifications")
+    c.add_argument("--limit", type=int, default=20, help="waiting ones shown a channel (20)")
     hooks = sub.add_parser("webhooks", help="webhook endpoints (C12)")
     hook = hooks.add_subparsers(dest="sub", required=True)
     c = cmd(hook, "list", webhooks.webhooks_list, "webhook endpoints, oldest first, no secrets")
