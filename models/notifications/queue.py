@@ -17,6 +17,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import Connection, Row, Table, and_, delete, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from models.core.dates import utcnow
@@ -220,7 +221,11 @@ def reserve(session: Session, channel: str, wanted: int, *, quota: int, now: dat
     if leases.changed(session, more) == 1:
         return granted
     if used_today(session, channel, now=now) == 0:
-        session.execute(insert(DAYS).values(channel=channel, day=day, requests=granted))
+        try:  # the day's first: a run at once that made it first wins, this one waits
+            with session.begin_nested():
+                session.execute(insert(DAYS).values(channel=channel, day=day, requests=granted))
+        except IntegrityError:
+            return 0
         return granted
     return 0
 

@@ -19,6 +19,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.app import WsgiApp, create_app
 from models.core.settings import Settings
 from models.db.entities import SearchNotification
+from models.db.unit_of_work import session_scope
+from models.notifications import queue as notifications
 from tests.conftest import Api, Clock
 from tests.factories import create_job
 from tests.notifications.conftest import BASE, KEY, pages, queued, service_account
@@ -219,3 +221,16 @@ def test_nothing_is_sent_while_off(
 ) -> None:
     assert search_engines.send(sessions, settings) == {}
     assert engines.indexnow == [] and engines.tokens == [] and engines.published == []
+
+
+def test_finished_notifications_are_purged_after_the_retention(
+    api: Api, employer: Any, sessions: sessionmaker[Session], on: Settings, engines: Engines
+) -> None:
+    active(api, employer)
+    assert search_engines.send_indexnow(sessions, on, now=lambda: NOW) == 2
+    assert search_engines.send_google(sessions, on, now=lambda: NOW) == 2
+    with session_scope(sessions) as s:
+        assert notifications.purge(s, now=NOW + timedelta(days=179), retention_days=180) == 0
+        assert notifications.purge(s, now=NOW + timedelta(days=181), retention_days=180) == 4
+        assert notifications.used_today(s, "google", now=NOW) == 0  # the day's count too
+    assert rows(sessions, "indexnow") == rows(sessions, "google") == []
