@@ -31,6 +31,11 @@ SCHEDULE: dict[str, dict[str, Any]] = {
         "schedule": timedelta(minutes=1),
         "options": MAINTENANCE,
     },
+    "notify-search-engines": {  # C18: does nothing while no channel is configured
+        "task": "jobpost.notify_search_engines",
+        "schedule": timedelta(minutes=1),
+        "options": MAINTENANCE,
+    },
     "purge-old-applications": {
         "task": "jobpost.purge",
         "schedule": crontab(minute="0", hour="3"),

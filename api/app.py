@@ -38,6 +38,7 @@ from models.core.dates import today_in, utcnow
 from models.core.settings import Settings
 from models.db.engines import make_engine
 from models.db.unit_of_work import make_sessionmaker, read_sessions
+from models.notifications import channels as search_engines
 from models.webhooks import payloads
 from models.webhooks.endpoints import UrlPolicy
 
@@ -84,6 +85,7 @@ def create_app(
     """Build the app; `today` gives the service date (C5), tests pass their own clock."""
     parts = parts or Collaborators()
     payloads.install(representations)  # the events a request emits carry the API's shapes
+    search_engines.install(search_engines.of_settings(settings))  # the writes' notifications
     clock = today or parts.today or (lambda: today_in(settings.timezone))
     limiter = parts.limiter or ratelimit.build(settings.apply_rate_limit, settings.redis_url)
     # Observe first: its process_response runs last, after RequestId and every status change.
@@ -192,6 +194,8 @@ def create_app(
             )
         ),
     }
+    if settings.indexnow_key:  # C18: the key file IndexNow reads to trust the site's batches
+        routes[f"/{settings.indexnow_key}.txt"] = sitemaps.IndexNowKey(settings.indexnow_key)
     for path, resource in routes.items():
         answer_head_as_get(resource)
         app.add_route(path, resource)

@@ -38,6 +38,8 @@ TITLE = N_("Open jobs")
 PROVINCE_CODES = tuple(code for _id, code, _name, _kind in PROVINCES)
 # Indeed's job types, by position type (C3); Volunteer has none of Indeed's own.
 INDEED_JOBTYPE = {1: "fulltime", 2: "parttime", 3: "contract", 4: "temporary", 5: "volunteer"}
+# Indeed's remote flag, by work arrangement (C16); an on-site job carries none.
+INDEED_REMOTETYPE = {"remote": "Fully remote", "hybrid": "Hybrid remote"}
 
 Render = Callable[[OpenJob], str]
 
@@ -243,6 +245,7 @@ class IndeedFeed(Feed):
             ("salary", html_render.salary_words(job, lang)),
             ("jobtype", INDEED_JOBTYPE.get(job.position_type_id)),
             ("category", ", ".join(self.categories(job, lang)) or None),
+            ("remotetype", INDEED_REMOTETYPE.get(job.workplace_type)),
         ]
         inner = "".join(f"<{k}>{cdata(v)}</{k}>" for k, v in fields if v is not None)
         return f"<job>{inner}</job>\n"

@@ -38,6 +38,7 @@ from models.applications import outbox
 from models.core import build, logs
 from models.core.dates import utcnow
 from models.db import heartbeats
+from models.notifications import queue as search_notifications
 from models.syncs import processing as sync_work
 from models.webhooks import delivery as webhook_delivery
 
@@ -149,7 +150,7 @@ class StateCollector(Collector):
             up.add_metric(["database"], 0)
             return
         up.add_metric(["database"], 1)
-        (counts, age), (hooks, hooks_age), runs, (reported, mails), beats = read
+        (counts, age), (hooks, hooks_age), runs, (reported, mails), beats, told = read
         entries = GaugeMetricFamily(
             "jobpost_outbox_entries",
             "Outbox entries (copies to email), by status.",
@@ -197,6 +198,15 @@ class StateCollector(Collector):
         for task, at in sorted(beats.items()):
             last_success.add_metric([task], at.timestamp())
         yield last_success
+        notifications = GaugeMetricFamily(
+            "jobpost_search_notifications",
+            "Search-engine notifications (C18), by channel and status.",
+            labels=["channel", "status"],
+        )
+        for channel, by_status in told.items():
+            for status, n in by_status.items():
+                notifications.add_metric([channel, status], n)
+        yield notifications
 
     def _read_outbox(
         self,
@@ -206,6 +216,7 @@ class StateCollector(Collector):
         dict[str, int],
         tuple[dict[str, int], dict[str, int]],
         dict[str, datetime],
+        dict[str, dict[str, int]],
     ]:
         """The outbox's figures, the webhook deliveries' (C12), the sync runs' (C11), the
         fraud reports' and their emails' (C13), and the periodic tasks' last successes (C9)."""
@@ -220,6 +231,7 @@ class StateCollector(Collector):
                 sync_work.counts_by_status(session.connection()),
                 (reports.counts(session), outbox.counts(session, outbox.REPORTS)),
                 heartbeats.last_successes(session),
+                search_notifications.counts(session),  # C18
             )
 
     def _queues(self, up: GaugeMetricFamily) -> Iterator[Metric]:

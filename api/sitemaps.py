@@ -129,3 +129,18 @@ class SitemapChunk:
         )
         loc = element("loc", page_url(self.base, job_id, "en"))
         return f"<url>{loc}{element('lastmod', timestamp(at))}{versions}</url>\n"
+
+
+class IndexNowKey:
+    """GET /<INDEXNOW_KEY>.txt (C18): the key itself, as the IndexNow protocol has a site
+    prove that the batches naming its pages are its own. Served only once configured."""
+
+    def __init__(self, key: str) -> None:
+        self.body = key.encode()
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        if conditional.answered(
+            req, resp, conditional.Validators(conditional.tag(self.body), None), CACHE_CONTROL
+        ):
+            return
+        resp.data, resp.content_type = self.body, "text/plain; charset=utf-8"

@@ -18,6 +18,7 @@ from models.core.dates import utcnow
 from models.core.errors import FieldError, JobGone, NotFound, ValidationFailed
 from models.db.entities import Job, JobReport, ReportMail
 from models.jobs import events as job_events
+from models.notifications import queue as notifications
 from models.webhooks import messages as webhook_messages
 
 REASONS = ("scam", "misleading", "discriminatory", "other")
@@ -170,6 +171,9 @@ def resolve(session: Session, report_id: int, *, take_down: bool, note: str | No
     report.status = "taken_down" if take_down else "dismissed"
     report.resolved_at, report.note = now, note
     if take_down and report.job_id is not None:
+        was = session.scalar(select(Job.status).where(Job.id == report.job_id))
+        if was == "active":  # its pages leave the search engines (C18)
+            notifications.jobs_changed(session, deleted=[report.job_id], now=now)
         session.execute(
             update(Job)
             .where(Job.id == report.job_id)

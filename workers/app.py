@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from models.core.settings import Settings, is_redis
 from models.db.engines import make_sqlite_folder
 from models.db.unit_of_work import sessionmaker_for
+from models.notifications import channels as search_engines
 from models.webhooks import payloads
 
 if TYPE_CHECKING:  # imported by make_celery: a web process reads this module's names only
@@ -179,6 +180,7 @@ def make_celery(
     from api import representations  # the events the tasks emit carry the API's shapes (C12)
 
     payloads.install(representations)
+    search_engines.install(search_engines.of_settings(settings))  # C18: upkeep's, syncs'
     app = Celery("jobpost", broker=settings.broker_url, include=[TASKS_MODULE])
     setattr(app, CONTEXT, TaskContext(settings, sessions))
     app.conf.update(

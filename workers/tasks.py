@@ -23,9 +23,10 @@ from models.core.settings import Settings
 from models.db import heartbeats
 from models.db.unit_of_work import session_scope
 from models.jobs import upkeep
+from models.notifications import queue as search_notifications
 from models.syncs import processing as sync_work
 from models.webhooks import delivery as webhook_deliveries
-from workers import broker, delivery, enqueue, syncing
+from workers import broker, delivery, enqueue, search_engines, syncing
 from workers.app import make_celery, task_context
 from workers.mail import relay
 from workers.webhooks import delivery as webhook_delivery
@@ -134,13 +135,15 @@ def run_purge(factory: sessionmaker[Session], s: Settings, today: Any = None) ->
         # Endpoints failing for days with no new event would never be judged otherwise.
         webhook_deliveries.disable_failing(session, now=now, timing=webhook_delivery.timing(s))
         runs = sync_work.purge(session, now=now, retention_days=s.sync_retention_days)  # C11
+        told = search_notifications.purge(session, now=now, retention_days=days)  # C18
     what = (
         f"rows deleted ({count} finished applications older than {days} days, "
         f"{keys} idempotency keys past their 24 hours, "
         f"{hooks} finished webhook deliveries older than {days} days, "
-        f"{runs} sync runs finished {s.sync_retention_days} days ago)"
+        f"{runs} sync runs finished {s.sync_retention_days} days ago, "
+        f"{told} search-engine notifications finished {days} days ago)"
     )
-    return changed("purge", count + keys + hooks + runs, what)
+    return changed("purge", count + keys + hooks + runs + told, what)
 
 
 def run_sweep(
@@ -179,7 +182,21 @@ def run_sweep(
     )
 
 
-RUNNERS = {"expire": run_expire, "refresh": run_refresh, "sweep": run_sweep, "purge": run_purge}
+def run_notify(factory: sessionmaker[Session], s: Settings, today: Any = None) -> int:
+    """The search engines told of the job pages queued for them (C18): nothing while no
+    channel is configured."""
+    found = search_engines.send(factory, s)
+    told = ", ".join(f"{n} to {channel}" for channel, n in found.items()) or "no channel on"
+    return changed("notify", sum(found.values()), f"search-engine notifications sent ({told})")
+
+
+RUNNERS = {
+    "expire": run_expire,
+    "refresh": run_refresh,
+    "sweep": run_sweep,
+    "purge": run_purge,
+    "notify": run_notify,
+}
 
 
 def periodic(task: Task, run: Callable[[sessionmaker[Session], Settings], int]) -> int:
@@ -215,3 +232,8 @@ def sweep(task: Task) -> int:
 @shared_task(name="jobpost.purge", bind=True)
 def purge(task: Task) -> int:
     return periodic(task, run_purge)
+
+
+@shared_task(name="jobpost.notify_search_engines", bind=True)
+def notify_search_engines(task: Task) -> int:
+    return periodic(task, run_notify)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from email.utils import getaddresses
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -36,6 +36,8 @@ VARIABLES = (
     "WEBHOOK_ENDPOINT_IN_FLIGHT", "WEBHOOK_EMPLOYER_IN_FLIGHT", "WEBHOOK_TEST_RATE_LIMIT",
     "WEBHOOK_RETRY_SCHEDULE", "JOBPOST_SECRET_KEY", "CHANGE_FEED_LAG_SECONDS",
     "REPORTS_EMAIL", "REPORT_REVIEW_DAYS", "PRIVACY_CONTACT",
+    "INDEXNOW_KEY", "INDEXNOW_ENDPOINT", "GOOGLE_SERVICE_ACCOUNT_FILE", "GOOGLE_INDEXING_ENDPOINT",
+    "GOOGLE_INDEXING_DAILY_QUOTA",
     "JOBPOST_SECRET_KEY_FILE", "SMTP_PASSWORD_FILE", "DATABASE_URL_FILE",
     "CELERY_BROKER_URL_FILE", "REDIS_URL_FILE",
 )  # fmt: skip
@@ -309,6 +311,44 @@ def _fernet_key(raw: str) -> str | None:
     return raw
 
 
+INDEXNOW_KEY = re.compile(r"[A-Za-z0-9-]{8,128}")  # the protocol's key: 8 to 128 of these
+
+
+def _indexnow_key(raw: str) -> str | None:
+    if raw and not INDEXNOW_KEY.fullmatch(raw):
+        raise ValueError("not 8 to 128 letters, digits or dashes (IndexNow's key)")
+    return raw or None
+
+
+def _endpoint(raw: str) -> str:
+    if urlsplit(raw).scheme not in ("http", "https") or not urlsplit(raw).hostname:
+        raise ValueError("not an absolute http or https URL")
+    return raw
+
+
+def _service_account(raw: str) -> Path | None:
+    """A Google service account's key file (JSON, as the console downloads it): read at
+    start, so that a wrong path stops the process, not each batch of notifications (C18)."""
+    if not raw:
+        return None
+    import json
+
+    try:
+        info = json.loads(Path(raw).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ValueError(f"cannot read it ({error.strerror})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise ValueError("not a JSON file") from None
+    missing = [
+        k
+        for k in ("client_email", "private_key", "token_uri")
+        if not isinstance(info, dict) or not isinstance(info.get(k), str)
+    ]
+    if missing:
+        raise ValueError(f"not a service account key file (no {', '.join(missing)})")
+    return Path(raw)
+
+
 def _redis(raw: str) -> str | None:
     if raw and not raw.startswith((*REDIS_SCHEMES, "unix://")):
         raise ValueError("not a redis://, rediss:// or unix:// URL")
@@ -446,6 +486,12 @@ class Settings:
     reports_email: str | None = None  # C13: where fraud reports go; None: no email
     report_review_days: int = 2  # C13: stated on the fraud policy page
     privacy_contact: str | None = None  # C13: None: "the operator of this service", MAIL_FROM
+    # C18: each search engine is told of job pages only once configured.
+    indexnow_key: str | None = None
+    indexnow_endpoint: str = "https://api.indexnow.org/indexnow"
+    google_service_account_file: Path | None = None
+    google_indexing_endpoint: str = "https://indexing.googleapis.com/v3/urlNotifications:publish"
+    google_indexing_daily_quota: int = 200  # Google's default quota of publish requests a day
 
     def __repr__(self) -> str:
         """Every field, but no password: URLs show theirs as HIDDEN, SMTP_PASSWORD is HIDDEN."""
@@ -524,4 +570,35 @@ class Settings:
                 _read(e, "REPORT_REVIEW_DAYS", "2", _number(1, whole=True, most=365))
             ),
             privacy_contact=_read(e, "PRIVACY_CONTACT", "", _contact),
+            **_search_engines(e),
         )
+
+
+def _search_engines(e: Mapping[str, str]) -> dict[str, Any]:
+    """C18's settings. A channel names the job pages by PUBLIC_BASE_URL, so one configured
+    without it is refused at start rather than notifying a listen address."""
+    found: dict[str, Any] = {
+        "indexnow_key": _read(e, "INDEXNOW_KEY", "", _indexnow_key),
+        "indexnow_endpoint": _read(
+            e, "INDEXNOW_ENDPOINT", "https://api.indexnow.org/indexnow", _endpoint
+        ),
+        "google_service_account_file": _read(
+            e, "GOOGLE_SERVICE_ACCOUNT_FILE", "", _service_account
+        ),
+        "google_indexing_endpoint": _read(
+            e,
+            "GOOGLE_INDEXING_ENDPOINT",
+            "https://indexing.googleapis.com/v3/urlNotifications:publish",
+            _endpoint,
+        ),
+        "google_indexing_daily_quota": int(
+            _read(e, "GOOGLE_INDEXING_DAILY_QUOTA", "200", _number(1, whole=True, most=10**6))
+        ),
+    }
+    for name, field in (
+        ("INDEXNOW_KEY", "indexnow_key"),
+        ("GOOGLE_SERVICE_ACCOUNT_FILE", "google_service_account_file"),
+    ):
+        if found[field] is not None and not e.get("PUBLIC_BASE_URL"):
+            raise ValueError(f"{name} is set but PUBLIC_BASE_URL is not: set the site's address")
+    return found

@@ -509,3 +509,40 @@ class SyncItem(Base):
         Index("uq_sync_items_run_reference", "run_id", "reference_id", unique=True),
         Index("ix_sync_items_run_outcome", "run_id", "outcome", "position"),
     )
+
+
+class SearchNotification(Base):
+    """One URL to tell one search engine about (C18): `URL_UPDATED` when a job is published
+    or changed, `URL_DELETED` when it leaves the public pages; sent by the workers in batches,
+    under a lease like the outbox (models.db.leases). The URL is kept, not the job: a deleted
+    job's page must still be named."""
+
+    __tablename__ = "search_notifications"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    channel: Mapped[str] = mapped_column(String(10))  # indexnow | google
+    url: Mapped[str] = mapped_column(String(2048))
+    kind: Mapped[str] = mapped_column(String(12))  # URL_UPDATED | URL_DELETED
+    status: Mapped[str] = mapped_column(String(8), default="pending")  # pending sending sent failed
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_status_code: Mapped[int | None] = mapped_column(Integer)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # for the purge
+    __table_args__ = (
+        Index("ix_search_notifications_due", "channel", "status", "next_attempt_at"),
+        Index("ix_search_notifications_url", "channel", "url"),
+        Index("ix_search_notifications_finished", "finished_at"),
+        {"sqlite_autoincrement": True},
+    )
+
+
+class SearchNotificationDay(Base):
+    """Requests made to a channel on one UTC day, counted before they are made, so that a
+    daily quota (Google's 200 publish requests) is never exceeded (C18)."""
+
+    __tablename__ = "search_notification_days"
+    channel: Mapped[str] = mapped_column(String(10), primary_key=True)
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    requests: Mapped[int] = mapped_column(Integer, default=0)

@@ -195,6 +195,7 @@ class OpenJob:
     salary_max: Decimal | None
     salary_period_id: int | None
     salary_commission: bool
+    workplace_type: str  # C16: onSite, hybrid or remote
     places: tuple[Place, ...]
     category_ids: tuple[int, ...]
 
@@ -216,6 +217,7 @@ _COLUMNS = (
     _jobs.c.salary_max,
     _jobs.c.salary_period_id,
     _jobs.c.salary_commission,
+    _jobs.c.workplace_type,
 )
 
 _FIELDS = [f.name for f in fields(OpenJob)][: len(_COLUMNS)]  # the columns' names, in order

@@ -16,6 +16,7 @@ from models.db.entities import Employer, Job
 from models.db.feed import stamp
 from models.db.unit_of_work import session_scope
 from models.jobs import events as job_events
+from models.notifications import queue as notifications
 
 # Overlapping runs (two beats, a manual `jobpost tasks run` beside the beat) take turns on
 # PostgreSQL: two set-based UPDATEs whose plans visit the same rows in different orders
@@ -43,6 +44,7 @@ def expire(session: Session, *, today: date, limit: int | None = None) -> int:
     now = stamp(session)
     archived = _update(session, due, limit, now, Job.close_date, status="archived")
     job_events.announce(session, "job.expired", archived, now=now, close_date=True)
+    notifications.jobs_changed(session, deleted=[row.id for row in archived], now=now)  # C18
     return len(archived)
 
 
@@ -60,6 +62,7 @@ def refresh(session: Session, *, today: date, limit: int | None = None) -> int:
     now = stamp(session)
     refreshed = _update(session, due, limit, now, publish_date=today)
     job_events.announce(session, "job.refreshed", refreshed, now=now)  # C12
+    notifications.jobs_changed(session, updated=[row.id for row in refreshed], now=now)  # C18
     return len(refreshed)
 
 

@@ -30,6 +30,7 @@ from models.jobs import rows as job_rows
 from models.jobs import rules as job_rules
 from models.jobs.rows import StoredJob
 from models.jobs.search import search_text
+from models.notifications import queue as notifications
 
 # A write's precondition (C10), called with the job as the write locked it (None: no such job);
 # it raises PreconditionFailed when the request's If-Match or If-None-Match does not hold.
@@ -195,7 +196,13 @@ def _insert(session: Session, job: StoredJob) -> tuple[StoredJob, list[int]] | N
     if written is None:
         return None
     job_id, listed = written
+    notifications.job_written(session, job_id, was_public=False, is_public=_public(job))  # C18
     return replace(job, id=job_id, updated_at=derived["updated_at"]), listed
+
+
+def _public(job: StoredJob) -> bool:
+    """Whether the job's pages are public (C15): active, and not taken down."""
+    return job.status == "active" and not job.taken_down
 
 
 def _would_create(
@@ -401,6 +408,9 @@ def write_update(
         )
     except IntegrityError:
         raise _reference_taken(merged.reference_id) from None
+    notifications.job_written(  # C18: API writes and sync runs' updates alike
+        session, job.id, was_public=_public(job), is_public=_public(merged)
+    )
     # The version as the database counted it (locked), and the change's time (C10).
     merged = replace(merged, version=job.version + 1, updated_at=derived["updated_at"])
     return _applied(employer, merged, "updated", change.notes, listed, today=today)
@@ -548,8 +558,10 @@ def delete_by_id(
     is locked and `expect` asked of it first."""
     if expect is not None:
         expect(locked(session, employer, job_id))
-    if not job_rows.delete_job(session.connection(), employer.id, job_id=job_id):
+    gone = job_rows.delete_job(session.connection(), employer.id, job_id=job_id)
+    if gone is None:
         raise NotFound(f"No job has id {job_id}.")
+    notifications.job_written(session, job_id, was_public=gone[1] == "active", is_public=False)
 
 
 def delete_by_reference(
@@ -572,5 +584,7 @@ def delete_by_reference(
     # A PUT changing this job's referenceId is waited for, and the job is then no longer
     # matched by the old one (read unlocked, the renamed job was deleted: a DELETE answered
     # 204 for a referenceId the PUT's 200 had already given up, and took the job with it).
-    if not job_rows.delete_job(session.connection(), employer.id, reference_id=ref):
+    gone = job_rows.delete_job(session.connection(), employer.id, reference_id=ref)
+    if gone is None:
         raise NotFound(f"No job has referenceId {ref!r}.")
+    notifications.job_written(session, gone[0], was_public=gone[1] == "active", is_public=False)

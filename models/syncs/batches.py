@@ -41,6 +41,7 @@ from models.jobs import rows as job_rows
 from models.jobs import writes as jobs
 from models.jobs.rows import StoredJob
 from models.jobs.warnings import Warning
+from models.notifications import queue as notifications
 from models.syncs.digests import Digests
 from models.syncs.processing import (
     RECORD,
@@ -209,6 +210,13 @@ def _insert(
         written.append((item.change.job, item.row))
     at = stamp(session)
     found = job_rows.insert_many(session.connection(), written, at)
+    published = [
+        found[ref][0]
+        for job, _row in written
+        if (ref := str(job.reference_id)) in found
+        if job.status == "active"
+    ]
+    notifications.jobs_changed(session, updated=published)  # C18
     for item in creates:
         assert item.change is not None and item.answered is not None
         ref = item.pending.reference_id

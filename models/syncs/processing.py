@@ -34,6 +34,7 @@ from models.core.errors import FieldError
 from models.db import leases
 from models.db.entities import Employer
 from models.jobs import writes as jobs
+from models.notifications import queue as notifications
 from models.syncs.requests import read_item
 from models.syncs.runs import (
     IN_CHUNK,
@@ -351,11 +352,13 @@ def finish(session: Session, run: Claimed, *, now: datetime) -> int:
     if archived and not run.dry_run:
         ids = [row.id for row in archived]
         for i in range(0, len(ids), IN_CHUNK):
-            connection.execute(
+            gone = connection.execute(
                 update(JOBS)
                 .where(JOBS.c.id.in_(ids[i : i + IN_CHUNK]), JOBS.c.status == "active")
                 .values(status="archived", version=JOBS.c.version + 1, updated_at=now)
+                .returning(JOBS.c.id)
             )
+            notifications.jobs_changed(connection, deleted=list(gone.scalars()), now=now)
     if archived:
         top = connection.execute(
             select(func.max(ITEMS.c.position)).where(ITEMS.c.run_id == run.id)

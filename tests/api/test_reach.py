@@ -388,6 +388,18 @@ def test_indeed_feed_names_no_employer_of_a_confidential_job_and_escapes_everyth
     assert found.findtext("category") == "Hospitality & Tourism, Retail"
 
 
+@pytest.mark.parametrize(
+    ("workplace", "flag"),
+    [("remote", "Fully remote"), ("hybrid", "Hybrid remote"), ("onSite", None)],
+)
+def test_indeed_feed_flags_remote_and_hybrid_jobs(
+    client: falcon.testing.TestClient, api: Any, employer: Any, workplace: str, flag: str | None
+) -> None:
+    active(api, employer, workplaceType=workplace)
+    [found] = xml(client.simulate_get("/feeds/indeed.xml")).findall("job")
+    assert found.findtext("remotetype") == flag
+
+
 # --- Atom ------------------------------------------------------------------------------------
 
 

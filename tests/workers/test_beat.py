@@ -46,7 +46,10 @@ C9_TIMES = {  # task → (minutes, hours) of its crontab, in JOBPOST_TIMEZONE
     "jobpost.refresh": ({15}, {0}),
     "jobpost.purge": ({0}, {3}),
 }
-EVERY_MINUTE = {"jobpost.sweep"}  # an interval of real time, not a crontab (beat_schedule.py)
+EVERY_MINUTE = {
+    "jobpost.sweep",
+    "jobpost.notify_search_engines",
+}  # an interval of real time, not a crontab (beat_schedule.py)
 
 
 # --- the schedule (static) ---------------------------------------------------------------------
@@ -79,9 +82,10 @@ def test_the_crontab_times_are_the_c9_ones(name: str) -> None:
     assert schedule.month_of_year == set(range(1, 13))
 
 
-def test_the_sweep_runs_every_minute() -> None:
-    [entry] = [e for e in SCHEDULE.values() if e["task"] in EVERY_MINUTE]
-    assert entry["schedule"] == timedelta(minutes=1)
+def test_the_sweep_and_the_search_engine_notifications_run_every_minute() -> None:
+    found = [e for e in SCHEDULE.values() if e["task"] in EVERY_MINUTE]
+    assert len(found) == len(EVERY_MINUTE)
+    assert all(entry["schedule"] == timedelta(minutes=1) for entry in found)
 
 
 def test_the_celery_timezone_comes_from_jobpost_timezone() -> None:

@@ -24,6 +24,7 @@ from models.core.settings import Settings
 from models.db.engines import database_said
 from models.employers import PLANS
 from models.jobs import compliance
+from models.notifications import channels as search_engines
 from models.syncs.runs import STATUSES
 from models.webhooks import payloads
 from models.webhooks.secrets import MissingKey
@@ -31,6 +32,7 @@ from workers.cli import (
     applications,
     database,
     employers,
+    notifications,
     operations,
     reports,
     services,
@@ -192,6 +194,8 @@ def parser() -> argparse.ArgumentParser:
     cancel.set_defaults(handler=syncs.syncs_cancel)
     cancel.add_argument("id", type=int)
     json_flag(cancel)
+    c = cmd(sub, "notifications", notifications.notifications_list, "search-engine notifications")
+    c.add_argument("--limit", type=int, default=20, help="waiting ones shown a channel (20)")
     hooks = sub.add_parser("webhooks", help="webhook endpoints (C12)")
     hook = hooks.add_subparsers(dest="sub", required=True)
     c = cmd(hook, "list", webhooks.webhooks_list, "webhook endpoints, oldest first, no secrets")
@@ -227,6 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = Command(Settings.from_env())
         setup_logging(args.command)
         payloads.install(representations)  # events a command emits carry the API's shapes
+        search_engines.install(search_engines.of_settings(command.settings))  # C18
         return int(args.handler(args, command))
     except (DomainError, ValueError, MissingKey) as e:
         print(f"jobpost: {e}", file=sys.stderr)
