@@ -509,3 +509,41 @@ class SyncItem(Base):
         Index("uq_sync_items_run_reference", "run_id", "reference_id", unique=True),
         Index("ix_sync_items_run_outcome", "run_id", "outcome", "position"),
     )
+
+
+class AlertSubscription(Base):
+    """A job alert (C19): an address subscribed to a search of the public jobs, daily or
+    weekly, in its language. `filters` is the search as a normalised query string
+    (`models.alerts.filters`), so the feed's filters, old and new, are stored as they are."""
+
+    __tablename__ = "alert_subscriptions"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    email: Mapped[str] = mapped_column(String(254))
+    language: Mapped[str] = mapped_column(String(2))  # en, fr
+    frequency: Mapped[str] = mapped_column(String(6))  # daily, weekly
+    filters: Mapped[str] = mapped_column(Text)
+    state: Mapped[str] = mapped_column(String(12))  # pending, confirmed, unsubscribed
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    confirmed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    unsubscribed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # The watermark: jobs published after it are the next digest's; moved only when sent.
+    last_sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    __table_args__ = (
+        Index("ix_alert_subscriptions_email", "email"),
+        Index("ix_alert_subscriptions_due", "state", "frequency", "last_sent_at"),
+        {"sqlite_autoincrement": True},
+    )
+
+
+class AlertToken(Base):
+    """A link's token of an alert (C19), kept as its SHA-256 only: `confirm` (the opt-in's
+    link) or `manage` (the manage page and one-click unsubscribe). Each email gets its own
+    manage token, so an old email's link keeps working and no token is ever stored readable."""
+
+    __tablename__ = "alert_tokens"
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    subscription_id: Mapped[int] = mapped_column(
+        ForeignKey("alert_subscriptions.id", ondelete="CASCADE"), index=True
+    )
+    purpose: Mapped[str] = mapped_column(String(8))  # confirm, manage
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
