@@ -63,3 +63,12 @@ def _value(kind: type, raw: str) -> Any:
     if kind is bool:
         return raw == "true"
     return kind(raw)
+
+
+def set_values(filters: Filters) -> list[tuple[str, Any]]:
+    """The filters that are set, (name, value), in the dataclass's order."""
+    return [
+        (f.name, value)
+        for f in fields(Filters)
+        if (value := getattr(filters, f.name)) is not None and value != ""
+    ]
