@@ -26,6 +26,7 @@ from api.clients import client_address, rate_key
 from api.pages import links, page_language, send_html
 from api.ratelimit import Limiter
 from models.alerts import filters as alert_filters
+from models.alerts import mails
 from models.alerts import subscriptions as alerts
 from models.core import i18n
 from models.core.errors import FieldError, ValidationFailed
@@ -34,11 +35,10 @@ from models.core.settings import Network
 from models.db.entities import AlertSubscription
 from models.db.unit_of_work import after_commit
 from models.jobs.feeds import Filters
-from models.reference.lists import CATEGORY_NAMES, PROVINCES
 
 # The feed's reading of its filters from a request (`api.feeds.AtomFeed.options`).
 ReadFilters = Callable[[falcon.Request, list[FieldError]], tuple[Language, Filters]]
-# A confirmation email to send, once its subscription is committed (C19).
+# A confirmation email to send (its `alert_mails` id), once committed (C19).
 EnqueueAlertMail = Callable[[int], object]
 SIGN_UP_LIMIT = 16 * 1024  # an address and a frequency, and the form's parts around them
 # The apply limit's setting, counted apart, as reports are (C13): alerts use up nothing else.
@@ -52,26 +52,10 @@ MESSAGES = {
     ("frequency", "out_of_range"): N_("Please choose daily or weekly."),
 }
 FALLBACK = N_("Please check this field.")
-PROVINCE_NAMES = {code: name for _id, code, name, _kind in PROVINCES}
 
 
-def no_mail(subscription_id: int) -> None:
+def no_mail(mail_id: int) -> None:
     """No broker wired: the sweeper sends the confirmation later."""
-
-
-def search_words(filters: Filters, lang: Language) -> str:
-    """The search in words: each filter that is set, or "All jobs"."""
-    said: list[str] = []
-    for name, value in alert_filters.set_values(filters):
-        if name == "q":
-            said.append(f"«\u00a0{value}\u00a0»" if lang.code == "fr" else f"“{value}”")
-        elif name == "category" and value in CATEGORY_NAMES:
-            said.append(lang.gettext(CATEGORY_NAMES[value]))
-        elif name == "province" and value in PROVINCE_NAMES:
-            said.append(lang.gettext(PROVINCE_NAMES[value]))
-        else:
-            said.append(f"{name}: {value}")
-    return " · ".join(said) or lang.gettext("All jobs")
 
 
 def _render(name: str, lang: Language, page_links: html_render.Links, **values: Any) -> str:
@@ -162,7 +146,7 @@ class SignUp:
             "alert_new.html",
             lang,
             page_links,
-            search=search_words(filters, lang),
+            search=alert_filters.describe(filters, lang),
             form=form,
             frequencies=_frequencies(lang),
             action=new_alert_url(filters, lang.code),
@@ -204,8 +188,9 @@ class SignUp:
                     form.errors.setdefault(error.field, []).append(message)
                 self._page(req, resp, filters, form, 422)
                 return
-            subscription_id = made.subscription.id
-            after_commit(session, lambda: self.enqueue(subscription_id))
+            if made.subscription.state == "pending":  # a confirmed alert needs no opt-in
+                mail_id = mails.queue_confirmation(session, made.subscription, now=self.now())
+                after_commit(session, lambda: self.enqueue(mail_id))
         resp.status = 303
         resp.location = f"/alerts/sent?lang={lang.code}"
 
@@ -314,7 +299,7 @@ class Manage:
             lang,
             _token_links(req),
             saved=req.get_param("saved") is not None,
-            search=search_words(filters, lang),
+            search=alert_filters.describe(filters, lang),
             email=found.email,
             state=found.state,
             frequency=found.frequency,

@@ -239,6 +239,7 @@ def get_app(listen_url: str | None = None) -> WsgiApp:
         enqueue_sync=lambda run_id, rid: enqueue.sync(publisher.app, run_id, rid),
         enqueue_webhooks=lambda ids: enqueue.deliver_webhooks(publisher.app, ids),
         enqueue_report=lambda report_id: enqueue.deliver_report(publisher.app, report_id),
+        enqueue_alert_mail=lambda mail_id: enqueue.deliver_alert_mail(publisher.app, mail_id),
         ready_checks={
             "database": health.database_check(engine),
             "broker": lambda: broker.ping(settings.broker_url, timeout),

@@ -14,7 +14,11 @@ from functools import cache
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
+from models.core.i18n import Language
 from models.jobs.feeds import Filters
+from models.reference.lists import CATEGORY_NAMES, PROVINCES
+
+PROVINCE_NAMES = {code: name for _id, code, name, _kind in PROVINCES}
 
 
 @cache
@@ -72,3 +76,18 @@ def set_values(filters: Filters) -> list[tuple[str, Any]]:
         for f in fields(Filters)
         if (value := getattr(filters, f.name)) is not None and value != ""
     ]
+
+
+def describe(filters: Filters, lang: Language) -> str:
+    """The search in words: each filter that is set, or "All jobs"."""
+    said: list[str] = []
+    for name, value in set_values(filters):
+        if name == "q":
+            said.append(f"«\u00a0{value}\u00a0»" if lang.code == "fr" else f"“{value}”")
+        elif name == "category" and value in CATEGORY_NAMES:
+            said.append(lang.gettext(CATEGORY_NAMES[value]))
+        elif name == "province" and value in PROVINCE_NAMES:
+            said.append(lang.gettext(PROVINCE_NAMES[value]))
+        else:
+            said.append(f"{name}: {value}")
+    return " · ".join(said) or lang.gettext("All jobs")

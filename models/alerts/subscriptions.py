@@ -40,7 +40,9 @@ def _same_address(column: Any, email: str) -> ColumnElement[bool]:
     return func.lower(column) == func.lower(email)
 
 
-def _issue(session: Session, subscription: AlertSubscription, purpose: str, now: datetime) -> str:
+def issue(session: Session, subscription: AlertSubscription, purpose: str, now: datetime) -> str:
+    """A new link's token (`confirm` or `manage`), kept as its digest; the token itself only
+    leaves in the link."""
     token = secrets.token_urlsafe(24)
     session.add(
         AlertToken(
@@ -113,7 +115,7 @@ def sign_up(
         )
         session.add(same)
         session.flush()
-    return SignUp(same, _issue(session, same, "confirm", now))
+    return SignUp(same, issue(session, same, "confirm", now))
 
 
 def _by_token(
@@ -155,12 +157,12 @@ def confirm(session: Session, token: str, *, now: datetime) -> Confirmed | None:
             AlertToken.subscription_id == found.id, AlertToken.purpose == "confirm"
         )
     )
-    return Confirmed(found, _issue(session, found, "manage", now))
+    return Confirmed(found, issue(session, found, "manage", now))
 
 
 def manage_token(session: Session, subscription: AlertSubscription, *, now: datetime) -> str:
     """A new manage link's token, for an email about this alert."""
-    return _issue(session, subscription, "manage", now)
+    return issue(session, subscription, "manage", now)
 
 
 def managed(session: Session, token: str) -> AlertSubscription | None:

@@ -547,3 +547,29 @@ class AlertToken(Base):
     )
     purpose: Mapped[str] = mapped_column(String(8))  # confirm, manage
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class AlertMail(Base):
+    """An email about an alert (C19), the outbox's third kind: `confirm` (the double opt-in's
+    link). The outbox's columns and transitions (models.applications.outbox), keyed by id;
+    the link's token is made by the worker as it writes the email, so none is kept readable."""
+
+    __tablename__ = "alert_mails"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    subscription_id: Mapped[int] = mapped_column(
+        ForeignKey("alert_subscriptions.id", ondelete="CASCADE"), index=True
+    )
+    kind: Mapped[str] = mapped_column(String(8))  # confirm
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    status: Mapped[str] = mapped_column(String(10), default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    enqueued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    retry_from: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    __table_args__ = (
+        Index("ix_alert_mails_status_next", "status", "next_attempt_at"),
+        {"sqlite_autoincrement": True},
+    )

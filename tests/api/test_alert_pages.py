@@ -16,7 +16,7 @@ from api import ratelimit
 from api.app import Collaborators, WsgiApp, create_app
 from models.alerts import subscriptions as alerts
 from models.core.dates import utcnow
-from models.db.entities import AlertSubscription
+from models.db.entities import AlertMail, AlertSubscription
 from models.jobs.feeds import Filters
 from tests.api.test_pages import APPLICANT, active_job, assert_html, multipart, pages
 from tests.conftest import Api, Clock
@@ -74,7 +74,10 @@ def test_signing_up_stores_a_pending_alert_and_asks_for_its_confirmation(
     [alert] = subscriptions(sessions)
     assert (alert.email, alert.frequency, alert.language) == ("ada@example.com", "weekly", "fr")
     assert (alert.state, alert.filters) == ("pending", "q=line+cook")
-    assert sent == [alert.id]  # its confirmation email, once committed
+    with sessions() as s:
+        [mail] = s.scalars(select(AlertMail)).all()
+    assert (mail.subscription_id, mail.kind, mail.status) == (alert.id, "confirm", "pending")
+    assert sent == [mail.id]  # its confirmation email, enqueued once committed
     page = assert_html(pages(app).simulate_get("/alerts/sent", query_string="lang=fr"), 200)
     assert "Vérifiez vos courriels" in page
 
