@@ -11,6 +11,7 @@ import falcon
 from sqlalchemy.orm import Session, sessionmaker
 
 from api import (
+    alert_pages,
     applications,
     cache,
     employer,
@@ -69,6 +70,7 @@ class Collaborators:
     enqueue_webhooks: webhooks.EnqueueWebhooks = webhooks.nothing  # deliveries, after commit
     url_policy: UrlPolicy | None = None  # tests: a resolver of their own (C12)
     enqueue_report: reports.EnqueueReport = reports.no_broker  # the operator's email (C13)
+    enqueue_alert_mail: alert_pages.EnqueueAlertMail = alert_pages.no_mail  # C19's confirmation
     resend_limiter: ratelimit.Limiter | None = None  # webhook tests and retries (C12)
     # Where the server listens (api.server.listen_url): the base of absolute URLs when
     # PUBLIC_BASE_URL is unset. Never the request's Host or X-Forwarded-Host (C9).
@@ -143,6 +145,10 @@ def create_app(
         parts.now,
         settings.change_feed_lag_seconds,
     )
+    atom = feeds.AtomFeed(*feed_parts)
+    sign_up = alert_pages.SignUp(
+        atom.options, limiter, settings.trusted_proxies, parts.now, parts.enqueue_alert_mail
+    )
     routes: dict[str, object] = {
         f"{API}/jobs": jobs.JobCollection(
             clock, base, now=parts.now, lag=settings.change_feed_lag_seconds
@@ -184,8 +190,14 @@ def create_app(
         "/sitemap.xml": sitemaps.SitemapIndex(base),
         "/sitemaps/jobs-{number:int(min=1)}.xml": sitemaps.SitemapChunk(*feed_parts[:2]),
         "/feeds/jobs.json": feeds.JsonFeed(*feed_parts),
-        "/feeds/jobs.atom": feeds.AtomFeed(*feed_parts),
+        "/feeds/jobs.atom": atom,
         "/feeds/indeed.xml": feeds.IndeedFeed(*feed_parts),
+        # C19: job alerts, by double opt-in, managed and unsubscribed by their links.
+        "/alerts/new": sign_up,
+        "/alerts/sent": alert_pages.Sent(),
+        "/alerts/confirm/{token}": alert_pages.Confirm(parts.now),
+        "/alerts/manage/{token}": alert_pages.Manage(parts.now),
+        "/alerts/unsubscribe/{token}": alert_pages.Unsubscribe(parts.now),
         "/healthz": health.Health(),
         "/readyz": health.Ready(parts.ready_checks, settings.ready_timeout_seconds),
         "/metrics": observability.Metrics(
@@ -231,6 +243,7 @@ def get_app(listen_url: str | None = None) -> WsgiApp:
         enqueue_sync=lambda run_id, rid: enqueue.sync(publisher.app, run_id, rid),
         enqueue_webhooks=lambda ids: enqueue.deliver_webhooks(publisher.app, ids),
         enqueue_report=lambda report_id: enqueue.deliver_report(publisher.app, report_id),
+        enqueue_alert_mail=lambda mail_id: enqueue.deliver_alert_mail(publisher.app, mail_id),
         ready_checks={
             "database": health.database_check(engine),
             "broker": lambda: broker.ping(settings.broker_url, timeout),

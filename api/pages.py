@@ -75,7 +75,7 @@ def links(req: falcon.Request, base: str = "") -> html_render.Links:
     return html_render.Links({code: f"{base}{req.path}?lang={code}" for code in ("en", "fr")})
 
 
-PAGES = ("/jobs/", "/policies/")  # the public pages; the API lives under /api/
+PAGES = ("/jobs/", "/policies/", "/alerts/")  # the public pages; the API lives under /api/
 
 
 def serialize_error(req: falcon.Request, resp: falcon.Response, error: falcon.HTTPError) -> None:

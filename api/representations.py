@@ -15,6 +15,7 @@ from sqlalchemy import Row
 from models.applications.privacy import Export
 from models.core.dates import timestamp
 from models.db.entities import (
+    AlertSubscription,
     Application,
     Category,
     Employer,
@@ -246,7 +247,7 @@ def reported_at(moment: datetime) -> str:
 def export(found: Export) -> dict[str, Any]:
     """Everything held for an address (C13, C14): its applications (résumés as metadata),
     their deliveries (`kind` `email` for the copy, `webhook` for `application.received`'s)
-    and the fraud reports it made."""
+    the fraud reports it made and its job alerts (C19)."""
     copies: list[dict[str, Any]] = [
         {
             "kind": "email",
@@ -273,6 +274,23 @@ def export(found: Export) -> dict[str, Any]:
         "applications": [application(a) for a in found.applications],
         "deliveries": copies + sent,
         "reports": [report(r) for r in found.reports],
+        "alerts": [alert(s) for s in found.alerts],
+    }
+
+
+def alert(s: AlertSubscription) -> dict[str, Any]:
+    """A job alert as the privacy export shows it (C13, C19); its tokens are never shown."""
+    return {
+        "id": s.id,
+        "email": s.email,
+        "language": s.language,
+        "frequency": s.frequency,
+        "filters": s.filters,
+        "state": s.state,
+        "createdAt": timestamp(s.created_at),
+        "confirmedAt": timestamp(s.confirmed_at),
+        "unsubscribedAt": timestamp(s.unsubscribed_at),
+        "lastSentAt": timestamp(s.last_sent_at),
     }
 
 

@@ -73,6 +73,15 @@ ENDPOINTS = [
     ("get", "/feeds/jobs.json"),
     ("get", "/feeds/jobs.atom"),
     ("get", "/feeds/indeed.xml"),
+    ("get", "/alerts/new"),
+    ("post", "/alerts/new"),
+    ("get", "/alerts/sent"),
+    ("get", "/alerts/confirm/{token}"),
+    ("post", "/alerts/confirm/{token}"),
+    ("get", "/alerts/manage/{token}"),
+    ("post", "/alerts/manage/{token}"),
+    ("get", "/alerts/unsubscribe/{token}"),
+    ("post", "/alerts/unsubscribe/{token}"),
 ]
 
 

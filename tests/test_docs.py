@@ -32,9 +32,8 @@ OUTSIDE = ("../" + "shared", "shared" + "/spec", "interface-v1.1" + ".md", "cont
 CITATION = re.compile(r"(?<![%\\\w])C([1-9][0-9]?)\b")
 HEADING = re.compile(r"^(#{1,6}) +(.+?) *#*$", re.MULTILINE)
 LINK = re.compile(r"\]\(([^)\s]+)\)")
-# C1 to C16, and C18: the section before it is written on another branch; range(1, 19) once
-# both are merged.
-SECTIONS = (*range(1, 17), 18)
+# C1 to C16, C18 and C19; C17 (search and browse) is written on another branch.
+SECTIONS = (*range(1, 17), 18, 19)
 
 
 def section(text: str, heading: str) -> str:

@@ -200,6 +200,7 @@ def make_celery(
         task_routes={
             "jobpost.deliver": {"queue": EMAIL_QUEUE},
             "jobpost.deliver_report": {"queue": EMAIL_QUEUE},  # C13: the operator's email
+            "jobpost.deliver_alert_mail": {"queue": EMAIL_QUEUE},  # C19: job alerts' emails
             "jobpost.deliver_webhook": {"queue": WEBHOOKS_QUEUE},  # C12
             "jobpost.sync": {"queue": SYNCS_QUEUE},
             "jobpost.*": {"queue": MAINTENANCE_QUEUE},

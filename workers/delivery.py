@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import Row
 from sqlalchemy.orm import Session, sessionmaker
 
+from models.alerts import mails as alert_mails
 from models.applications import outbox
 from models.core.dates import utcnow
 from models.core.settings import Settings
@@ -22,6 +23,7 @@ from models.db.unit_of_work import (
     commit_within_lease,
     session_scope,
 )
+from workers.mail import alerts as alert_mail
 from workers.mail import mime, relay
 from workers.mail import report as report_mail
 from workers.mail.content import ApplicationCopy
@@ -182,6 +184,49 @@ def deliver_report(sessions: sessionmaker[Session], settings: Settings, report_i
         return _attempt(s, steps, settings, t, claimed, message, since, box)
 
 
+def deliver_alert_mail(sessions: sessionmaker[Session], settings: Settings, mail_id: int) -> str:
+    """One attempt of an email of a job alert (C19), as `deliver` makes a copy's: "skipped",
+    "sent", "retry" or "failed". Its link's token is committed with the claim, before the
+    send; an alert confirmed or unsubscribed since it was queued gets nothing ("failed",
+    with the reason), and so does every alert email while PUBLIC_BASE_URL, the base of its
+    absolute links, is unset."""
+    t = timing(settings)
+    steps = autocommit_sessions(sessions)
+    each_commits = steps is not sessions
+    box = outbox.ALERTS
+    with session_scope(steps) as s:
+        claimed = alert_mails.claim(s, mail_id, now=utcnow(), timing=t)
+        if claimed is None:
+            return "skipped"
+        if not each_commits:
+            commit(s)
+        row = claimed.row
+        reason = None
+        if claimed.token is None:
+            reason = f"nothing to send: the alert is {row.state}"
+        elif not settings.public_base_url:
+            reason = "PUBLIC_BASE_URL is not set: its link would lead nowhere"
+        if reason is not None:
+            outbox.mark_failed(s, mail_id, reason, lease=row.lease_until, box=box)
+            log.warning("alert email %s: %s", mail_id, reason)
+            return "failed"
+        assert claimed.token is not None and settings.public_base_url
+        try:
+            message = alert_mail.confirmation(
+                row,
+                claimed.token,
+                mail_from=settings.mail_from,
+                base_url=settings.public_base_url,
+            )
+        except ValueError as e:
+            error = f"the email could not be written: {e}"
+            outbox.mark_failed(s, mail_id, error, lease=row.lease_until, box=box)
+            log.error("alert email %s: %s", mail_id, error)
+            return "failed"
+        since = row.retry_from or row.created_at
+        return _attempt(s, steps, settings, t, row, message, since, box)
+
+
 def _attempt(
     s: Session,
     steps: sessionmaker[Session],
@@ -194,7 +239,9 @@ def _attempt(
 ) -> str:
     """Send a claimed entry's message and record how it went, in the claiming session."""
     key, attempts = claimed.id, claimed.attempts
-    what = "application" if box is outbox.COPIES else "report"
+    what = {id(outbox.COPIES): "application", id(outbox.ALERTS): "alert email"}.get(
+        id(box), "report"
+    )
     lease_left = (claimed.lease_until - utcnow()).total_seconds()
     deadline = time.monotonic() + SEND_SHARE_OF_LEASE * lease_left
     try:

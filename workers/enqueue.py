@@ -81,3 +81,17 @@ def deliver_webhooks(app: Celery, delivery_ids: list[int]) -> int:
             break
         sent += 1
     return sent
+
+
+DELIVER_ALERT_MAIL = "jobpost.deliver_alert_mail"
+
+
+def deliver_alert_mail(app: Celery, mail_id: int) -> bool:
+    """Enqueue one email of a job alert (C19); False (logged) when the broker is down: the
+    outbox row is committed, and the sweeper enqueues it."""
+    try:
+        app.send_task(DELIVER_ALERT_MAIL, args=[mail_id], retry=False, retry_policy=NO_RETRY)
+    except Exception as e:  # any broker error: the sweeper will pick the entry up
+        log.warning("enqueue failed for alert email %s: %s", mail_id, e)
+        return False
+    return True

@@ -69,6 +69,13 @@ def deliver_report(task: Task, report_id: int) -> str:
     return delivery.deliver_report(context.sessions(), context.settings, report_id)
 
 
+@shared_task(name="jobpost.deliver_alert_mail", bind=True)
+def deliver_alert_mail(task: Task, mail_id: int) -> str:
+    """One attempt of one email of a job alert (C19), on the email queue."""
+    context = task_context(task.app)
+    return delivery.deliver_alert_mail(context.sessions(), context.settings, mail_id)
+
+
 @shared_task(name="jobpost.deliver_webhook", bind=True)
 def deliver_webhook(task: Task, delivery_id: int) -> str:
     """One attempt of one webhook delivery (C12), in any pool, on the webhooks queue; the
@@ -156,6 +163,9 @@ def run_sweep(
     with session_scope(factory) as session:
         ids = outbox.sweep(session, now=utcnow(), timing=delivery.timing(s))
         mails = outbox.sweep(session, now=utcnow(), timing=delivery.timing(s), box=outbox.REPORTS)
+        alert_mails = outbox.sweep(
+            session, now=utcnow(), timing=delivery.timing(s), box=outbox.ALERTS
+        )
         hooks = webhook_deliveries.sweep(session, now=utcnow(), timing=webhook_delivery.timing(s))
         runs = sync_work.sweep(session, now=utcnow(), grace_seconds=s.outbox_sweep_grace_seconds)
     sender = celery or make_celery(s)
@@ -164,6 +174,8 @@ def run_sweep(
             enqueue.deliver(sender, application_id)
         for report_id in mails:  # C13: the operator's emails of reports
             enqueue.deliver_report(sender, report_id)
+        for mail_id in alert_mails:  # C19: job alerts' emails
+            enqueue.deliver_alert_mail(sender, mail_id)
         enqueue.deliver_webhooks(sender, hooks)
         for run_id in runs:  # C11: lost messages, leases run out
             enqueue.sync(sender, run_id)
@@ -176,8 +188,9 @@ def run_sweep(
         log.warning("sweep: cannot delete the broker's taken messages: %s", e)
     return changed(
         "sweep",
-        len(ids) + len(mails) + len(hooks) + len(runs),
-        f"outbox entries ({len(ids)} copies, {len(mails)} report emails), webhook deliveries "
+        len(ids) + len(mails) + len(alert_mails) + len(hooks) + len(runs),
+        f"outbox entries ({len(ids)} copies, {len(mails)} report emails, {len(alert_mails)} "
+        "alert emails), webhook deliveries "
         f"and {len(runs)} sync runs enqueued",
     )
 

@@ -1,8 +1,9 @@
 """The delivery outbox (C8): claims with a lease, retries kept in the database.
 
-It holds two kinds of email (`Box`): the employer's copy of an application (C8, the table
-`outbox`, by application) and the operator's email of a fraud report (C13, `report_mails`,
-by report). Both have the same columns and go through the same transitions below.
+It holds three kinds of email (`Box`): the employer's copy of an application (C8, the table
+`outbox`, by application), the operator's email of a fraud report (C13, `report_mails`, by
+report) and the emails of job alerts (C19, `alert_mails`, by id; `models.alerts.mails`).
+All have the same columns and go through the same transitions below.
 
 The claims, leases, sweep and retries are models.db.leases's, on these two tables; what
 stays here is the outbox's own: the claim's joined read of the application, and retries for
@@ -23,6 +24,7 @@ from sqlalchemy.orm import Session
 
 from models.db import leases
 from models.db.entities import (
+    AlertMail,
     Application,
     Employer,
     Job,
@@ -34,6 +36,7 @@ from models.db.entities import (
 
 OUTBOX = cast(Table, OutboxEntry.__table__)
 REPORT_MAILS = cast(Table, ReportMail.__table__)
+ALERT_MAILS = cast(Table, AlertMail.__table__)
 APPLICATIONS = cast(Table, Application.__table__)
 RESUMES = cast(Table, Resume.__table__)
 EMPLOYERS = cast(Table, Employer.__table__)
@@ -43,6 +46,7 @@ STATUSES = ("pending", "sending", "sent", "failed")
 Box = leases.Queue
 COPIES = Box(OUTBOX, "application_id", STATUSES, finished=("sent", "failed"))  # C8
 REPORTS = Box(REPORT_MAILS, "report_id", STATUSES, finished=("sent", "failed"))  # C13
+ALERTS = Box(ALERT_MAILS, "id", STATUSES, finished=("sent", "failed"))  # C19
 
 
 @dataclass(frozen=True)
@@ -148,7 +152,7 @@ def _finishing(box: Box = COPIES, **values: object) -> Update:
 
 _SENT = {  # built once
     box: _finishing(box, status="sent", sent_at=bindparam("now"), last_error=None)
-    for box in (COPIES, REPORTS)
+    for box in (COPIES, REPORTS, ALERTS)
 }
 
 

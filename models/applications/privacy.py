@@ -19,9 +19,17 @@ from sqlalchemy import ColumnElement, delete, func, select, update
 from sqlalchemy.orm import Session
 
 from models import idempotency, reports
+from models.alerts import subscriptions as alerts
 from models.applications import service as applications
 from models.core import checks
-from models.db.entities import Application, Employer, JobReport, OutboxEntry, Resume
+from models.db.entities import (
+    AlertSubscription,
+    Application,
+    Employer,
+    JobReport,
+    OutboxEntry,
+    Resume,
+)
 from models.webhooks.delivery_log import DeliveryRow
 from models.webhooks.tables import DELIVERIES, MESSAGES
 
@@ -38,6 +46,7 @@ class Erased:
     resumes: int = 0
     deliveries: int = 0  # email copies deleted, and webhook deliveries scrubbed
     reports: int = 0  # fraud reports whose reporter's address was removed
+    alerts: int = 0  # job alerts deleted, in any state (C19)
 
     def as_dict(self) -> dict[str, int]:
         return {
@@ -45,6 +54,7 @@ class Erased:
             "resumes": self.resumes,
             "deliveries": self.deliveries,
             "reports": self.reports,
+            "alerts": self.alerts,
         }
 
 
@@ -136,8 +146,9 @@ def _of_address(session: Session, email: str) -> list[int]:
 
 def erase_address(session: Session, email: str, *, now: datetime) -> Erased:
     """Everything held for an address (an applicant's request): its applications as
-    `erase` does, and its address removed from the fraud reports it made. The reports stay,
-    without it: they are the operator's record of what was reported about a job (C13)."""
+    `erase` does, its address removed from the fraud reports it made, and its job alerts
+    deleted with their tokens (C19). The reports stay, without it: they are the operator's
+    record of what was reported about a job (C13)."""
     erased = erase(session, _of_address(session, email), now=now)
     cleared = session.execute(
         update(JobReport)
@@ -150,6 +161,7 @@ def erase_address(session: Session, email: str, *, now: datetime) -> Erased:
         erased.resumes,
         erased.deliveries,
         int(cleared.rowcount),  # type: ignore[attr-defined]
+        alerts.erase_address(session, email),
     )
 
 
@@ -165,13 +177,14 @@ class ReceivedDelivery:
 @dataclass(frozen=True)
 class Export:
     """Everything held for an address (C13): its applications with their outbox entries,
-    the deliveries of their `application.received` events, and the fraud reports it made.
-    api.representations.export is its JSON (C14)."""
+    the deliveries of their `application.received` events, the fraud reports it made and
+    its job alerts (C19). api.representations.export is its JSON (C14)."""
 
     email: str
     applications: list[Application]
     webhook_deliveries: list[ReceivedDelivery]
     reports: list[reports.Shown]
+    alerts: list[AlertSubscription]
 
 
 def export(session: Session, email: str) -> Export:
@@ -219,4 +232,5 @@ def export(session: Session, email: str) -> Export:
     made = session.scalars(
         select(JobReport).where(_same_address(JobReport.email, email)).order_by(JobReport.id)
     )
-    return Export(email, found, sent, [reports.shown(r) for r in made])
+    shown = [reports.shown(r) for r in made]
+    return Export(email, found, sent, shown, alerts.of_address(session, email))

@@ -546,3 +546,67 @@ class SearchNotificationDay(Base):
     channel: Mapped[str] = mapped_column(String(10), primary_key=True)
     day: Mapped[date] = mapped_column(Date, primary_key=True)
     requests: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class AlertSubscription(Base):
+    """A job alert (C19): an address subscribed to a search of the public jobs, daily or
+    weekly, in its language. `filters` is the search as a normalised query string
+    (`models.alerts.filters`), so the feed's filters, old and new, are stored as they are."""
+
+    __tablename__ = "alert_subscriptions"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    email: Mapped[str] = mapped_column(String(254))
+    language: Mapped[str] = mapped_column(String(2))  # en, fr
+    frequency: Mapped[str] = mapped_column(String(6))  # daily, weekly
+    filters: Mapped[str] = mapped_column(Text)
+    state: Mapped[str] = mapped_column(String(12))  # pending, confirmed, unsubscribed
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    confirmed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    unsubscribed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # The watermark: jobs published after it are the next digest's; moved only when sent.
+    last_sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    __table_args__ = (
+        Index("ix_alert_subscriptions_email", "email"),
+        Index("ix_alert_subscriptions_due", "state", "frequency", "last_sent_at"),
+        {"sqlite_autoincrement": True},
+    )
+
+
+class AlertToken(Base):
+    """A link's token of an alert (C19), kept as its SHA-256 only: `confirm` (the opt-in's
+    link) or `manage` (the manage page and one-click unsubscribe). Each email gets its own
+    manage token, so an old email's link keeps working and no token is ever stored readable."""
+
+    __tablename__ = "alert_tokens"
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    subscription_id: Mapped[int] = mapped_column(
+        ForeignKey("alert_subscriptions.id", ondelete="CASCADE"), index=True
+    )
+    purpose: Mapped[str] = mapped_column(String(8))  # confirm, manage
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class AlertMail(Base):
+    """An email about an alert (C19), the outbox's third kind: `confirm` (the double opt-in's
+    link). The outbox's columns and transitions (models.applications.outbox), keyed by id;
+    the link's token is made by the worker as it writes the email, so none is kept readable."""
+
+    __tablename__ = "alert_mails"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    subscription_id: Mapped[int] = mapped_column(
+        ForeignKey("alert_subscriptions.id", ondelete="CASCADE"), index=True
+    )
+    kind: Mapped[str] = mapped_column(String(8))  # confirm
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    status: Mapped[str] = mapped_column(String(10), default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    enqueued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    retry_from: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    __table_args__ = (
+        Index("ix_alert_mails_status_next", "status", "next_attempt_at"),
+        {"sqlite_autoincrement": True},
+    )

@@ -14,9 +14,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api import representations
 from models import employers, reports
+from models.alerts import subscriptions as alerts
 from models.applications import service as applications
 from models.core.dates import utcnow
 from models.db.entities import (
+    AlertSubscription,
     Application,
     JobReport,
     OutboxEntry,
@@ -26,6 +28,7 @@ from models.db.entities import (
     WebhookMessage,
 )
 from models.jobs import writes as jobs
+from models.jobs.feeds import Filters
 from models.webhooks import messages as webhook_messages
 from tests.factories import job_body
 from workers.cli import main
@@ -79,6 +82,10 @@ def held(sessions: sessionmaker[Session]) -> dict[str, Any]:
             made["Birch"],
             {"reason": "scam", "details": "Asks for money.", "email": "ADA@example.com"},
         )
+        # Ada's alerts (C19): one confirmed, one pending; Grace's is not hers.
+        for email in ("ada@example.com", "Ada@Example.com", "grace@example.com"):
+            alerts.sign_up(s, email, "daily", "fr", Filters(q="cook"), now=utcnow())
+        s.flush()
         made.update(ids=ids, report=report.id)
         s.commit()
         return made
@@ -97,7 +104,10 @@ def test_export_prints_everything_held_for_the_address_in_any_case(
     ada, _, grace = made["ids"]
     code, found = run(capsys, "applications", "export", "--email", "ADA@EXAMPLE.COM")
     assert code == 0
-    assert set(found) == {"email", "applications", "deliveries", "reports"}
+    assert set(found) == {"email", "applications", "deliveries", "reports", "alerts"}
+    [alert] = found["alerts"]  # Ada's second sign-up to the same search is the same alert
+    assert alert["email"] == "ada@example.com" and alert["filters"] == "q=cook"
+    assert (alert["state"], alert["language"], alert["frequency"]) == ("pending", "fr", "daily")
     assert found["email"] == "ADA@EXAMPLE.COM"
     assert [a["id"] for a in found["applications"]] == [ada, ada + 1]
     first = found["applications"][0]
@@ -130,9 +140,12 @@ def test_erase_erases_it_all_prints_the_counts_and_a_second_time_none(
     _, _, grace = made["ids"]
     code, counts = run(capsys, "applications", "erase", "--email", "ada@EXAMPLE.com", "--json")
     assert code == 0
-    assert counts == {"applications": 2, "resumes": 1, "deliveries": 4, "reports": 1}
+    assert counts == {
+        "applications": 2, "resumes": 1, "deliveries": 4, "reports": 1, "alerts": 1
+    }  # fmt: skip
     with copy() as s:
         assert list(s.scalars(select(Application.id))) == [grace]
+        assert list(s.scalars(select(AlertSubscription.email))) == ["grace@example.com"]
         assert s.scalar(select(func.count()).select_from(Resume)) == 0
         assert list(s.scalars(select(OutboxEntry.application_id))) == [grace]
         report = s.get(JobReport, made["report"])
@@ -150,13 +163,15 @@ def test_erase_erases_it_all_prints_the_counts_and_a_second_time_none(
         )
         assert cancelled == 2
     code, again = run(capsys, "applications", "erase", "--email", "ada@example.com", "--json")
-    assert (code, again) == (0, {"applications": 0, "resumes": 0, "deliveries": 0, "reports": 0})
+    nothing = {"applications": 0, "resumes": 0, "deliveries": 0, "reports": 0, "alerts": 0}
+    assert (code, again) == (0, nothing)
     code, empty = run(capsys, "applications", "export", "--email", "ada@example.com")
     assert empty == {
         "email": "ada@example.com",
         "applications": [],
         "deliveries": [],
         "reports": [],
+        "alerts": [],
     }
 
 
@@ -167,10 +182,12 @@ def test_an_address_with_no_data_erases_nothing_and_says_so(
     code, text = run(capsys, "applications", "erase", "--email", "nobody@example.com")
     assert code == 0
     assert text.strip() == (
-        "Erased for nobody@example.com: 0 applications, 0 resumes, 0 deliveries, 0 reports."
+        "Erased for nobody@example.com: 0 applications, 0 resumes, 0 deliveries, 0 reports, "
+        "0 alerts."
     )
     with copy() as s:
         assert s.scalar(select(func.count()).select_from(Application)) == 3
+        assert s.scalar(select(func.count()).select_from(AlertSubscription)) == 2
 
 
 @pytest.mark.parametrize("command", ["export", "erase"])
