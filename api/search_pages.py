@@ -123,7 +123,7 @@ class SearchPage:
             **_form(lang, req, wanted, True),
             title=_title(lang, wanted.page),
             errors=[],
-            results=[_result(job, lang, wanted, self.base) for job in results.jobs],
+            results=[_result(job, lang, wanted) for job in results.jobs],
             previous=previous,
             next=following,
             # Filtered pages past the first, and pages of no job, are not for an index.
@@ -209,7 +209,7 @@ class Result:
     posted: Markup
 
 
-def _result(job: OpenJob, lang: Language, wanted: Asked, base: str) -> Result:
+def _result(job: OpenJob, lang: Language, wanted: Asked) -> Result:
     text = html_render.job_text(job, lang)
     places = []
     for p in job.places:
@@ -219,7 +219,7 @@ def _result(job: OpenJob, lang: Language, wanted: Asked, base: str) -> Result:
     return Result(
         title=text.title,
         lang=text.lang,
-        url=page_url(base, job.id, lang.code),
+        url=page_url("", job.id, lang.code),  # on this site, whichever address it answers at
         employer=None if job.confidential else job.employer_name,
         places=places,
         workplace=lang.gettext(html_render.WORKPLACE_WORDS[job.workplace_type]),
