@@ -57,10 +57,17 @@ run: install ## migrate, issue the demo key, start web + worker + beat + mail si
 	$(BIN)/jobpost demo
 	$(BIN)/jobpost dev
 
-browser: ## install Debian's Chromium for the browser test (skipped where apt is absent)
+# axe-core from the npm registry, for the browser test's accessibility checks (C17).
+AXE_VERSION := 4.14.1
+AXE := .venv/axe/node_modules/axe-core/axe.min.js
+
+browser: ## install Chromium (Debian's) and axe-core (npm) for the browser tests
 	@command -v chromium >/dev/null || { command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] \
 	  && (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) \
 	  || echo "chromium not installed: the browser test will skip (fail under CI=true)"; }
+	@[ -f $(AXE) ] || { command -v npm >/dev/null \
+	  && npm install --no-audit --no-fund --prefix .venv/axe axe-core@$(AXE_VERSION) >/dev/null \
+	  || echo "axe-core not installed: the accessibility test will skip (fail under CI=true)"; }
 
 pgbouncer: ## install Debian's PgBouncer for the pooler test (skipped where apt is absent)
 	@command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || { command -v apt-get >/dev/null \

@@ -26,6 +26,7 @@ from api import (
     report_pages,
     reports,
     representations,
+    search_pages,
     sitemaps,
     syncs,
     webhooks,
@@ -185,6 +186,9 @@ def create_app(
         "/jobs/{job_id}/reported": report_pages.Reported(settings),
         "/policies/job-fraud": report_pages.FraudPolicy(settings),
         "/policies/privacy": report_pages.PrivacyPolicy(settings),
+        # C17: the public search, for people; the API's list is under /api/.
+        "/": search_pages.SearchPage(base, clock),
+        "/jobs": search_pages.SearchPage(base, clock),
         # C15: what search engines, aggregators and feed readers read.
         "/robots.txt": sitemaps.Robots(base),
         "/sitemap.xml": sitemaps.SitemapIndex(base),

@@ -83,7 +83,7 @@ STYLE = (
     ".description,#apply{border-top:1px solid #ddd;margin-top:1.5rem}"
     "a{color:#0b57d0}"
     "label{display:block;font-weight:600;margin-top:1rem}"
-    "input,textarea{display:block;width:100%;font:inherit;padding:.6rem;margin-top:.25rem;"
+    "input,textarea,select{display:block;width:100%;font:inherit;padding:.6rem;margin-top:.25rem;"
     "border:1px solid #888;border-radius:.4rem;background:#fff;color:inherit}"
     "textarea{min-height:10rem}"
     ".button{display:inline-block;margin-top:1.25rem;padding:.75rem 1.5rem;font:inherit;"
@@ -99,6 +99,11 @@ STYLE = (
     ".choice input{display:inline;width:auto;margin:0 .5rem 0 0}"
     ".statements,.report{border-top:1px solid #ddd;margin-top:1.5rem;padding-top:.5rem}"
     ".switch{text-align:right;margin:0}"
+    ".results-list{list-style:none;padding:0;margin:0}"
+    ".results-list li{border-top:1px solid #ddd;padding:.5rem 0 1rem}"
+    ".results-list h3{font-size:1.1rem;margin:.5rem 0}"
+    ".paging{margin-top:1.5rem;display:flex;gap:1rem;flex-wrap:wrap}"
+    "a:focus,input:focus,select:focus,.button:focus{outline:3px solid #1b1b1b;outline-offset:2px}"
 )
 _STYLE_HASH = base64.b64encode(hashlib.sha256(STYLE.encode()).digest()).decode()
 CSP = (
@@ -479,3 +484,13 @@ def error_page(
 ) -> str:
     """An error in words, already in `lang`; `back` links to a page the applicant can return to."""
     return _render("message.html", lang, links, heading=heading, message=message, back=back)
+
+
+def search_page(lang: Language, links: Links, **values: Any) -> str:
+    """The search page (C17): the form, and the results or what went wrong."""
+    return _render("search.html", lang, links, **values)
+
+
+def published_on(day: date, lang: Language) -> Markup:
+    """A date as the pages write it, in a `time` element."""
+    return _time(day, lang)

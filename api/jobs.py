@@ -18,7 +18,7 @@ from models.core.errors import FieldError, NotFound
 from models.idempotency import Scope
 from models.jobs import changes as job_changes
 from models.jobs import listing as job_listing
-from models.jobs import tallies
+from models.jobs import tallies, workplace
 from models.jobs import writes as jobs
 from models.jobs.rules import STATUSES
 
@@ -100,7 +100,11 @@ class JobCollection(_JobResource):
         q = query.term(req, "q", errors)
         walk = feed.sort(req, "updatedAt", errors)
         since = feed.instant(req, "updatedSince", errors)
+        kind = query.choice(req, "workplaceType", workplace.TYPES, errors)
         access = access_of(req)
+        if walk and kind is not None:
+            message = "workplaceType filters the list by page, not the change feed."
+            errors.append(FieldError("workplaceType", "not_applicable", message))
         if walk:
             wanted = feed.request(req, "jobs", access.employer_id, since, errors)
             if errors:
@@ -119,8 +123,14 @@ class JobCollection(_JobResource):
             page_size=paging.page_size,
             totals=self.searches,
             updated_since=since,
+            workplace_type=kind,
         )
-        filters = {"q": q, "status": status, "updatedSince": query.param(req, "updatedSince", [])}
+        filters = {
+            "q": q,
+            "status": status,
+            "updatedSince": query.param(req, "updatedSince", []),
+            "workplaceType": kind,
+        }
         resp.set_header("Cache-Control", PRIVATE)
         send_json(
             resp,

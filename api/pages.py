@@ -76,12 +76,13 @@ def links(req: falcon.Request, base: str = "") -> html_render.Links:
 
 
 PAGES = ("/jobs/", "/policies/", "/alerts/")  # the public pages; the API lives under /api/
+SEARCH_PAGES = ("/", "/jobs")  # the search page (C17), at these two paths exactly
 
 
 def serialize_error(req: falcon.Request, resp: falcon.Response, error: falcon.HTTPError) -> None:
     """An error the pages did not answer themselves (the database away, a bug, a method
     they lack) is a page there too, and a problem everywhere else (C1)."""
-    if not req.path.startswith(PAGES):
+    if not req.path.startswith(PAGES) and req.path not in SEARCH_PAGES:
         problems.serialize(req, resp, error)
         return
     status = error.status_code

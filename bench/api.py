@@ -66,6 +66,10 @@ WORKER_RSS = 100_000_000  # each worker under 100 MB resident
 PAGE_RATIO = 0.4  # the public job page (C13), in English and in French
 PAGE_JOBS = 100  # the job page cycles through this many active jobs, in each language
 PAGES = {"en": "GET job page, English", "fr": "GET job page, French"}
+SEARCH_RATIO = 0.3  # the public search page (C17), over every open job of the million
+SEARCH_P99_MS = 50.0
+SEARCH_PROVINCE = "ON"
+SEARCH_CATEGORY = 12
 
 
 @dataclass(frozen=True)
@@ -282,7 +286,30 @@ def _scenarios(seeded: seed.Seed, client: Client, workers: int) -> list[Scenario
             )
             for code, name in PAGES.items()
         ),
+        *(
+            Scenario(name, [wrk.Request("GET", path)], auth=False, check=_results)
+            for name, path in _searches(word).items()
+        ),
     ]
+
+
+def _searches(word: str) -> dict[str, str]:
+    """The search page's scenarios (C17): a common word, a province alone, and a category
+    with a province, over the open jobs of every employer."""
+    province, category = SEARCH_PROVINCE, SEARCH_CATEGORY
+    return {
+        f"GET search page, q={word}": f"/jobs?q={word}",
+        f"GET search page, province={province}": f"/jobs?province={province}",
+        f"GET search page, category={category}&province={province}": (
+            f"/jobs?category={category}&province={province}"
+        ),
+    }
+
+
+def _results(answer: Response) -> str | None:
+    """A check that the search page shows a full page of results."""
+    found = answer.body.count(b'<li>\n<h3><a href="/jobs/')
+    return None if found == 20 else f"the search page shows {found} results, not 20"
 
 
 def _in_language(code: str) -> Callable[[Response], str | None]:
@@ -471,6 +498,7 @@ def _report(options: Options, run: Run) -> bool:
         _rate_target(by_name[UNCACHED], UNCACHED_RATIO, baseline),
         *(_write_target(by_name[name], baseline) for name in (POST, PUT)),
         *(_rate_target(by_name[name], PAGE_RATIO, baseline) for name in PAGES.values()),
+        *(_search_target(by_name[name], baseline) for name in _searches(run.seed.word.lower())),
         *(
             _list_target(row, run.seed.big_employer_jobs, baseline, LIST_BEFORE[before])
             for row, before in zip(lists, LIST_BEFORE, strict=True)
@@ -620,6 +648,17 @@ def _describe(statement: str) -> str:
     if "count(*)" in sql:
         return "count"
     return "page"
+
+
+def _search_target(row: report.Row, baseline: float) -> report.Target:
+    """A search page (C17): its rate against /healthz and its p99."""
+    return report.Target(
+        f"{row.scenario.removeprefix('GET ')} ≥ {SEARCH_RATIO:.0%} of the /healthz rate, "
+        f"p99 < {SEARCH_P99_MS:.0f} ms",
+        f"{row.rps:,.0f} req/s = {row.ratio or 0:.0%} of {baseline:,.0f}, p99 {row.p99_ms:.1f} "
+        f"ms; CPU ms/req {row.cpu_ms:.2f} web, {row.db_cpu_ms or 0:.2f} database",
+        (row.ratio or 0) >= SEARCH_RATIO and row.p99_ms < SEARCH_P99_MS,
+    )
 
 
 def _list_target(row: report.Row, jobs: int, baseline: float, before: float) -> report.Target:

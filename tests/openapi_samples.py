@@ -67,6 +67,8 @@ ENDPOINTS = [
     ("post", f"{V}/syncs/{{id}}/start"),
     ("post", f"{V}/syncs/{{id}}/cancel"),
     ("get", f"{V}/syncs/{{id}}/items"),
+    ("get", "/"),
+    ("get", "/jobs"),
     ("get", "/robots.txt"),
     ("get", "/sitemap.xml"),
     ("get", "/sitemaps/jobs-{n}.xml"),

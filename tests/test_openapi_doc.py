@@ -111,6 +111,9 @@ STATUSES = {
     ("post", f"{V}/syncs/{{id}}/start"): {202, 400, 401, 404, 409, 413, 415, 422, 500, 503},
     ("post", f"{V}/syncs/{{id}}/cancel"): {200, 400, 401, 404, 409, 413, 415, 500, 503},
     ("get", f"{V}/syncs/{{id}}/items"): {200, 400, 401, 404, 500, 503},
+    # C17
+    ("get", "/"): {200, 400, 500, 503},
+    ("get", "/jobs"): {200, 400, 500, 503},
     # C15
     ("get", "/robots.txt"): {200, 304, 500},
     ("get", "/sitemap.xml"): {200, 304, 500, 503},
@@ -150,6 +153,8 @@ PUBLIC = {
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),
+    ("get", "/"),
+    ("get", "/jobs"),
     ("get", "/robots.txt"),
     ("get", "/sitemap.xml"),
     ("get", "/sitemaps/jobs-{n}.xml"),
@@ -252,12 +257,17 @@ def test_security_is_the_api_key_except_on_public_operations() -> None:
 def test_every_error_is_a_problem() -> None:
     for method, path, operation in operations():
         for status, response in operation["responses"].items():
-            if int(status) >= 400 and not path.startswith(PAGES):
+            if int(status) >= 400 and not is_page(path):
                 content = resolve(response["$ref"])["content"]
                 assert list(content) == [PROBLEM], (method, path, status)
 
 
 PAGES = ("/jobs/", "/policies/", "/alerts/")  # the public pages (C8, C13, C19)
+SEARCH_PAGES = ("/", "/jobs")  # the search page (C17), at these paths exactly
+
+
+def is_page(path: str) -> bool:
+    return path.startswith(PAGES) or path in SEARCH_PAGES
 
 
 # Answered by the HTTP server before the application: a problem on the pages too.
@@ -269,12 +279,14 @@ READ_QUERY = {"/alerts/new"}
 def test_every_error_of_a_page_is_a_page_unless_the_http_server_answers_it() -> None:
     """C8: an applicant's browser shows a page, never a problem, for what the app answers."""
     for method, path, operation in operations():
-        if not path.startswith(PAGES):
+        if not is_page(path):
             continue
         for status, answer in operation["responses"].items():
             content = (resolve(answer["$ref"]) if "$ref" in answer else answer).get("content", {})
             server_400 = (method, int(status)) == ("get", 400) and path not in READ_QUERY
-            if int(status) in SERVER_ONLY or server_400:
+            if path in SEARCH_PAGES and int(status) == 400:  # a filter no search means (C17)
+                assert list(content) == [HTML, PROBLEM], (method, path, status)
+            elif int(status) in SERVER_ONLY or server_400:
                 assert list(content) == [PROBLEM], (method, path, status)
             elif int(status) >= 400:
                 # The page first: a generated client reads the first type it knows.

@@ -201,6 +201,21 @@ class Job(Base):
         # The change feed's walk by (updated_at, id) from a position (C10, migration 0009).
         Index("ix_jobs_employer_updated", "employer_id", "updated_at", "id"),
         Index("ix_jobs_status_close", "status", "close_date"),
+        # The public search's two orders over the open jobs (C17, migration 0020).
+        Index(
+            "ix_jobs_open_published",
+            publish_date.desc(),
+            id.desc(),
+            postgresql_where=text("status = 'active' AND taken_down = false"),
+            sqlite_where=text("status = 'active' AND taken_down = 0"),
+        ),
+        Index(
+            "ix_jobs_open_closing",
+            "close_date",
+            "id",
+            postgresql_where=text("status = 'active' AND taken_down = false"),
+            sqlite_where=text("status = 'active' AND taken_down = 0"),
+        ),
         # A deleted job's id must never name a new job (SQLite reuses rowids without this).
         {"sqlite_autoincrement": True},
     )

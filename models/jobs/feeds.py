@@ -5,7 +5,8 @@ open is never skipped or read twice while others come and go."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import date, datetime, timedelta
 from decimal import Decimal
@@ -23,8 +24,11 @@ from sqlalchemy import (
     select,
 )
 
+from models.core.errors import FieldError
 from models.db.entities import Employer, Job, JobCategory, JobLocation, JobTally, Location
+from models.jobs import workplace
 from models.jobs.search import fold_for_search, like_pattern
+from models.reference.lists import CATEGORY_NAMES, POSITION_TYPE_NAMES
 
 _jobs = cast(Table, Job.__table__)
 _employers = cast(Table, Employer.__table__)
@@ -37,16 +41,89 @@ BATCH = 500  # jobs a statement reads: what a feed holds in memory at once
 PUBLIC = and_(_jobs.c.status == "active", _jobs.c.taken_down == false())
 
 
+# A year's worth of each pay period (C17): 52 weeks, 5 working days a week, 8 hours a day.
+ANNUAL = {1: 1, 2: 12, 3: 52, 4: 260, 5: 2080}
+MAX_DAYS = 365  # `days` reaches back at most a year
+MAX_PAY = 10_000_000  # `minPay`: whole dollars a year
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# The query names of the filters, in the order a link writes them (`Filters.to_query`).
+NAMES = (
+    "q",
+    "category",
+    "province",
+    "place",
+    "positionType",
+    "workplaceType",
+    "minPay",
+    "days",
+)
+
+
 @dataclass(frozen=True)
 class Filters:
-    """What the Atom feed narrows the open jobs by (C15): `q` as the API's (C6), a category
-    id, a province code."""
+    """The public search's filters (C15, C17), what the search page, the Atom feed and a
+    saved search narrow the open jobs by: `q` as the API's (C6), a category id, a province
+    code, a place (a location id, C3), a position type id, a workplace type (C16), a minimum
+    pay a year in whole dollars (`ANNUAL` turns any period into a year), and `days`: posted
+    within that many days. Read from and written to a query string (`from_query`,
+    `to_query`), so a link or a stored search keeps them as the page does."""
 
     q: str | None = None
     category: int | None = None
     province: str | None = None
+    place: int | None = None
+    position_type: int | None = None
+    workplace_type: str | None = None
+    min_pay: int | None = None
+    days: int | None = None
 
-    def conditions(self) -> list[ColumnElement[bool]]:
+    def to_query(self) -> list[tuple[str, str]]:
+        """The filters set, as query parameters in NAMES's order."""
+        values = (
+            self.q,
+            self.category,
+            self.province,
+            self.place,
+            self.position_type,
+            self.workplace_type,
+            self.min_pay,
+            self.days,
+        )
+        return [(n, str(v)) for n, v in zip(NAMES, values, strict=True) if v is not None]
+
+    @classmethod
+    def from_query(cls, values: Mapping[str, str | None]) -> tuple[Filters, list[FieldError]]:
+        """The filters of a query string's values (an empty value is absent, C1), and an
+        entry for each value no search means; a place's existence is `unknown_places`'s."""
+        errors: list[FieldError] = []
+
+        def get(name: str) -> str | None:
+            return values.get(name) or None
+
+        q = get("q")
+        if q is not None and _CONTROL.search(q):
+            message = "q must not contain control characters (such as NUL)."
+            errors.append(FieldError("q", "invalid_format", message))
+            q = None
+        category = _number(get("category"), "category", 1, 2**31 - 1, errors)
+        if category is not None and category not in CATEGORY_NAMES:
+            errors.append(FieldError("category", "unknown_category", "No category has this id."))
+            category = None
+        province = _one_of(get("province"), "province", workplace.PROVINCE_CODES, errors)
+        place = _number(get("place"), "place", 1, 2**31 - 1, errors)
+        position = _number(get("positionType"), "positionType", 1, 2**31 - 1, errors)
+        if position is not None and position not in POSITION_TYPE_NAMES:
+            message = "No position type has this id."
+            errors.append(FieldError("positionType", "unknown_position_type", message))
+            position = None
+        kind = _one_of(get("workplaceType"), "workplaceType", workplace.TYPES, errors)
+        min_pay = _number(get("minPay"), "minPay", 1, MAX_PAY, errors)
+        days = _number(get("days"), "days", 1, MAX_DAYS, errors)
+        found = cls(q, category, province, place, position, kind, min_pay, days)
+        return found, errors
+
+    def conditions(self, today: date | None = None) -> list[ColumnElement[bool]]:
+        """The filters as conditions on `jobs`; `days` counts back from `today`."""
         where: list[ColumnElement[bool]] = []
         if self.q:
             pattern = like_pattern(fold_for_search(self.q))
@@ -66,7 +143,72 @@ class Filters:
                     _locations.c.province_code == self.province,
                 )
             )
+        if self.place is not None:
+            where.append(
+                exists().where(
+                    _job_locations.c.job_id == _jobs.c.id,
+                    _job_locations.c.location_id == self.place,
+                )
+            )
+        if self.position_type is not None:
+            where.append(_jobs.c.position_type_id == self.position_type)
+        if self.workplace_type is not None:
+            where.append(_jobs.c.workplace_type == self.workplace_type)
+        if self.min_pay is not None:
+            top = func.coalesce(_jobs.c.salary_max, _jobs.c.salary_amount)
+            factor = case(*((_jobs.c.salary_period_id == i, n) for i, n in ANNUAL.items()), else_=0)
+            where.append(top * factor >= self.min_pay)
+        if self.days is not None:
+            if today is None:
+                raise ValueError("days needs today")
+            where.append(_jobs.c.publish_date > today - timedelta(days=self.days))
         return where
+
+
+def _number(
+    raw: str | None, name: str, low: int, high: int, errors: list[FieldError]
+) -> int | None:
+    if raw is None:
+        return None
+    if not _DIGITS.fullmatch(raw):
+        errors.append(FieldError(name, "invalid_type", f"{name} must be a whole number."))
+        return None
+    if not low <= int(raw) <= high:
+        errors.append(FieldError(name, "out_of_range", f"{name} must be {low} to {high}."))
+        return None
+    return int(raw)
+
+
+def _one_of(
+    raw: str | None, name: str, allowed: tuple[str, ...], errors: list[FieldError]
+) -> str | None:
+    if raw is not None and raw not in allowed:
+        message = f"{name} must be one of {', '.join(allowed)}."
+        errors.append(FieldError(name, "out_of_range", message))
+        return None
+    return raw
+
+
+_DIGITS = re.compile(r"[0-9]{1,10}")
+
+
+def place_description(connection: Connection, place_id: int) -> str | None:
+    """A location as applicants read it ("Toronto, ON"), None when no location has the id."""
+    statement = select(_locations.c.description).where(_locations.c.id == place_id)
+    found = connection.execute(statement).scalar_one_or_none()
+    return str(found) if found is not None else None
+
+
+def unknown_places(connection: Connection, filters: Filters) -> list[FieldError]:
+    """An entry when `place` names no listed location (C3)."""
+    if filters.place is None:
+        return []
+    found = connection.execute(
+        select(_locations.c.id).where(_locations.c.id == filters.place)
+    ).first()
+    if found is not None:
+        return []
+    return [FieldError("place", "unknown_location", "No location has this id.")]
 
 
 @dataclass(frozen=True)
@@ -172,6 +314,8 @@ class Place:
     name: str
     type: str  # City, Province or Territory (C3)
     province_code: str
+    id: int = 0
+    description: str = ""  # as applicants read it: "Toronto, ON" (C3)
 
 
 @dataclass(frozen=True)
@@ -247,6 +391,31 @@ def open_jobs(connection: Connection, filters: Filters = Filters()) -> Iterator[
             return
 
 
+def read_jobs(
+    connection: Connection,
+    where: list[ColumnElement[bool]],
+    order: Sequence[ColumnElement[Any]],
+    limit: int,
+    offset: int = 0,
+) -> list[OpenJob]:
+    """One page of the open jobs that meet `where`, in `order` (the search page, C17): the
+    jobs, then their places and categories, three statements bounded by `limit`."""
+    statement = (
+        select(*_COLUMNS)
+        .select_from(_jobs.join(_employers, _employers.c.id == _jobs.c.employer_id))
+        .where(PUBLIC, *where)
+        .order_by(*order)
+        .limit(limit)
+        .offset(offset)
+    )
+    rows = connection.execute(statement).all()
+    if not rows:
+        return []
+    ids = [int(row[0]) for row in rows]
+    places, categories = _places(connection, ids), _categories(connection, ids)
+    return [_open_job(row, places, categories) for row in rows]
+
+
 def _open_job(
     row: Any, places: dict[int, list[Place]], categories: dict[int, list[int]]
 ) -> OpenJob:
@@ -264,14 +433,17 @@ def _places(connection: Connection, ids: list[int]) -> dict[int, list[Place]]:
             _locations.c.name,
             _locations.c.type,
             _locations.c.province_code,
+            _locations.c.id,
+            _locations.c.description,
         )
         .join(_locations, _locations.c.id == _job_locations.c.location_id)
         .where(_job_locations.c.job_id.in_(ids))
         .order_by(_job_locations.c.job_id, _job_locations.c.position)
     )
     found: dict[int, list[Place]] = {}
-    for job_id, name, kind, province in connection.execute(statement):
-        found.setdefault(int(job_id), []).append(Place(name, kind, province))
+    for job_id, name, kind, province, place_id, description in connection.execute(statement):
+        place = Place(name, kind, province, int(place_id), description)
+        found.setdefault(int(job_id), []).append(place)
     return found
 
 

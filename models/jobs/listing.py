@@ -63,6 +63,7 @@ def listing(
     page_size: int,
     totals: tallies.SearchTotals | None = None,
     updated_since: datetime | None = None,
+    workplace_type: str | None = None,
 ) -> Page:
     """The employer's jobs, newest publishDate first, then id (stable across pages, C6).
 
@@ -71,7 +72,8 @@ def listing(
     0007), in one statement. A search's total is counted; `totals`, when given, keeps it
     for the next search of the same words until the employer's jobs change.
     `updated_since` keeps the jobs changed at or after it (C10); their total is counted
-    every time, since neither the tallies nor a kept total know when jobs changed."""
+    every time, since neither the tallies nor a kept total know when jobs changed;
+    `workplace_type` keeps the jobs of that type (C16), counted alike."""
     folded = fold_for_search(q) if q else ""
     params = {
         "employer_id": employer_id,
@@ -81,8 +83,9 @@ def listing(
         "limit": page_size,
         "offset": (page - 1) * page_size,
         "since": updated_since,
+        "workplace": workplace_type,
     }
-    if updated_since is not None:
+    if updated_since is not None or workplace_type is not None:
         return _since(connection, params, folded, status)
     if not folded:
         statement = _list_statement(_Kind.PLAIN, False, bool(status), _first(page, page_size))
@@ -95,9 +98,16 @@ def listing(
 
 
 def _since(connection: Connection, params: dict[str, Any], q: str, status: str | None) -> Page:
-    """A page of the jobs changed since an instant, with its total counted (C10)."""
+    """A page of the jobs changed since an instant (C10), or of one workplace type (C16),
+    with its total counted."""
     grams = len(q) >= GRAM and connection.dialect.name == "postgresql"
-    kinds = {"grams": grams, "status": bool(status), "since": True, "search": bool(q)}
+    kinds = {
+        "grams": grams,
+        "status": bool(status),
+        "since": params["since"] is not None,
+        "search": bool(q),
+        "workplace": params["workplace"] is not None,
+    }
     with planned_for_values(connection):
         rows = _list_statement(_Kind.MATCHES, **kinds).all(connection, params)
         found = headers_of(rows)
@@ -216,6 +226,7 @@ def _list_statement(
     *,
     since: bool = False,
     search: bool = True,
+    workplace: bool = False,
 ) -> Precompiled:
     """One kind of list statement, built and compiled once: a list is read far more often
     than written, and building statements for each cost more than the database's answer.
@@ -230,7 +241,8 @@ def _list_statement(
     the page joins, so an empty page still answers it.
 
     `since`: only jobs changed at or after the parameter `since` (C10); `search`: whether
-    `q` filters (a list filtered by `since` alone counts its matches too)."""
+    `q` filters (a list filtered by `since` alone counts its matches too); `workplace`: only
+    jobs of the workplace type `workplace` (C16)."""
     employer = bindparam("employer_id", type_=Integer)
     status_value = bindparam("status", type_=String) if status else None
     tally = tallies.of_employer(employer, status_value)
@@ -239,6 +251,8 @@ def _list_statement(
         where.append(Job.status == status_value)
     if since:
         where.append(Job.updated_at >= bindparam("since", type_=Job.updated_at.type))
+    if workplace:
+        where.append(Job.workplace_type == bindparam("workplace", type_=String))
     matches: Any = Job.search_text.contains(bindparam("pattern", type_=Text), escape="/")
     if not search:
         matches = true()
