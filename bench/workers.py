@@ -507,13 +507,21 @@ def _deliver_kind(
     )
 
 
+SUBMITTED = 100  # applications a transaction of `_submit` stores
+
+
 def _submit(
     sessions: sessionmaker[Session], job_id: int, fields: Sequence[dict[str, Any]]
 ) -> list[int]:
-    """Store applications as the API does (checked, then submitted), in one transaction."""
-    with session_scope(sessions) as s:
-        job = applications.open_job(s, job_id)
-        return [applications.submit(s, job, applications.check(f)).id for f in fields]
+    """Store applications as the API does (checked, then submitted), SUBMITTED at a time: a
+    transaction of thousands would outlast the change feed's bound on a commit (C10)."""
+    ids: list[int] = []
+    for start in range(0, len(fields), SUBMITTED):
+        with session_scope(sessions) as s:
+            job = applications.open_job(s, job_id)
+            batch = fields[start : start + SUBMITTED]
+            ids.extend(applications.submit(s, job, applications.check(f)).id for f in batch)
+    return ids
 
 
 def _copies(sessions: sessionmaker[Session], ids: Sequence[int]) -> list[ApplicationCopy]:
