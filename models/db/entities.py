@@ -201,7 +201,7 @@ class Job(Base):
         # The change feed's walk by (updated_at, id) from a position (C10, migration 0009).
         Index("ix_jobs_employer_updated", "employer_id", "updated_at", "id"),
         Index("ix_jobs_status_close", "status", "close_date"),
-        # The public search's two orders over the open jobs (C17, migration 0020).
+        # The public search's two orders over the open jobs (C17, migration 0022).
         Index(
             "ix_jobs_open_published",
             publish_date.desc(),
@@ -256,6 +256,8 @@ class JobLocation(Base):
     position: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     location_id: Mapped[int] = mapped_column(ForeignKey("locations.id"))
     location: Mapped[Location] = relationship(lazy="joined")
+    # The jobs of a place, for the public search's `place` (C17, migration 0026).
+    __table_args__ = (Index("ix_job_locations_location", "location_id", "job_id"),)
 
 
 class JobCategory(Base):
@@ -264,6 +266,8 @@ class JobCategory(Base):
     position: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     category_id: Mapped[int] = mapped_column(ForeignKey("categories.id"))
     category: Mapped[Category] = relationship(lazy="joined")
+    # The jobs of a category, for the public search's `category` (C17, migration 0026).
+    __table_args__ = (Index("ix_job_categories_category", "category_id", "job_id"),)
 
 
 class Application(Base):

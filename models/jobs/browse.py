@@ -49,6 +49,8 @@ def search(
         order = [_jobs.c.close_date.asc(), _jobs.c.id.asc()]
     else:
         order = [_jobs.c.publish_date.desc(), _jobs.c.id.desc()]
-    where = filters.conditions(today)
-    found = feeds.read_jobs(connection, where, order, page_size + 1, (page - 1) * page_size)
+    where = filters.conditions(today, grams=connection.dialect.name == "postgresql")
+    # A result shows no category: the page reads none.
+    offset = (page - 1) * page_size
+    found = feeds.read_jobs(connection, where, order, page_size + 1, offset, with_categories=False)
     return Results(found[:page_size], page, len(found) > page_size)

@@ -15,19 +15,23 @@ from typing import Any, cast
 from sqlalchemy import (
     ColumnElement,
     Connection,
+    Integer,
     Table,
+    Text,
     and_,
     case,
     exists,
     false,
     func,
+    literal,
+    literal_column,
     select,
 )
 
 from models.core.errors import FieldError
 from models.db.entities import Employer, Job, JobCategory, JobLocation, JobTally, Location
 from models.jobs import workplace
-from models.jobs.search import fold_for_search, like_pattern
+from models.jobs.search import GRAM, fold_for_search, like_pattern, search_grams
 from models.reference.lists import CATEGORY_NAMES, POSITION_TYPE_NAMES
 
 _jobs = cast(Table, Job.__table__)
@@ -39,6 +43,9 @@ _tallies = cast(Table, JobTally.__table__)
 
 BATCH = 500  # jobs a statement reads: what a feed holds in memory at once
 PUBLIC = and_(_jobs.c.status == "active", _jobs.c.taken_down == false())
+# The open jobs' gram index keys no employer (migration 0026): written out, not a parameter,
+# so the statement's expression is the index's.
+ANY_EMPLOYER = literal_column("0", Integer)
 
 
 # A year's worth of each pay period (C17): 52 weeks, 5 working days a week, 8 hours a day.
@@ -122,12 +129,19 @@ class Filters:
         found = cls(q, category, province, place, position, kind, min_pay, days)
         return found, errors
 
-    def conditions(self, today: date | None = None) -> list[ColumnElement[bool]]:
-        """The filters as conditions on `jobs`; `days` counts back from `today`."""
+    def conditions(
+        self, today: date | None = None, *, grams: bool = False
+    ) -> list[ColumnElement[bool]]:
+        """The filters as conditions on `jobs`; `days` counts back from `today`. With `grams`
+        (PostgreSQL), `q` also asks the open jobs' gram index (migration 0026) for the jobs
+        holding its grams; LIKE still decides, as in the employer's list (C6)."""
         where: list[ColumnElement[bool]] = []
         if self.q:
-            pattern = like_pattern(fold_for_search(self.q))
-            where.append(_jobs.c.search_text.contains(pattern, escape="/"))
+            folded = fold_for_search(self.q)
+            where.append(_jobs.c.search_text.contains(like_pattern(folded), escape="/"))
+            if grams and len(folded) >= GRAM:
+                wanted = search_grams(ANY_EMPLOYER, literal(folded, Text))
+                where.append(search_grams(ANY_EMPLOYER, _jobs.c.search_text).contains(wanted))
         if self.category is not None:
             where.append(
                 exists().where(
@@ -371,7 +385,7 @@ def open_jobs(connection: Connection, filters: Filters = Filters()) -> Iterator[
     """The open jobs that pass `filters`, by id, BATCH at a time: three statements a batch
     (the jobs, their places, their categories), each bounded by the batch."""
     after, batch = 0, BATCH
-    where = filters.conditions()
+    where = filters.conditions(grams=connection.dialect.name == "postgresql")
     while True:
         statement = (
             select(*_COLUMNS)
@@ -397,9 +411,12 @@ def read_jobs(
     order: Sequence[ColumnElement[Any]],
     limit: int,
     offset: int = 0,
+    *,
+    with_categories: bool = True,
 ) -> list[OpenJob]:
     """One page of the open jobs that meet `where`, in `order` (the search page, C17): the
-    jobs, then their places and categories, three statements bounded by `limit`."""
+    jobs, then their places and (unless not `with_categories`: none then) their categories,
+    statements bounded by `limit`."""
     statement = (
         select(*_COLUMNS)
         .select_from(_jobs.join(_employers, _employers.c.id == _jobs.c.employer_id))
@@ -412,7 +429,8 @@ def read_jobs(
     if not rows:
         return []
     ids = [int(row[0]) for row in rows]
-    places, categories = _places(connection, ids), _categories(connection, ids)
+    places = _places(connection, ids)
+    categories = _categories(connection, ids) if with_categories else {}
     return [_open_job(row, places, categories) for row in rows]
 
 
