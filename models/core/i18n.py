@@ -61,9 +61,7 @@ class Language:
 
     def date(self, day: date) -> str:
         """`November 25, 2026`, `25 novembre 2026`; in French the first is `1er` (OQLF)."""
-        if self.code == "fr" and day.day == 1:
-            return format_date(day, "d'er' MMMM y", locale=self.locale)
-        return format_date(day, "long", locale=self.locale)
+        return _date(self.code, day)
 
     def moment(self, when: datetime) -> str:
         """`November 25, 2026, 1:40 p.m. EST`, `25 novembre 2026, 13 h 40 HNE`: an aware
@@ -74,16 +72,40 @@ class Language:
 
     def money(self, amount: Decimal) -> str:
         """`$60,000`, `60 000 $`: dollars in the locale's pattern, no cents when whole."""
-        pattern = self.locale.currency_formats["standard"].pattern
-        if amount == amount.to_integral_value():
-            pattern = pattern.replace(".00", "")
-        return format_currency(
-            amount, "CAD", format=pattern, locale=self.locale, currency_digits=False
-        )
+        return _money(self.code, amount)
 
     def number(self, value: int | Decimal) -> str:
         """`10,000`, `10 000`."""
-        return format_decimal(value, locale=self.locale)
+        return _number(self.code, value)
+
+
+# Babel's formatting, remembered: a page of 20 results formats dozens of dates and amounts,
+# most of them the same few (docs/benchmarks.md, the search page).
+@functools.lru_cache(maxsize=2048)
+def _date(code: str, day: date) -> str:
+    locale = _locale(code)
+    if code == "fr" and day.day == 1:
+        return format_date(day, "d'er' MMMM y", locale=locale)
+    return format_date(day, "long", locale=locale)
+
+
+@functools.lru_cache(maxsize=4096)
+def _money(code: str, amount: Decimal) -> str:
+    locale = _locale(code)
+    pattern = locale.currency_formats["standard"].pattern
+    if amount == amount.to_integral_value():
+        pattern = pattern.replace(".00", "")
+    return format_currency(amount, "CAD", format=pattern, locale=locale, currency_digits=False)
+
+
+@functools.lru_cache(maxsize=4096)
+def _number(code: str, value: int | Decimal) -> str:
+    return format_decimal(value, locale=_locale(code))
+
+
+@functools.cache
+def _locale(code: str) -> Locale:
+    return Locale.parse(f"{code}_CA")
 
 
 @functools.cache
@@ -98,7 +120,7 @@ def language(code: str) -> Language:
         translations = Translations.load(str(LOCALE_DIR), [code], DOMAIN)
         if not isinstance(translations, Translations):  # no compiled catalog: a broken install
             raise RuntimeError(f"the {code} catalog is missing from {LOCALE_DIR}")
-    lang = Language(code, translations, Locale.parse(f"{code}_CA"))
+    lang = Language(code, translations, _locale(code))
     lang.context.update(_template_callables(lang))
     return lang
 
