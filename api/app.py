@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -130,6 +131,10 @@ def create_app(
     )
     # Half as much for the public pages (C13): each worker's memory stays within its bound.
     pages_kept = cache.Representations[PageKey](int(settings.job_cache_mb * 2**19))
+    # A quarter for the search pages (C17), each kept a few seconds.
+    searches = cache.Recent(
+        int(settings.job_cache_mb * 2**18), settings.search_page_seconds, time.monotonic
+    )
     reported = reports.Reports(
         limiter,
         settings.trusted_proxies,
@@ -187,8 +192,8 @@ def create_app(
         "/policies/job-fraud": report_pages.FraudPolicy(settings),
         "/policies/privacy": report_pages.PrivacyPolicy(settings),
         # C17: the public search, for people; the API's list is under /api/.
-        "/": search_pages.SearchPage(base, clock),
-        "/jobs": search_pages.SearchPage(base, clock),
+        "/": search_pages.SearchPage(base, clock, searches),
+        "/jobs": search_pages.SearchPage(base, clock, searches),
         # C15: what search engines, aggregators and feed readers read.
         "/robots.txt": sitemaps.Robots(base),
         "/sitemap.xml": sitemaps.SitemapIndex(base),

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -92,3 +92,40 @@ def etag(body: bytes) -> str:
 
 def _size(entry: Entry) -> int:
     return len(entry.body) + OVERHEAD
+
+
+class Recent:
+    """Pages kept for a few seconds by their address (the public search, C17), bounded by
+    the bytes they take: a page shown to everyone that may be as old as its Cache-Control
+    says, so the same search asked again within `seconds` is not read and rendered again."""
+
+    def __init__(self, max_bytes: int, seconds: float, clock: Callable[[], float]) -> None:
+        self.max_bytes, self.seconds, self._clock = max_bytes, seconds, clock
+        self._entries: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, address: str) -> bytes | None:
+        with self._lock:
+            found = self._entries.get(address)
+            if found is None:
+                return None
+            if found[0] <= self._clock():
+                self._drop(address)
+                return None
+            return found[1]
+
+    def put(self, address: str, body: bytes) -> None:
+        if self.seconds <= 0 or len(body) + OVERHEAD > self.max_bytes // 16:
+            return
+        with self._lock:
+            self._drop(address)
+            self._entries[address] = (self._clock() + self.seconds, body)
+            self._bytes += len(body) + OVERHEAD
+            while self._bytes > self.max_bytes:
+                self._drop(next(iter(self._entries)))
+
+    def _drop(self, address: str) -> None:
+        found = self._entries.pop(address, None)
+        if found is not None:
+            self._bytes -= len(found[1]) + OVERHEAD

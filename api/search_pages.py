@@ -19,6 +19,7 @@ import falcon
 from markupsafe import Markup
 
 from api import html_render, languages, query
+from api.cache import Recent
 from api.pages import page_url, send_html
 from models.core.errors import FieldError
 from models.core.i18n import N_, Language, language
@@ -87,14 +88,24 @@ def address(filters: Filters, sort: str, page: int, code: str, base: str = "") -
 
 
 class SearchPage:
-    """GET / and GET /jobs: the search form and a page of results (C17)."""
+    """GET / and GET /jobs: the search form and a page of results (C17). A page of results
+    is kept for SEARCH_PAGE_SECONDS by its language and query string as asked (the form shows
+    the values as typed), as a shared cache may keep it for its `max-age`: a popular search
+    is read and rendered once in that time."""
 
-    def __init__(self, public_base_url: str, today: Callable[[], date]) -> None:
-        self.base, self.today = public_base_url, today
+    def __init__(self, public_base_url: str, today: Callable[[], date], kept: Recent) -> None:
+        self.base, self.today, self.kept = public_base_url, today, kept
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         lang = language(languages.choose(req))
         wanted = asked(req)
+        here = (wanted.filters, wanted.sort)
+        canonical = address(*here, wanted.page, lang.code, self.base)
+        asked_as = f"{lang.code} {req.query_string}"
+        kept = None if wanted.errors else self.kept.get(asked_as)
+        if kept is not None:
+            self._send(resp, kept, lang)
+            return
         connection = req.context.db.connection
         if not wanted.errors:
             wanted.errors.extend(feeds.unknown_places(connection, wanted.filters))
@@ -110,10 +121,9 @@ class SearchPage:
             page_size=browse.PAGE_SIZE,
         )
         filtered = bool(wanted.filters.to_query())
-        here = (wanted.filters, wanted.sort)
         links = html_render.Links(
             {code: address(*here, wanted.page, code, self.base) for code in ("en", "fr")},
-            address(*here, wanted.page, lang.code, self.base),
+            canonical,
         )
         previous = address(*here, wanted.page - 1, lang.code) if wanted.page > 1 else None
         following = address(*here, wanted.page + 1, lang.code) if results.more else None
@@ -129,7 +139,13 @@ class SearchPage:
             # Filtered pages past the first, and pages of no job, are not for an index.
             noindex=(filtered and wanted.page > 1) or not results.jobs,
         )
-        send_html(resp, page, lang)
+        body = page.encode()
+        self.kept.put(asked_as, body)
+        self._send(resp, body, lang)
+
+    @staticmethod
+    def _send(resp: falcon.Response, body: bytes, lang: Language) -> None:
+        send_html(resp, body, lang)
         resp.set_header("Cache-Control", "public, max-age=60")
 
     def _invalid(

@@ -54,6 +54,7 @@ UNCACHED_RATIO = 0.3  # GET one job read afresh each time (JOB_CACHE_MB=0)
 WRITE_RATIO = 0.2  # POST, PUT by referenceId
 WRITE_CPU_MS = 3.0  # web-process CPU per write
 UNCACHED = "GET one job, uncached"
+FRESH = "none kept"  # the search page scenarios' suffix on the server that keeps none
 PUT = "PUT by referenceId"
 FLOOR = "PUT, its statements alone"  # bench.floor
 POST = "POST"
@@ -126,7 +127,10 @@ def run(options: Options) -> bool:
             contextlib.ExitStack() as stack,
             server.gunicorn(seeded.url, result.workers, out / "api-server.log") as srv,
             server.gunicorn(
-                seeded.url, result.workers, out / "api-server-uncached.log", {"JOB_CACHE_MB": "0"}
+                seeded.url,
+                result.workers,
+                out / "api-server-uncached.log",
+                {"JOB_CACHE_MB": "0", "SEARCH_PAGE_SECONDS": "0"},
             ) as uncached,
         ):
             healthz = Scenario(HEALTHZ, [wrk.Request("GET", "/healthz")], auth=False)
@@ -147,7 +151,8 @@ def run(options: Options) -> bool:
                 f"\nload: wrk -t{options.threads} -c{options.connections}, {options.warmup} s "
                 f"warm-up (GET one job, job pages {max(options.warmup, GET_ONE_WARMUP)} s) + "
                 f"{options.duration} s per scenario; gunicorn, {result.workers} sync workers "
-                f'("{UNCACHED}": a second server with JOB_CACHE_MB=0)',
+                f'("{UNCACHED}" and the search pages "{FRESH}": a second server with '
+                "JOB_CACHE_MB=0 and SEARCH_PAGE_SECONDS=0)",
                 flush=True,
             )
             for scenario in scenarios:
@@ -288,6 +293,18 @@ def _scenarios(seeded: seed.Seed, client: Client, workers: int) -> list[Scenario
         ),
         *(
             Scenario(name, [wrk.Request("GET", path)], auth=False, check=_results)
+            for name, path in _searches(word).items()
+        ),
+        # The same read and rendered afresh each time (no target): what a search that no
+        # worker kept costs.
+        *(
+            Scenario(
+                f"{name}, {FRESH}",
+                [wrk.Request("GET", path)],
+                auth=False,
+                check=_results,
+                uncached=True,
+            )
             for name, path in _searches(word).items()
         ),
     ]

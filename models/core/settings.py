@@ -31,6 +31,7 @@ VARIABLES = (
     "OUTBOX_SWEEP_GRACE_SECONDS", "OUTBOX_LEASE_SECONDS", "DELIVERY_RETRY_BASE_SECONDS",
     "DELIVERY_RETRY_HOURS", "READY_TIMEOUT_SECONDS", "PROMETHEUS_MULTIPROC_DIR",
     "WORKER_METRICS_PORT", "JOBPOST_VAR_DIR", "JOBPOST_BEAT_EVERY_SECONDS", "JOB_CACHE_MB",
+    "SEARCH_PAGE_SECONDS",
     "TRUSTED_PROXIES", "GUNICORN_CMD_ARGS", "SYNC_RETENTION_DAYS", "SYNC_LEASE_SECONDS",
     "WEBHOOK_ALLOW_HTTP", "WEBHOOK_ALLOW_PRIVATE", "WEBHOOK_ALLOWED_PORTS",
     "WEBHOOK_ENDPOINT_IN_FLIGHT", "WEBHOOK_EMPLOYER_IN_FLIGHT", "WEBHOOK_TEST_RATE_LIMIT",
@@ -466,6 +467,7 @@ class Settings:
     prometheus_multiproc_dir: str
     worker_metrics_port: int
     job_cache_mb: float = 4.0  # per web process: job representations kept for GET (0: none)
+    search_page_seconds: float = 10.0  # per web process: how long a search page is kept (C17)
     trusted_proxies: tuple[Network, ...] = ()  # the proxies in front of the web process
     var_dir: Path = Path("var")  # local state of the defaults (JOBPOST_VAR_DIR)
     beat_every_seconds: float | None = None  # tests and demos: every beat entry this often
@@ -540,6 +542,7 @@ class Settings:
             prometheus_multiproc_dir=e.get("PROMETHEUS_MULTIPROC_DIR") or str(var / "prometheus"),
             worker_metrics_port=_read(e, "WORKER_METRICS_PORT", "9808", _port),
             job_cache_mb=_read(e, "JOB_CACHE_MB", "4", _number(0)),
+            search_page_seconds=_read(e, "SEARCH_PAGE_SECONDS", "10", _number(0, most=60)),
             trusted_proxies=networks(e.get("TRUSTED_PROXIES", "")),
             var_dir=var,
             beat_every_seconds=_read(e, "JOBPOST_BEAT_EVERY_SECONDS", "", _every),

@@ -43,6 +43,8 @@ from workers.cli import main
         ("DELIVERY_RETRY_HOURS", "1e9"),
         ("OUTBOX_LEASE_SECONDS", "1e12"),
         ("JOB_CACHE_MB", "-1"),
+        ("SEARCH_PAGE_SECONDS", "-1"),
+        ("SEARCH_PAGE_SECONDS", "61"),  # longer than the page's own max-age (C17)
         ("PUBLIC_BASE_URL", "jobs.example.com"),
         ("SMTP_STARTTLS", "ture"),  # was taken as off, silently
         ("SMTP_STARTTLS", "2"),
