@@ -417,13 +417,25 @@ def read_jobs(
     """One page of the open jobs that meet `where`, in `order` (the search page, C17): the
     jobs, then their places and (unless not `with_categories`: none then) their categories,
     statements bounded by `limit`."""
-    statement = (
-        select(*_COLUMNS)
-        .select_from(_jobs.join(_employers, _employers.c.id == _jobs.c.employer_id))
+    # The page's ids first, then their rows with the employer: a join under the search
+    # would be planned for the one row a rare word's estimate says, and test each match
+    # against every employer.
+    page = (
+        select(_jobs.c.id)
         .where(PUBLIC, *where)
         .order_by(*order)
         .limit(limit)
         .offset(offset)
+        .subquery("page")
+    )
+    statement = (
+        select(*_COLUMNS)
+        .select_from(
+            page.join(_jobs, _jobs.c.id == page.c.id).join(
+                _employers, _employers.c.id == _jobs.c.employer_id
+            )
+        )
+        .order_by(*order)
     )
     rows = connection.execute(statement).all()
     if not rows:
