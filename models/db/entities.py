@@ -468,6 +468,21 @@ class WebhookDelivery(Base):
     __table_args__ = (
         Index("ix_webhook_deliveries_status_due", "status", "due_at"),
         Index("ix_webhook_deliveries_endpoint_created", "endpoint_id", "created_at", "id"),
+        # C12's caps: the deliveries in flight, and those waiting for a place (migration 0027).
+        Index(
+            "ix_webhook_deliveries_sending",
+            "endpoint_id",
+            "lease_until",
+            postgresql_where=text("status = 'sending'"),
+            sqlite_where=text("status = 'sending'"),
+        ),
+        Index(
+            "ix_webhook_deliveries_waiting",
+            "endpoint_id",
+            "id",
+            postgresql_where=text("status = 'pending' AND lease_until IS NULL"),
+            sqlite_where=text("status = 'pending' AND lease_until IS NULL"),
+        ),
         {"sqlite_autoincrement": True},
     )
 

@@ -24,7 +24,19 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Row, and_, bindparam, delete, exists, func, or_, select, update
+from sqlalchemy import (
+    Row,
+    String,
+    and_,
+    bindparam,
+    delete,
+    exists,
+    func,
+    literal_column,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from models.db import leases
@@ -79,7 +91,11 @@ _NOW = QUEUE.param("now", "lease_until")
 _BUSY = DELIVERIES.alias("busy")  # deliveries in flight, counted against the caps
 _BUSY_AT = ENDPOINTS.alias("busy_at")
 _OWN = ENDPOINTS.alias("own")  # the endpoint of the delivery claimed
-_IN_FLIGHT = and_(_BUSY.c.status == "sending", _BUSY.c.lease_until >= _NOW)
+# The states written out, not parameters: a generic plan must see that these conditions are
+# those of the partial indexes of what is sending and what waits (migration 0027).
+_SENDING = literal_column("'sending'", String)
+_PENDING = literal_column("'pending'", String)
+_IN_FLIGHT = and_(_BUSY.c.status == _SENDING, _BUSY.c.lease_until >= _NOW)
 
 
 def _room(endpoint: Any) -> Any:
@@ -180,17 +196,18 @@ def next_waiting(
     oldest due one, deferred or never enqueued, of the same employer (that endpoint's first)
     whose endpoint has room; marked enqueued. None when nothing waits."""
     employer = select(E.employer_id).where(E.id == endpoint_id).scalar_subquery()
+    # The employer's endpoints with room first (a few, each counted once), then the oldest
+    # delivery waiting at one of them: never a count for each waiting delivery.
+    with_room = select(E.id).where(E.employer_id == employer, E.status == "enabled", _room(E.id))
     waiting = (
         select(D.id)
-        .join(ENDPOINTS, E.id == D.endpoint_id)
         .where(
-            E.employer_id == employer,
-            E.status == "enabled",
-            QUEUE.is_due(now),
+            D.endpoint_id.in_(with_room),
+            D.status == _PENDING,
             D.lease_until.is_(None),
-            _room(E.id),
+            or_(D.due_at.is_(None), D.due_at <= _NOW),
         )
-        .order_by((E.id != endpoint_id), D.id)
+        .order_by((D.endpoint_id != endpoint_id), D.id)
         .limit(1)
     )
     params = {
