@@ -335,3 +335,11 @@ def test_every_api_operation_of_the_index_has_an_example() -> None:
     assert not missing, f"docs/reference.md shows no request and answer for {missing}"
     unknown = sorted(shown - served_operations())
     assert not unknown, f"examples of operations the app does not serve: {unknown}"
+
+
+def test_the_benchmarks_page_keeps_the_current_figures_short() -> None:
+    """Issue 28: the current figures and the reasons behind the code, not a notebook; git
+    keeps the history of the runs."""
+    page = (DOCS / "benchmarks.md").read_text(encoding="utf-8")
+    assert "## Current figures" in page
+    assert len(page.splitlines()) <= 300
