@@ -13,8 +13,8 @@ No tenant starves another: a claim is won only while the delivery's endpoint has
 `employer_in_flight` across its endpoints. A delivery over a cap is deferred (left pending,
 no attempt counted) and handed on by the worker whose attempt frees a place (`next_waiting`),
 else by the sweeper. On PostgreSQL the claims of one employer take turns on an advisory lock
-held to the end of the claim's transaction, so the caps hold across processes; SQLite has one
-writer at a time.
+held to the end of the claim's one-statement transaction, so the caps hold across processes;
+SQLite has one writer at a time.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import (
+    Boolean,
+    Integer,
     Row,
     String,
     and_,
@@ -119,13 +121,17 @@ def _room(endpoint: Any) -> Any:
     return and_(at_endpoint < bindparam("endpoint_cap"), at_employer < bindparam("employer_cap"))
 
 
-# Claims of one employer take turns on PostgreSQL: the lock is the transaction's, and each
-# statement after it reads what the claims before it committed (READ COMMITTED).
-_LOCK_SPACE = 0x6A6F6200  # "job\0": the first key of pg_advisory_xact_lock(int, int)
-_TAKE_TURN = (
-    select(func.pg_advisory_xact_lock(_LOCK_SPACE, E.employer_id))
-    .select_from(DELIVERIES.join(ENDPOINTS, E.id == D.endpoint_id))
-    .where(D.id == _DELIVERY)
+# On PostgreSQL the caps are counted by `jobpost_webhook_room` (migration 0027), called in
+# the claim's UPDATE: it takes the employer's turn (a transaction advisory lock) and then
+# counts, each of its statements reading what the claims before it committed, where the
+# UPDATE's own subqueries would read the snapshot taken before the lock. The claim is then one
+# statement, and in a transaction of its own the turn ends with it, not a round trip later.
+_ROOM_PG = func.jobpost_webhook_room(
+    D.endpoint_id,
+    _NOW,
+    bindparam("endpoint_cap", type_=Integer),
+    bindparam("employer_cap", type_=Integer),
+    type_=Boolean,
 )
 _CLAIMED = (
     D.id,
@@ -148,7 +154,7 @@ _CLAIM_AND_READ = leases.claiming(
     E.id == D.endpoint_id,
     E.status == "enabled",
     M.id == D.message_pk,
-    _room(D.endpoint_id),
+    _ROOM_PG,
 ).returning(*_CLAIMED)
 _CLAIM_ONLY = leases.claiming(QUEUE, _enabled(D.endpoint_id), _room(D.endpoint_id))
 _READ = (
@@ -164,7 +170,8 @@ def claim(session: Session, delivery_id: int, *, now: datetime, timing: Timing) 
     if its endpoint is enabled and it and its employer are under their caps; then the claimed
     delivery with its message and endpoint. None if not won: sent, finished, another
     worker's, its endpoint disabled or deleted, or a cap full (`defer` tells). Run it in a
-    transaction of its own, committed at once: on PostgreSQL it holds the employer's turn."""
+    transaction of its own, committed at once (on PostgreSQL it holds the employer's turn):
+    on PostgreSQL an autocommit session makes it one."""
     params = {
         "entry": delivery_id,
         "now": now,
@@ -174,7 +181,6 @@ def claim(session: Session, delivery_id: int, *, now: datetime, timing: Timing) 
     }
     connection = session.connection()
     if connection.dialect.name == "postgresql":
-        connection.execute(_TAKE_TURN, params)
         return connection.execute(_CLAIM_AND_READ, params).one_or_none()
     if connection.execute(_CLAIM_ONLY, params).rowcount != 1:
         return None

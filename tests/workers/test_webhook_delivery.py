@@ -24,7 +24,7 @@ from models import employers
 from models.core.dates import utcnow
 from models.core.settings import Settings
 from models.db.entities import WebhookDelivery, WebhookEndpoint
-from models.db.unit_of_work import make_sessionmaker, session_scope
+from models.db.unit_of_work import autocommit_sessions, make_sessionmaker, session_scope
 from models.webhooks import delivery as deliveries
 from models.webhooks import messages as webhook_messages
 from models.webhooks import secrets
@@ -562,11 +562,14 @@ def test_an_employer_with_its_cap_in_flight_defers_even_where_an_endpoint_has_ro
     assert len(receiver.received) == 1
 
 
+@pytest.mark.parametrize("statements", ["transaction", "autocommit"])
 def test_claims_at_once_never_pass_the_caps(
-    factory: sessionmaker[Session], hook_settings: Settings, receiver: Receiver
+    factory: sessionmaker[Session], hook_settings: Settings, receiver: Receiver, statements: str
 ) -> None:
     """Twenty claims of one employer's deliveries at the same instant, each on a connection
-    of its own, as from twenty worker processes: eight win, at most two an endpoint."""
+    of its own, as from twenty worker processes: eight win, at most two an endpoint; in a
+    transaction, and each claim its own statement as the workers run it."""
+    sessions = factory if statements == "transaction" else autocommit_sessions(factory)
     employer_id, _ = endpoint(factory, receiver)
     for _ in range(4):
         endpoint(factory, receiver, employer_id=employer_id)
@@ -577,7 +580,7 @@ def test_claims_at_once_never_pass_the_caps(
 
     def claim(d: int) -> None:
         start.wait()
-        with session_scope(factory) as session:
+        with session_scope(sessions) as session:
             got = deliveries.claim(session, d, now=utcnow(), timing=delivery.timing(hook_settings))
         if got is not None:
             won.append(got)

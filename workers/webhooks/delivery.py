@@ -104,11 +104,12 @@ def deliver(
     "disabled" (a 410 disabled the endpoint) or "lost" (the lease was taken over, or it was
     deleted). Once an attempt ends, `hand_on` is given the delivery waiting for its place."""
     t = timing(settings)
-    # The claim is a transaction of its own (on PostgreSQL, the employer's turn). Then, as
-    # for email copies (workers.delivery), each step is one statement; on PostgreSQL they
-    # commit by themselves and no transaction stays open during the POST.
+    # As for email copies (workers.delivery), each step is one statement; on PostgreSQL they
+    # commit by themselves, the claim (and the employer's turn it takes) among them, and no
+    # transaction stays open during the POST.
+    steps = autocommit_sessions(sessions)
     deferred = False
-    with session_scope(sessions) as s:
+    with session_scope(steps) as s:
         claimed = deliveries.claim(s, delivery_id, now=utcnow(), timing=t)
         if claimed is None:
             deferred = deliveries.defer(s, delivery_id, now=utcnow())
@@ -116,7 +117,6 @@ def deliver(
         if deferred:
             DEFERRED.inc()
         return "deferred" if deferred else "skipped"
-    steps = autocommit_sessions(sessions)
     with session_scope(steps) as s:
         outcome = _attempt(s, steps, settings, t, claimed, sender or client_for(settings))
     OUTCOMES.labels(claimed.type, outcome).inc()
