@@ -31,6 +31,7 @@ from bench.options import Options
 from bench.words import ROLES, SPECIALTIES
 from models.alerts import digests
 from models.alerts import filters as alert_filters
+from models.db import leases
 from models.db.engines import make_engine
 from models.db.entities import AlertMail, AlertSubscription, UTCDateTime
 from models.db.unit_of_work import make_sessionmaker, session_scope
@@ -100,11 +101,14 @@ def prepare(
     stored = searches(search_count)
     opened = {"new": RUN_AT - timedelta(hours=12), "old": ANCHOR - timedelta(days=30)}
     with session_scope(factory) as session:
-        session.execute(openings(new_every), opened)
+        if leases.changed(session, openings(new_every), opened):
+            session.execute(text("ANALYZE jobs"))  # the planner's statistics of opened_at
     clean(factory)
     for chunk in _alerts(total, stored):
         with session_scope(factory) as session:
             session.execute(insert(AlertSubscription), chunk)
+    with session_scope(factory) as session:  # as autovacuum would have, on a live database
+        session.execute(text("ANALYZE alert_subscriptions"))
 
 
 def clean(factory: sessionmaker[Session]) -> int:
