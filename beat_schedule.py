@@ -36,6 +36,11 @@ SCHEDULE: dict[str, dict[str, Any]] = {
         "schedule": timedelta(minutes=1),
         "options": MAINTENANCE,
     },
+    "alert-digests": {  # C19: the digests of the job alerts due (daily and weekly alike)
+        "task": "jobpost.digests",
+        "schedule": crontab(minute="0", hour="7"),
+        "options": MAINTENANCE,
+    },
     "purge-old-applications": {
         "task": "jobpost.purge",
         "schedule": crontab(minute="0", hour="3"),

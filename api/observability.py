@@ -34,6 +34,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import reports
+from models.alerts import mails as alert_mails
 from models.applications import outbox
 from models.core import build, logs
 from models.core.dates import utcnow
@@ -150,7 +151,7 @@ class StateCollector(Collector):
             up.add_metric(["database"], 0)
             return
         up.add_metric(["database"], 1)
-        (counts, age), (hooks, hooks_age), runs, (reported, mails), beats, told = read
+        (counts, age), (hooks, hooks_age), runs, (reported, mails), beats, told, alerted = read
         entries = GaugeMetricFamily(
             "jobpost_outbox_entries",
             "Outbox entries (copies to email), by status.",
@@ -189,6 +190,15 @@ class StateCollector(Collector):
             "The operator's emails of fraud reports (C13), by status, as the outbox's.",
             mails,
         )
+        by_kind = GaugeMetricFamily(
+            "jobpost_alert_mails",
+            "The emails of job alerts (C19), by kind (confirm, digest) and status, as the "
+            "outbox's.",
+            labels=["kind", "status"],
+        )
+        for (kind, status), n in alerted.items():
+            by_kind.add_metric([kind, status], n)
+        yield by_kind
         last_success = GaugeMetricFamily(
             "jobpost_periodic_task_last_success_timestamp_seconds",
             "When each periodic task last succeeded, in seconds since the epoch (C9); a task "
@@ -217,9 +227,11 @@ class StateCollector(Collector):
         tuple[dict[str, int], dict[str, int]],
         dict[str, datetime],
         dict[str, dict[str, int]],
+        dict[tuple[str, str], int],
     ]:
         """The outbox's figures, the webhook deliveries' (C12), the sync runs' (C11), the
-        fraud reports' and their emails' (C13), and the periodic tasks' last successes (C9)."""
+        fraud reports' and their emails' (C13), the periodic tasks' last successes (C9), the
+        search-engine notifications (C18) and the job alerts' emails (C19)."""
         now = utcnow()
         with self.sessions() as session:
             return (
@@ -232,6 +244,7 @@ class StateCollector(Collector):
                 (reports.counts(session), outbox.counts(session, outbox.REPORTS)),
                 heartbeats.last_successes(session),
                 search_notifications.counts(session),  # C18
+                alert_mails.counts(session),  # C19
             )
 
     def _queues(self, up: GaugeMetricFamily) -> Iterator[Metric]:

@@ -7,7 +7,7 @@ import dataclasses
 import sys
 from collections.abc import Callable, Sequence
 
-from bench import api, compliance, engine, feeds, sync, upkeep, workers
+from bench import alerts, api, compliance, engine, feeds, sync, upkeep, workers
 from bench.options import Options
 
 # A bench takes the options, prints its table and writes var/bench/<name>.json; it returns
@@ -24,6 +24,7 @@ BENCHES: dict[str, Bench] = {
     "upkeep": upkeep.run,  # expire / refresh over the seeded million
     "sync": sync.run,  # C11's sync runs against a PUT loop, on the seeded million
     "feeds": feeds.run,  # C15: the Indeed feed streamed over the seeded million, its memory
+    "alerts": alerts.run,  # C19: a daily digests run over 100,000 alerts, its time and memory
 }
 
 

@@ -4,17 +4,20 @@ server's 250 and before the commit) re-sends with the same Message-ID."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from sqlalchemy import Row
 from sqlalchemy.orm import Session, sessionmaker
 
+from models.alerts import digests
 from models.alerts import mails as alert_mails
 from models.applications import outbox
-from models.core.dates import utcnow
+from models.core.dates import today_in, utcnow
 from models.core.settings import Settings
 from models.db.entities import Application
 from models.db.unit_of_work import (
@@ -186,10 +189,12 @@ def deliver_report(sessions: sessionmaker[Session], settings: Settings, report_i
 
 def deliver_alert_mail(sessions: sessionmaker[Session], settings: Settings, mail_id: int) -> str:
     """One attempt of an email of a job alert (C19), as `deliver` makes a copy's: "skipped",
-    "sent", "retry" or "failed". Its link's token is committed with the claim, before the
-    send; an alert confirmed or unsubscribed since it was queued gets nothing ("failed",
-    with the reason), and so does every alert email while PUBLIC_BASE_URL, the base of its
-    absolute links, is unset."""
+    "sent", "retry" or "failed". Its links' token is committed with the claim, before the
+    send; an alert confirmed or unsubscribed since its confirmation was queued, or
+    unsubscribed since its digest was, gets nothing ("failed", with the reason), and so does
+    every alert email while PUBLIC_BASE_URL, the base of its absolute links, is unset. A
+    digest lists its jobs as they are at the send: one whose jobs have all closed is not
+    sent, and its alert's watermark moves all the same."""
     t = timing(settings)
     steps = autocommit_sessions(sessions)
     each_commits = steps is not sessions
@@ -211,6 +216,8 @@ def deliver_alert_mail(sessions: sessionmaker[Session], settings: Settings, mail
             log.warning("alert email %s: %s", mail_id, reason)
             return "failed"
         assert claimed.token is not None and settings.public_base_url
+        if row.kind == "digest":
+            return _send_digest(s, sessions, settings, t, row, claimed.token)
         try:
             message = alert_mail.confirmation(
                 row,
@@ -227,6 +234,70 @@ def deliver_alert_mail(sessions: sessionmaker[Session], settings: Settings, mail
         return _attempt(s, steps, settings, t, row, message, since, box)
 
 
+def _send_digest(
+    s: Session,
+    sessions: sessionmaker[Session],
+    settings: Settings,
+    t: outbox.Timing,
+    row: Row[Any],
+    token: str,
+) -> str:
+    """Read a claimed digest's jobs as they are now, send it, and record it with the alert's
+    new watermark in one transaction."""
+    found = digests.contents(s.connection(), row, today=today_in(settings.timezone))
+    steps = autocommit_sessions(sessions)
+    if steps is sessions:
+        commit(s)  # the read's transaction ends: the record is a transaction of its own
+    if not found.jobs:
+        reason = "nothing to send: every job of the digest has closed since it was planned"
+        _record_digest(s, sessions, row, failed=reason)
+        log.info("alert email %s: %s", row.id, reason)
+        return "failed"
+    assert settings.public_base_url
+    try:
+        message = alert_mail.digest(
+            row, found, token, mail_from=settings.mail_from, base_url=settings.public_base_url
+        )
+    except ValueError as e:
+        error = f"the email could not be written: {e}"
+        outbox.mark_failed(s, row.id, error, lease=row.lease_until, box=outbox.ALERTS)
+        log.error("alert email %s: %s", row.id, error)
+        return "failed"
+    since = row.retry_from or row.created_at
+    record = functools.partial(_record_digest, s, sessions, row)
+    return _attempt(s, steps, settings, t, row, message, since, outbox.ALERTS, record=record)
+
+
+def _record_digest(
+    s: Session, sessions: sessionmaker[Session], row: Row[Any], *, failed: str | None = None
+) -> None:
+    """The digest sent (or failed: `failed` says why) and its alert's watermark moved to the
+    end of its range, in one transaction within the lease: the next digest starts there."""
+
+    def mark(x: Session) -> bool:
+        lease, box = row.lease_until, outbox.ALERTS
+        if failed is None:
+            done = outbox.mark_sent(x, row.id, now=utcnow(), lease=lease, box=box)
+        else:
+            done = outbox.mark_failed(x, row.id, failed, lease=lease, box=box)
+        if done:
+            digests.move_watermark(x, row.subscription_id, row.opened_until)
+        return done
+
+    # On PostgreSQL `s` commits each statement by itself: the two go in a session of their
+    # own, a transaction; `s` gives its connection back first (it has nothing more to do).
+    own = autocommit_sessions(sessions) is not sessions
+    if own:
+        s.close()
+    tx = sessions() if own else s
+    try:
+        what = f"alert email {row.id} ({'failed' if failed else 'sent'})"
+        commit_within_lease(tx, sessions, mark, lease=row.lease_until, what=what, logger=log)
+    finally:
+        if own:
+            tx.close()
+
+
 def _attempt(
     s: Session,
     steps: sessionmaker[Session],
@@ -236,8 +307,11 @@ def _attempt(
     message: mime.Outgoing,
     since: datetime,
     box: outbox.Box,
+    *,
+    record: Callable[[], None] | None = None,
 ) -> str:
-    """Send a claimed entry's message and record how it went, in the claiming session."""
+    """Send a claimed entry's message and record how it went, in the claiming session
+    (`record`, when given, records it sent instead)."""
     key, attempts = claimed.id, claimed.attempts
     what = {id(outbox.COPIES): "application", id(outbox.ALERTS): "alert email"}.get(
         id(box), "report"
@@ -264,7 +338,10 @@ def _attempt(
         )
         log.info("%s %s: transient failure (%s): %s", what, key, state, e)
         return "retry" if state == "pending" else "failed"
-    _record_sent(s, steps, key, claimed.lease_until, box)
+    if record is None:
+        _record_sent(s, steps, key, claimed.lease_until, box)
+    else:
+        record()
     return "sent"
 
 

@@ -16,6 +16,7 @@ from celery.signals import celeryd_after_setup, worker_process_shutdown, worker_
 from sqlalchemy.orm import Session, sessionmaker
 
 from models import idempotency
+from models.alerts import digests as alert_digests
 from models.applications import outbox
 from models.applications import service as applications
 from models.core.dates import on_day, today_in, utcnow
@@ -203,12 +204,36 @@ def run_notify(factory: sessionmaker[Session], s: Settings, today: Any = None) -
     return changed("notify", sum(found.values()), f"search-engine notifications sent ({told})")
 
 
+def run_digests(
+    factory: sessionmaker[Session], s: Settings, today: Any = None, *, celery: Celery | None = None
+) -> int:
+    """The job alerts' digests (C19): one pending per due alert with new jobs, each enqueued
+    through `celery` (by default an app made for `s`, closed after) once its batch has
+    committed; one the broker refuses goes with a sweep. The clock's own time, whatever
+    `today`: a digest planned at another time would be due then, not now."""
+    sender = celery or make_celery(s)
+    try:
+        planned = alert_digests.plan(
+            factory,
+            now=utcnow(),
+            today=today_in(s.timezone),
+            lag_seconds=s.change_feed_lag_seconds,
+            hand_on=lambda ids: [enqueue.deliver_alert_mail(sender, i) for i in ids],
+        )
+    finally:
+        if celery is None:
+            sender.close()
+    what = f"digests queued for the due alerts of {planned.searches} searches"
+    return changed("digests", planned.queued, what)
+
+
 RUNNERS = {
     "expire": run_expire,
     "refresh": run_refresh,
     "sweep": run_sweep,
     "purge": run_purge,
     "notify": run_notify,
+    "digests": run_digests,
 }
 
 
@@ -245,6 +270,11 @@ def sweep(task: Task) -> int:
 @shared_task(name="jobpost.purge", bind=True)
 def purge(task: Task) -> int:
     return periodic(task, run_purge)
+
+
+@shared_task(name="jobpost.digests", bind=True)
+def plan_digests(task: Task) -> int:
+    return periodic(task, lambda sessions, s: run_digests(sessions, s, celery=task.app))
 
 
 @shared_task(name="jobpost.notify_search_engines", bind=True)

@@ -1,8 +1,9 @@
 """The emails of job alerts (C19), the outbox's third kind (`outbox.ALERTS`): claimed,
 leased, retried and swept as the application copies are (C8).
 
-A mail names its alert and its kind; what it says is read at the claim, as the alert is
-then (an alert unsubscribed or confirmed since gets no confirmation email). The token of
+A mail names its alert and its kind (`confirm`, `digest`); what it says is read at the
+claim, as the alert is then (an alert unsubscribed or confirmed since gets no confirmation
+email, one unsubscribed since gets no digest). The token of
 its link is made at the claim too, kept as its digest only, and committed before the send,
 so a link that leaves in an email always works.
 """
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, bindparam, select
+from sqlalchemy import Row, bindparam, func, select
 from sqlalchemy.orm import Session
 
 from models.alerts import subscriptions as alerts
@@ -22,6 +23,11 @@ from models.db import leases
 from models.db.entities import AlertMail, AlertSubscription
 
 A = outbox.ALERT_MAILS.c
+# Each kind's link (a token of this purpose), and the one state of the alert it is sent in:
+# a confirmation to a pending alert, a digest to a confirmed one (never an unsubscribed).
+PURPOSES = {"confirm": "confirm", "digest": "manage"}
+KINDS = tuple(PURPOSES)
+SENT_TO = {"confirm": "pending", "digest": "confirmed"}
 _CLAIM = leases.claiming(outbox.ALERTS)
 _READ = (
     select(
@@ -31,6 +37,8 @@ _READ = (
         A.retry_from,
         A.lease_until,
         A.created_at,
+        A.opened_from,
+        A.opened_until,
         AlertSubscription.id.label("subscription_id"),
         AlertSubscription.email,
         AlertSubscription.language,
@@ -60,7 +68,8 @@ def queue_confirmation(session: Session, subscription: AlertSubscription, *, now
 @dataclass(frozen=True)
 class Claimed:
     """A claimed alert email: its row (outbox's claim columns and the alert's) and the token
-    its link carries, None when there is nothing to send (the alert moved on)."""
+    its link carries (the confirmation's, or a digest's manage link), None when there is
+    nothing to send (the alert moved on)."""
 
     row: Row[Any]
     token: str | None
@@ -75,7 +84,17 @@ def claim(
     if leases.changed(session, _CLAIM, params) != 1:
         return None
     row = session.execute(_READ, {"entry": mail_id}).one()
-    if row.kind != "confirm" or row.state != "pending":
+    purpose = PURPOSES.get(row.kind)
+    if purpose is None or row.state != SENT_TO[row.kind]:
         return Claimed(row, None)
     subscription = session.get_one(AlertSubscription, row.subscription_id)
-    return Claimed(row, alerts.issue(session, subscription, "confirm", now))
+    token = alerts.issue(session, subscription, purpose, now)
+    session.flush()  # written now: on PostgreSQL's autocommit steps, committed before the send
+    return Claimed(row, token)
+
+
+def counts(session: Session) -> dict[tuple[str, str], int]:
+    """Alert emails by kind and status, every pair named (0 for none), for the metrics."""
+    rows = session.execute(select(A.kind, A.status, func.count()).group_by(A.kind, A.status))
+    found = {(kind, status): int(n) for kind, status, n in rows}
+    return {(k, s): found.get((k, s), 0) for k in KINDS for s in outbox.STATUSES}

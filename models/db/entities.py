@@ -178,6 +178,10 @@ class Job(Base):
     # Raised by every write (`models.jobs.rows`, the upkeep UPDATEs): the API serves a cached
     # representation only while the row still has the version it was made from.
     version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    # When it first became open (active, not taken down): the `updated_at` of that write, set
+    # by a trigger (migration 0023) and never moved after. What makes a job new to a job
+    # alert (C19). No Python default: the ORM leaves it to the trigger.
+    opened_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     employer: Mapped[Employer] = relationship(lazy="joined")
     position_type: Mapped[PositionType] = relationship(lazy="joined")
@@ -213,6 +217,14 @@ class Job(Base):
             "ix_jobs_open_closing",
             "close_date",
             "id",
+            postgresql_where=text("status = 'active' AND taken_down = false"),
+            sqlite_where=text("status = 'active' AND taken_down = 0"),
+        ),
+        # A search's newest opening, for the alerts' digests (C19, migration 0023).
+        Index(
+            "ix_jobs_open_opened",
+            opened_at.desc(),
+            id.desc(),
             postgresql_where=text("status = 'active' AND taken_down = false"),
             sqlite_where=text("status = 'active' AND taken_down = 0"),
         ),
@@ -597,11 +609,14 @@ class AlertSubscription(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     confirmed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     unsubscribed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    # The watermark: jobs published after it are the next digest's; moved only when sent.
+    # The watermark: jobs that first opened after it (`Job.opened_at`) are the next digest's;
+    # set at the confirmation, moved only when a digest is sent (or finds its jobs closed).
     last_sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     __table_args__ = (
         Index("ix_alert_subscriptions_email", "email"),
         Index("ix_alert_subscriptions_due", "state", "frequency", "last_sent_at"),
+        # The alerts of one search, which the digests' planner queues together (0023).
+        Index("ix_alert_subscriptions_filters", "filters", postgresql_using="hash"),
         {"sqlite_autoincrement": True},
     )
 
@@ -622,15 +637,17 @@ class AlertToken(Base):
 
 class AlertMail(Base):
     """An email about an alert (C19), the outbox's third kind: `confirm` (the double opt-in's
-    link). The outbox's columns and transitions (models.applications.outbox), keyed by id;
-    the link's token is made by the worker as it writes the email, so none is kept readable."""
+    link) or `digest` (the jobs that opened in (`opened_from`, `opened_until`], the range a
+    retry sends again). The outbox's columns and transitions (models.applications.outbox),
+    keyed by id; the links' tokens are made by the worker as it writes the email, so none is
+    kept readable."""
 
     __tablename__ = "alert_mails"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     subscription_id: Mapped[int] = mapped_column(
         ForeignKey("alert_subscriptions.id", ondelete="CASCADE"), index=True
     )
-    kind: Mapped[str] = mapped_column(String(8))  # confirm
+    kind: Mapped[str] = mapped_column(String(8))  # confirm, digest
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     status: Mapped[str] = mapped_column(String(10), default="pending")
     attempts: Mapped[int] = mapped_column(Integer, default=0)
@@ -640,7 +657,17 @@ class AlertMail(Base):
     sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     last_error: Mapped[str | None] = mapped_column(Text)
     retry_from: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    opened_from: Mapped[datetime | None] = mapped_column(UTCDateTime)  # a digest's range
+    opened_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
     __table_args__ = (
         Index("ix_alert_mails_status_next", "status", "next_attempt_at"),
+        # One digest under way per alert (migration 0023).
+        Index(
+            "uq_alert_mails_digest_under_way",
+            "subscription_id",
+            unique=True,
+            postgresql_where=text("kind = 'digest' AND status IN ('pending', 'sending')"),
+            sqlite_where=text("kind = 'digest' AND status IN ('pending', 'sending')"),
+        ),
         {"sqlite_autoincrement": True},
     )

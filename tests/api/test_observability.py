@@ -29,10 +29,13 @@ from sqlalchemy.orm import Session, sessionmaker
 from api import health, ratelimit
 from api.app import Collaborators, create_app
 from models import reports
+from models.alerts import mails as alert_mails
+from models.alerts import subscriptions as alerts
 from models.core import logs
 from models.core.dates import utcnow
 from models.core.settings import Settings
 from models.db.entities import Application, WebhookDelivery, WebhookEndpoint
+from models.jobs.feeds import Filters
 from tests.conftest import Api, nowhere_url
 from tests.factories import create_job, problem
 
@@ -341,6 +344,22 @@ def test_report_metrics_count_reports_and_their_emails_by_status(
     }
     assert value(text, "jobpost_report_mails", status="pending") == 3
     assert value(text, "jobpost_report_mails", status="sent") == 0
+
+
+def test_alert_mail_metrics_count_them_by_kind_and_status(
+    settings: Settings, sessions: sessionmaker[Session], clock: Any
+) -> None:
+    """C19: `jobpost_alert_mails{kind,status}`, every kind and status named."""
+    api = build(settings, sessions, clock)
+    empty = samples(scrape(api), "jobpost_alert_mails")
+    assert set(empty.values()) == {0} and len(empty) == 2 * 4
+    with sessions() as s:
+        made = alerts.sign_up(s, "ada@example.com", "daily", "en", Filters(), now=utcnow())
+        alert_mails.queue_confirmation(s, made.subscription, now=utcnow())
+        s.commit()
+    text = scrape(api)
+    assert value(text, "jobpost_alert_mails", kind="confirm", status="pending") == 1
+    assert value(text, "jobpost_alert_mails", kind="digest", status="pending") == 0
 
 
 def test_outbox_metrics_reflect_a_pending_application(

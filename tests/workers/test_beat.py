@@ -45,6 +45,7 @@ C9_TIMES = {  # task → (minutes, hours) of its crontab, in JOBPOST_TIMEZONE
     "jobpost.expire": ({5}, set(range(24))),
     "jobpost.refresh": ({15}, {0}),
     "jobpost.purge": ({0}, {3}),
+    "jobpost.digests": ({0}, {7}),  # C19
 }
 EVERY_MINUTE = {
     "jobpost.sweep",
@@ -72,7 +73,7 @@ def test_every_scheduled_task_is_registered_and_routed_to_the_maintenance_queue(
 
 @pytest.mark.parametrize("name", sorted(n for n, e in SCHEDULE.items() if e["task"] in C9_TIMES))
 def test_the_crontab_times_are_the_c9_ones(name: str) -> None:
-    """expire hourly at :05, refresh at 00:15, purge at 03:00 (C9)."""
+    """expire hourly at :05, refresh at 00:15, purge at 03:00 (C9), digests at 07:00 (C19)."""
     entry = SCHEDULE[name]
     schedule = entry["schedule"]
     assert isinstance(schedule, crontab)

@@ -144,8 +144,8 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--today",
         type=operations.iso_date,
-        help="the service date, YYYY-MM-DD (ignored by sweep; purge runs as at this time of day"
-        " on that date)",
+        help="the service date, YYYY-MM-DD (ignored by sweep and digests; purge runs as at this"
+        " time of day on that date)",
     )
 
     c = cmd(sub, "outbox", operations.outbox_list, "deliveries not yet sent (or of one status)")

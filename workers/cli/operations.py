@@ -18,7 +18,7 @@ from workers import broker, enqueue
 from workers.cli.command import Command, out
 
 UNSENT = ("pending", "sending", "failed")
-PERIODIC_TASKS = ("expire", "refresh", "sweep", "purge", "notify")
+PERIODIC_TASKS = ("expire", "refresh", "sweep", "purge", "notify", "digests")
 # --today's years: the tasks count days and seconds back and forth from it (refresh's 7 days,
 # the purge's retention, the time zone's offset), which the first and last years cannot hold.
 TODAY_YEARS = (1900, 9000)
@@ -45,7 +45,14 @@ def tasks_run(args: argparse.Namespace, command: Command) -> int:
     service date (C9)."""
     # Imported here, not with the command line: `jobpost serve`'s master would hand the
     # tasks' imports (SMTP, HTTP, cryptography) to every web worker it forks (issue 15).
-    from workers.tasks import run_expire, run_notify, run_purge, run_refresh, run_sweep
+    from workers.tasks import (
+        run_digests,
+        run_expire,
+        run_notify,
+        run_purge,
+        run_refresh,
+        run_sweep,
+    )
 
     today = date.fromisoformat(args.today) if args.today else None
     sessions, settings = command.sessions, command.settings
@@ -57,6 +64,8 @@ def tasks_run(args: argparse.Namespace, command: Command) -> int:
         changed = run_sweep(sessions, settings, today, celery=command.celery)
     elif args.task == "notify":  # C18
         changed = run_notify(sessions, settings, today)
+    elif args.task == "digests":  # C19: queued and enqueued, sent by the email workers
+        changed = run_digests(sessions, settings, today, celery=command.celery)
     else:
         changed = run_purge(sessions, settings, today)
     out(args, {"task": args.task, "changed": changed}, f"{args.task}: {changed} changed")

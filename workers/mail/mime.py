@@ -20,6 +20,7 @@ import base64
 import binascii
 import random
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from email import policy as policies
 from email.header import Header
@@ -123,10 +124,12 @@ def render_text(
     date: str,
     body: str,
     reply_to: str | None = None,
+    headers: Sequence[tuple[str, str]] = (),
 ) -> Outgoing:
-    """A plain-text email as sent (C13's report email), its headers written as the copy's:
-    a value holding encoded words or line breaks writes no header of its own, whatever the
-    Python patch level (gh-121650); ValueError when a header would not be one line."""
+    """A plain-text email as sent (C13's report email, C19's alerts), its headers written as
+    the copy's: a value holding encoded words or line breaks writes no header of its own,
+    whatever the Python patch level (gh-121650); ValueError when a header would not be one
+    line. `headers` are ASCII lines of the service's own (List-Unsubscribe, C19)."""
     sender, from_line = _from(mail_from)
     to_header = _header("To", to)
     recipients = tuple(address for _, address in getaddresses([str(to_header)]))
@@ -139,6 +142,7 @@ def render_text(
         _one_header(_subject_line(subject, fold)),
         _one_header(f"Date: {date}\r\n"),
         _one_header(f"Message-ID: {message_id}\r\n"),
+        *(_one_header(f"{name}: {value}\r\n") for name, value in headers),
         "MIME-Version: 1.0\r\n",
     ]
     text = b"Content-Type: text/plain; " + _TEXT_HEADERS + _qp(body)
