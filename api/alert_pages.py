@@ -2,8 +2,9 @@
 the manage page and the one-click unsubscribe of RFC 8058.
 
 The search comes in the page's query string (`/alerts/new?q=cook&province=QC`) and is read
-by the Atom feed's own reading of its filters (C15), on GET and on the form's POST alike
-(the form posts back to its own address), so an alert searches exactly what the feed shows.
+as the search page and the Atom feed read it (`api.search_pages.read_filters`, C15, C17), on
+GET and on the form's POST alike (the form posts back to its own address), so an alert
+searches exactly what the page and the feed show.
 A link's token is in the path; its pages are never cached. The confirmation and unsubscribe
 links show a page with a button and act on its POST: a mail scanner that follows a link
 must neither confirm an address nor unsubscribe it. The unsubscribe POST needs nothing else
@@ -20,7 +21,7 @@ from urllib.parse import quote
 import falcon
 from markupsafe import Markup
 
-from api import forms, html_render
+from api import forms, html_render, search_pages
 from api.body import read_bytes
 from api.clients import client_address, rate_key
 from api.pages import links, page_language, send_html
@@ -34,10 +35,9 @@ from models.core.i18n import N_, Language
 from models.core.settings import Network
 from models.db.entities import AlertSubscription
 from models.db.unit_of_work import after_commit
+from models.jobs.browse import NEWEST
 from models.jobs.feeds import Filters
 
-# The feed's reading of its filters from a request (`api.feeds.AtomFeed.options`).
-ReadFilters = Callable[[falcon.Request, list[FieldError]], tuple[Language, Filters]]
 # A confirmation email to send (its `alert_mails` id), once committed (C19).
 EnqueueAlertMail = Callable[[int], object]
 SIGN_UP_LIMIT = 16 * 1024  # an address and a frequency, and the form's parts around them
@@ -75,8 +75,7 @@ def _frequencies(lang: Language) -> list[tuple[str, str]]:
 
 
 def new_alert_url(filters: Filters, code: str) -> str:
-    query = alert_filters.to_query(filters)
-    return f"/alerts/new?{query}{'&' if query else ''}lang={code}"
+    return search_pages.address(filters, NEWEST, 1, code, path=search_pages.ALERTS)
 
 
 def _message(
@@ -106,28 +105,24 @@ class SignUp:
 
     def __init__(
         self,
-        read_filters: ReadFilters,
         limiter: Limiter,
         trusted_proxies: tuple[Network, ...],
         now: Callable[[], datetime],
         enqueue: EnqueueAlertMail = no_mail,
     ) -> None:
-        self.read_filters, self.limiter, self.trusted_proxies = (
-            read_filters,
-            limiter,
-            trusted_proxies,
-        )
+        self.limiter, self.trusted_proxies = limiter, trusted_proxies
         self.now, self.enqueue = now, enqueue
 
     def _filters(self, req: falcon.Request, resp: falcon.Response) -> Filters | None:
         errors: list[FieldError] = []
-        _lang, filters = self.read_filters(req, errors)
+        filters = search_pages.read_filters(req, errors)
         if not errors:
             return filters
-        _ = page_language(req).gettext
-        said = "; ".join(f"{e.field}: {e.message}" for e in errors)
-        message = _("The search in this link could not be read (%(errors)s).") % {"errors": said}
-        _message(req, resp, _("This search could not be read"), message, 400)
+        lang = page_language(req)
+        said = " ".join(search_pages.messages(errors, lang))
+        message = lang.gettext("The search in this link could not be read: %(errors)s")
+        heading = lang.gettext("This search could not be read")
+        _message(req, resp, heading, message % {"errors": said}, 400)
         return None
 
     def _page(

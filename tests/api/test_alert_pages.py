@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api import ratelimit
 from api.app import Collaborators, WsgiApp, create_app
+from models.alerts import filters as alert_filters
 from models.alerts import subscriptions as alerts
 from models.core.dates import utcnow
 from models.db.entities import AlertMail, AlertSubscription
@@ -51,14 +52,57 @@ def test_the_form_names_the_search_it_was_reached_with(
     assert heading in page
     cook = "“cook”" if lang == "en" else "«\u00a0cook\u00a0»"
     assert cook in page and ("Quebec" in page or "Québec" in page)
-    assert f'action="/alerts/new?province=QC&amp;q=cook&amp;lang={lang}"' in page
+    assert f'action="/alerts/new?q=cook&amp;province=QC&amp;lang={lang}"' in page
     assert 'name="website"' in page  # the honeypot
 
 
-def test_a_search_the_feed_refuses_is_a_400_page(app: WsgiApp) -> None:
-    result = pages(app).simulate_get("/alerts/new", query_string="province=XX&category=abc")
-    page = assert_html(result, 400)
-    assert "This search could not be read" in page and "province" in page
+@pytest.mark.parametrize(
+    ("query", "said"),
+    [
+        ("province=XX&category=abc", "Choose a category from the list. Choose a province"),
+        ("place=999999", "This place is not one of the listed locations."),
+        ("positionType=9&lang=fr", "Choisissez un type de poste dans la liste."),
+        ("minPay=lots", "Enter the minimum pay as whole dollars a year"),
+        ("days=0", "Enter a number of days from 1 to 365."),
+        ("workplaceType=office", "Choose on site, hybrid or remote."),
+    ],
+)
+def test_a_search_the_search_page_refuses_is_a_400_page_naming_the_filter(
+    app: WsgiApp, sessions: sessionmaker[Session], query: str, said: str
+) -> None:
+    for method in ("GET", "POST"):
+        result = pages(app).simulate_request(
+            method, "/alerts/new", query_string=query, **multipart(SIGN_UP)
+        )
+        page = assert_html(result, 400)
+        assert "could not be read" in page or "n’a pas pu être lue" in page
+        assert said in page
+    assert subscriptions(sessions) == []
+
+
+def test_every_filter_of_the_search_page_reaches_the_alert(
+    app: WsgiApp, sessions: sessionmaker[Session], api: Api, employer: Any
+) -> None:
+    """A search page's address with /jobs replaced by /alerts/new signs up to that search."""
+    place = active_job(api, employer)["locations"][0]["id"]
+    query = (
+        f"q=cook&category=12&province=ON&place={place}&positionType=1"
+        "&workplaceType=hybrid&minPay=50000&days=7&sort=closing&lang=de"
+    )
+    assert_html(pages(app).simulate_get("/alerts/new", query_string=query), 200)
+    result = pages(app).simulate_post("/alerts/new", query_string=query, **multipart(SIGN_UP))
+    assert result.status_code == 303
+    [alert] = subscriptions(sessions)
+    assert alert_filters.from_query(alert.filters) == Filters(
+        q="cook",
+        category=12,
+        province="ON",
+        place=place,
+        position_type=1,
+        workplace_type="hybrid",
+        min_pay=50000,
+        days=7,
+    )
 
 
 def test_signing_up_stores_a_pending_alert_and_asks_for_its_confirmation(
