@@ -1,16 +1,14 @@
-"""An alert's search as text (C19): the feed's `Filters` as a normalised query string.
+"""An alert's search as text (C19): the query string the search page writes for its filters.
 
-Both directions iterate the dataclass's fields, so a filter added to `Filters` is stored and
-read back by alerts with no change here: each value is written as text and read back through
-its field's type (`int | None` → int, `Decimal | None` → Decimal, `str | None` → str).
+One stored form, the search page's own (`Filters.to_query`: the query names in NAMES's
+order), read back by the search page's own reading (`Filters.from_query`): a name it no
+longer has is ignored and a value it no longer takes is dropped, so an alert whose filter
+went away grows broader rather than broken.
 """
 
 from __future__ import annotations
 
-import types
-import typing
 from dataclasses import fields
-from functools import cache
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
@@ -21,52 +19,15 @@ from models.reference.lists import CATEGORY_NAMES, PROVINCES
 PROVINCE_NAMES = {code: name for _id, code, name, _kind in PROVINCES}
 
 
-@cache
-def _types() -> dict[str, type]:
-    """Each field's value type, its optional `None` taken away."""
-    hints = typing.get_type_hints(Filters)
-    found: dict[str, type] = {}
-    for field in fields(Filters):
-        hint: Any = hints[field.name]
-        if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
-            hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
-        found[field.name] = typing.get_origin(hint) or hint
-    return found
-
-
-def _text(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
 def to_query(filters: Filters) -> str:
-    """The filters set, by name, as a query string: one search, one text."""
-    pairs = [
-        (f.name, _text(value))
-        for f in sorted(fields(Filters), key=lambda f: f.name)
-        if (value := getattr(filters, f.name)) is not None and value != ""
-    ]
-    return urlencode(pairs)
+    """The filters set, as the search page's address writes them: one search, one text."""
+    return urlencode(filters.to_query())
 
 
 def from_query(query: str) -> Filters:
-    """The filters a stored query string names; a name `Filters` no longer has is ignored,
-    so a filter taken away leaves its alerts broader rather than broken."""
-    kinds = _types()
-    values: dict[str, Any] = {}
-    for name, raw in parse_qsl(query, keep_blank_values=False):
-        kind = kinds.get(name)
-        if kind is None:
-            continue
-        values[name] = _value(kind, raw)
-    return Filters(**values)
-
-
-def _value(kind: type, raw: str) -> Any:
-    if kind is bool:
-        return raw == "true"
-    return kind(raw)
+    """The filters a stored query string names, as the search page would read them."""
+    found, _dropped = Filters.from_query(dict(parse_qsl(query)))
+    return found
 
 
 def set_values(filters: Filters) -> list[tuple[str, Any]]:
