@@ -57,12 +57,7 @@ VACANCY_STATEMENTS = {
     True: N_("This posting is for an existing vacancy."),
     False: N_("This posting is not for an existing vacancy."),
 }
-# C16: where the job is done, as the page says it.
-WORKPLACE_WORDS = {
-    workplace.ON_SITE: N_("On site"),
-    workplace.HYBRID: N_("Hybrid"),
-    workplace.REMOTE: N_("Remote"),
-}
+WORKPLACE_WORDS = workplace.WORDS  # C16: where the job is done, as the page says it
 CANADA = N_("Canada")
 SITE_NAME = "jobpost"  # names the job's `identifier` in JSON-LD (its value is the job id)
 RESUME_TYPES = ".pdf,.doc,.docx,.odt,.rtf,.txt"

@@ -1,4 +1,5 @@
-"""An alert's search as text (C19): the query string the search page writes for its filters.
+"""An alert's search (C19): as text, the query string the search page writes for its filters,
+and in words, as its pages and emails say it.
 
 One stored form, the search page's own (`Filters.to_query`: the query names in NAMES's
 order), read back by the search page's own reading (`Filters.from_query`): a name it no
@@ -8,15 +9,20 @@ went away grows broader rather than broken.
 
 from __future__ import annotations
 
-from dataclasses import fields
+from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
-from models.core.i18n import Language
-from models.jobs.feeds import Filters
-from models.reference.lists import CATEGORY_NAMES, PROVINCES
+from sqlalchemy import Connection
 
-PROVINCE_NAMES = {code: name for _id, code, name, _kind in PROVINCES}
+from models.core.i18n import N_, Language
+from models.jobs import feeds, workplace
+from models.jobs.feeds import Filters
+from models.reference.lists import CATEGORY_NAMES, POSITION_TYPE_NAMES
+
+AT_LEAST = N_("at least %(amount)s a year")
+SOME_PLACE = N_("location no. %(id)s")  # a place whose name was not looked up
 
 
 def to_query(filters: Filters) -> str:
@@ -30,25 +36,47 @@ def from_query(query: str) -> Filters:
     return found
 
 
-def set_values(filters: Filters) -> list[tuple[str, Any]]:
-    """The filters that are set, (name, value), in the dataclass's order."""
+def search_words(connection: Connection, filters: Filters, lang: Language) -> str:
+    """`describe`, the place named as the search page names it ("Toronto, ON")."""
+    place = None if filters.place is None else feeds.place_description(connection, filters.place)
+    return describe(filters, lang, place)
+
+
+def describe(filters: Filters, lang: Language, place: str | None = None) -> str:
+    """The search in words, each filter set as a person says it, in the search page's order
+    ("“cook” · Quebec · Remote · at least $50,000 a year"), or "All jobs"; `place` is the
+    place's name (`search_words` looks it up)."""
+    said = [words for words in _words(filters, lang, place) if words]
+    return " · ".join(said) or lang.gettext("All jobs")
+
+
+def _words(filters: Filters, lang: Language, place: str | None) -> list[str | None]:
+    _ = lang.gettext
     return [
-        (f.name, value)
-        for f in fields(Filters)
-        if (value := getattr(filters, f.name)) is not None and value != ""
+        _quoted(filters.q, lang),
+        _named(CATEGORY_NAMES, filters.category, lang),
+        _named(workplace.PROVINCE_NAMES, filters.province, lang),
+        None if filters.place is None else place or _(SOME_PLACE) % {"id": filters.place},
+        _named(POSITION_TYPE_NAMES, filters.position_type, lang),
+        _named(workplace.WORDS, filters.workplace_type, lang),
+        None
+        if filters.min_pay is None
+        else _(AT_LEAST) % {"amount": lang.money(Decimal(filters.min_pay))},
+        None if filters.days is None else _days(filters.days, lang),
     ]
 
 
-def describe(filters: Filters, lang: Language) -> str:
-    """The search in words: each filter that is set, or "All jobs"."""
-    said: list[str] = []
-    for name, value in set_values(filters):
-        if name == "q":
-            said.append(f"«\u00a0{value}\u00a0»" if lang.code == "fr" else f"“{value}”")
-        elif name == "category" and value in CATEGORY_NAMES:
-            said.append(lang.gettext(CATEGORY_NAMES[value]))
-        elif name == "province" and value in PROVINCE_NAMES:
-            said.append(lang.gettext(PROVINCE_NAMES[value]))
-        else:
-            said.append(f"{name}: {value}")
-    return " · ".join(said) or lang.gettext("All jobs")
+def _quoted(q: str | None, lang: Language) -> str | None:
+    if not q:
+        return None
+    return f"«\u00a0{q}\u00a0»" if lang.code == "fr" else f"“{q}”"
+
+
+def _named(names: Mapping[Any, str], key: object, lang: Language) -> str | None:
+    """A value's name in `lang`, None when unset (or, built by hand, not one of `names`)."""
+    return lang.gettext(names[key]) if key is not None and key in names else None
+
+
+def _days(days: int, lang: Language) -> str:
+    words = lang.ngettext("posted in the last %(num)s day", "posted in the last %(num)s days", days)
+    return words % {"num": lang.number(days)}

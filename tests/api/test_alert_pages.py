@@ -105,6 +105,40 @@ def test_every_filter_of_the_search_page_reaches_the_alert(
     )
 
 
+@pytest.mark.parametrize(
+    ("lang", "words"),
+    [
+        (
+            "en",
+            "“cook” · Ontario · Toronto, ON · Remote · at least $50,000 a year"
+            " · posted in the last 7 days",
+        ),
+        (
+            "fr",
+            "«\u00a0cook\u00a0» · Ontario · Toronto, ON · Télétravail"
+            " · au moins 50\u00a0000\u00a0$ par année · publiées depuis 7 jours",
+        ),
+    ],
+)
+def test_the_form_and_the_manage_page_say_the_search_in_words(
+    app: WsgiApp, sessions: sessionmaker[Session], api: Api, employer: Any, lang: str, words: str
+) -> None:
+    place = active_job(api, employer)["locations"][0]["id"]
+    query = f"q=cook&province=ON&place={place}&workplaceType=remote&minPay=50000&days=7"
+    form = pages(app).simulate_get("/alerts/new", query_string=f"{query}&lang={lang}")
+    assert f"<strong>{words}</strong>" in assert_html(form, 200)
+    with sessions() as s:
+        search = alert_filters.from_query(query)
+        made = alerts.sign_up(s, "ada@example.com", "daily", lang, search, now=utcnow())
+        s.commit()
+    done = pages(app).simulate_post(
+        f"/alerts/confirm/{made.confirm_token}", query_string=f"lang={lang}"
+    )
+    path, manage_query = done.headers["location"].split("?", 1)
+    page = pages(app).simulate_get(path, query_string=manage_query)
+    assert f"<strong>{words}</strong>" in assert_html(page, 200)
+
+
 def test_signing_up_stores_a_pending_alert_and_asks_for_its_confirmation(
     settings: Any, sessions: sessionmaker[Session], clock: Clock
 ) -> None:
