@@ -210,8 +210,10 @@ def test_the_link_shows_a_button_and_its_post_confirms_then_the_manage_page(
     app: WsgiApp, sessions: sessionmaker[Session]
 ) -> None:
     token = link_token(sessions)
-    shown = assert_html(pages(app).simulate_get(f"/alerts/confirm/{token}"), 200)
+    button = pages(app).simulate_get(f"/alerts/confirm/{token}")
+    shown = assert_html(button, 200)
     assert f'action="/alerts/confirm/{token}?lang=en"' in shown
+    assert button.headers["cache-control"] == "no-store"
     assert subscriptions(sessions)[0].state == "pending"  # a scanner's GET confirms nothing
     done = pages(app).simulate_post(f"/alerts/confirm/{token}", query_string="lang=fr")
     assert done.status_code == 303
@@ -239,6 +241,11 @@ def test_the_manage_page_changes_the_frequency(
     refused = pages(app).simulate_post(path, **multipart({"frequency": "hourly"}))
     assert "daily or weekly" in assert_html(refused, 422)
     assert subscriptions(sessions)[0].frequency == "weekly"
+    unreadable = pages(app).simulate_post(
+        path, body=b"x", headers={"Content-Type": "multipart/form-data"}
+    )
+    assert "The form could not be read" in assert_html(unreadable, 400)
+    assert unreadable.headers["cache-control"] == "no-store"
 
 
 def test_one_click_unsubscribe_is_a_post_with_no_confirmation(
