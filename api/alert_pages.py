@@ -2,8 +2,9 @@
 the manage page and the one-click unsubscribe of RFC 8058.
 
 The search comes in the page's query string (`/alerts/new?q=cook&province=QC`) and is read
-by the Atom feed's own reading of its filters (C15), on GET and on the form's POST alike
-(the form posts back to its own address), so an alert searches exactly what the feed shows.
+as the search page and the Atom feed read it (`api.search_pages.read_filters`, C15, C17), on
+GET and on the form's POST alike (the form posts back to its own address), so an alert
+searches exactly what the page and the feed show.
 A link's token is in the path; its pages are never cached. The confirmation and unsubscribe
 links show a page with a button and act on its POST: a mail scanner that follows a link
 must neither confirm an address nor unsubscribe it. The unsubscribe POST needs nothing else
@@ -14,13 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 from urllib.parse import quote
 
 import falcon
-from markupsafe import Markup
 
-from api import forms, html_render
+from api import forms, html_render, search_pages
 from api.body import read_bytes
 from api.clients import client_address, rate_key
 from api.pages import links, page_language, send_html
@@ -28,16 +27,13 @@ from api.ratelimit import Limiter
 from models.alerts import filters as alert_filters
 from models.alerts import mails
 from models.alerts import subscriptions as alerts
-from models.core import i18n
 from models.core.errors import FieldError, ValidationFailed
 from models.core.i18n import N_, Language
 from models.core.settings import Network
-from models.db.entities import AlertSubscription
 from models.db.unit_of_work import after_commit
+from models.jobs.browse import NEWEST
 from models.jobs.feeds import Filters
 
-# The feed's reading of its filters from a request (`api.feeds.AtomFeed.options`).
-ReadFilters = Callable[[falcon.Request, list[FieldError]], tuple[Language, Filters]]
 # A confirmation email to send (its `alert_mails` id), once committed (C19).
 EnqueueAlertMail = Callable[[int], object]
 SIGN_UP_LIMIT = 16 * 1024  # an address and a frequency, and the form's parts around them
@@ -58,34 +54,41 @@ def no_mail(mail_id: int) -> None:
     """No broker wired: the sweeper sends the confirmation later."""
 
 
-def _render(name: str, lang: Language, page_links: html_render.Links, **values: Any) -> str:
-    return i18n.render(
-        html_render.TEMPLATES,
-        name,
-        lang,
-        style=Markup(html_render.STYLE),
-        alternates=page_links.alternates,
-        canonical=page_links.canonical,
-        **values,
-    )
-
-
 def _frequencies(lang: Language) -> list[tuple[str, str]]:
     return [(value, lang.gettext(words)) for value, words in FREQUENCY_WORDS.items()]
 
 
 def new_alert_url(filters: Filters, code: str) -> str:
-    query = alert_filters.to_query(filters)
-    return f"/alerts/new?{query}{'&' if query else ''}lang={code}"
+    return search_pages.address(filters, NEWEST, 1, code, path=search_pages.ALERTS)
+
+
+def _token_path(kind: str, token: str) -> str:
+    return f"/alerts/{kind}/{quote(token, safe='')}"
+
+
+def _send(req: falcon.Request, resp: falcon.Response, page: str, status: int = 200) -> None:
+    """A page of a link or of the form: never kept by a cache (C19)."""
+    send_html(resp, page, page_language(req), status)
+    resp.set_header("Cache-Control", "no-store")
 
 
 def _message(
     req: falcon.Request, resp: falcon.Response, heading: str, message: str, status: int
 ) -> None:
+    page = html_render.error_page(heading, message, page_language(req), links(req))
+    _send(req, resp, page, status)
+
+
+def _button(
+    req: falcon.Request, resp: falcon.Response, heading: str, message: str, button: str
+) -> None:
+    """A link's page (confirm, unsubscribe): one button that POSTs to the link's own address,
+    since a mail scanner follows links and a GET must change nothing."""
     lang = page_language(req)
-    page = html_render.error_page(heading, message, lang, links(req))
-    send_html(resp, page, lang, status)
-    resp.set_header("Cache-Control", "no-store")
+    values = {"heading": heading, "message": message, "button": button}
+    action = f"{quote(req.path)}?lang={lang.code}"
+    page = html_render.render("alert_button.html", lang, links(req), action=action, **values)
+    _send(req, resp, page)
 
 
 def _unknown_link(req: falcon.Request, resp: falcon.Response) -> None:
@@ -99,35 +102,73 @@ def _unknown_link(req: falcon.Request, resp: falcon.Response) -> None:
     )
 
 
+def _to_manage(req: falcon.Request, resp: falcon.Response, token: str, saved: str) -> None:
+    """303 to the manage page, saying what was just done."""
+    resp.status = 303
+    code = page_language(req).code
+    resp.location = f"{_token_path('manage', token)}?lang={code}&saved={saved}"
+
+
+def _read_form(
+    req: falcon.Request,
+    resp: falcon.Response,
+    check: Callable[[falcon.Request], None] | None = None,
+) -> dict[str, str] | None:
+    """A posted form's text fields (`check` runs once the body is read: the rate limit), or
+    None once a page said why it was refused."""
+    try:
+        data = read_bytes(req, SIGN_UP_LIMIT)
+        if check is not None:
+            check(req)
+        parsed = forms.parse_multipart(req.content_type or "", data)
+    except falcon.HTTPError as e:
+        _refused(req, resp, e)
+        return None
+    return {k: v for k, v in parsed.items() if isinstance(v, str)}
+
+
+def _refused(req: falcon.Request, resp: falcon.Response, error: falcon.HTTPError) -> None:
+    _ = page_language(req).gettext
+    status = error.status_code
+    if status == 429:
+        wait = dict(error.headers or {}).get("Retry-After", "60")
+        heading = _("Too many sign-ups")
+        message = _(
+            "Too many alerts were requested from your network. Try again in %(seconds)s seconds."
+        ) % {"seconds": wait}
+        _message(req, resp, heading, message, 429)
+        resp.set_header("Retry-After", wait)
+        return
+    heading = _("The form could not be read")
+    message = _("Please go back to the form and send it again.")
+    _message(req, resp, heading, message, 413 if status == 413 else 400)
+
+
 class SignUp:
-    """GET /alerts/new?<the feed's filters>: the form; POST: a pending alert and its
+    """GET /alerts/new?<the search page's filters>: the form; POST: a pending alert and its
     confirmation email, then 303 to /alerts/sent. A filled honeypot gets the same 303 with
     nothing stored; a client over its share of sign-ups gets a 429 page (C19)."""
 
     def __init__(
         self,
-        read_filters: ReadFilters,
         limiter: Limiter,
         trusted_proxies: tuple[Network, ...],
         now: Callable[[], datetime],
         enqueue: EnqueueAlertMail = no_mail,
     ) -> None:
-        self.read_filters, self.limiter, self.trusted_proxies = (
-            read_filters,
-            limiter,
-            trusted_proxies,
-        )
+        self.limiter, self.trusted_proxies = limiter, trusted_proxies
         self.now, self.enqueue = now, enqueue
 
     def _filters(self, req: falcon.Request, resp: falcon.Response) -> Filters | None:
         errors: list[FieldError] = []
-        _lang, filters = self.read_filters(req, errors)
+        filters = search_pages.read_filters(req, errors)
         if not errors:
             return filters
-        _ = page_language(req).gettext
-        said = "; ".join(f"{e.field}: {e.message}" for e in errors)
-        message = _("The search in this link could not be read (%(errors)s).") % {"errors": said}
-        _message(req, resp, _("This search could not be read"), message, 400)
+        lang = page_language(req)
+        said = " ".join(search_pages.messages(errors, lang))
+        message = lang.gettext("The search in this link could not be read: %(errors)s")
+        heading = lang.gettext("This search could not be read")
+        _message(req, resp, heading, message % {"errors": said}, 400)
         return None
 
     def _page(
@@ -142,11 +183,11 @@ class SignUp:
         page_links = html_render.Links(
             {code: new_alert_url(filters, code) for code in ("en", "fr")}
         )
-        page = _render(
+        page = html_render.render(
             "alert_new.html",
             lang,
             page_links,
-            search=alert_filters.describe(filters, lang),
+            search=alert_filters.search_words(req.context.db.connection, filters, lang),
             form=form,
             frequencies=_frequencies(lang),
             action=new_alert_url(filters, lang.code),
@@ -161,19 +202,13 @@ class SignUp:
             self._page(req, resp, filters, html_render.FormState(), 200)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        lang = page_language(req)
-        _ = lang.gettext
-        try:
-            data = read_bytes(req, SIGN_UP_LIMIT)
-            self.check_rate(req)
-            parsed = forms.parse_multipart(req.content_type or "", data)
-        except falcon.HTTPError as e:
-            self._refused(req, resp, e)
+        fields = _read_form(req, resp, self.check_rate)
+        if fields is None:
             return
         filters = self._filters(req, resp)
         if filters is None:
             return
-        fields = {k: v for k, v in parsed.items() if isinstance(v, str)}
+        lang = page_language(req)
         if not fields.get("website"):  # the honeypot: a bot is told it succeeded
             session = req.context.db.session
             try:
@@ -201,23 +236,6 @@ class SignUp:
         if wait is not None:
             raise falcon.HTTPTooManyRequests(headers={"Retry-After": str(wait)})
 
-    def _refused(self, req: falcon.Request, resp: falcon.Response, error: falcon.HTTPError) -> None:
-        _ = page_language(req).gettext
-        status = error.status_code
-        if status == 429:
-            wait = dict(error.headers or {}).get("Retry-After", "60")
-            heading = _("Too many sign-ups")
-            message = _(
-                "Too many alerts were requested from your network. Try again in %(seconds)s "
-                "seconds."
-            ) % {"seconds": wait}
-            _message(req, resp, heading, message, 429)
-            resp.set_header("Retry-After", wait)
-            return
-        heading = _("The form could not be read")
-        message = _("Please go back to the form and send it again.")
-        _message(req, resp, heading, message, 413 if status == 413 else 400)
-
 
 class Sent:
     """GET /alerts/sent: check your inbox. The same page whether or not anything was stored
@@ -237,41 +255,29 @@ class Sent:
         )
 
 
-def _token_links(req: falcon.Request) -> html_render.Links:
-    return links(req)
-
-
 class Confirm:
-    """GET /alerts/confirm/{token}: a page with a button; POST: the alert confirmed, and a
-    page linking to its manage page."""
+    """GET /alerts/confirm/{token}: a page with a button; POST: the alert confirmed, then 303
+    to its manage page."""
 
     def __init__(self, now: Callable[[], datetime]) -> None:
         self.now = now
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, token: str) -> None:
-        lang = page_language(req)
-        _ = lang.gettext
-        page = _render(
-            "alert_button.html",
-            lang,
-            _token_links(req),
-            heading=_("Confirm your job alert"),
-            message=_("Confirm that you would like to get emails of the new jobs of this search."),
-            button=_("Confirm"),
-            action=f"/alerts/confirm/{quote(token, safe='')}?lang={lang.code}",
+        _ = page_language(req).gettext
+        _button(
+            req,
+            resp,
+            _("Confirm your job alert"),
+            _("Confirm that you would like to get emails of the new jobs of this search."),
+            _("Confirm"),
         )
-        send_html(resp, page, lang)
-        resp.set_header("Cache-Control", "no-store")
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, token: str) -> None:
-        session = req.context.db.session
-        done = alerts.confirm(session, token, now=self.now())
+        done = alerts.confirm(req.context.db.session, token, now=self.now())
         if done is None:
             _unknown_link(req, resp)
             return
-        resp.status = 303
-        lang = page_language(req)
-        resp.location = f"/alerts/manage/{done.manage_token}?lang={lang.code}&saved=confirmed"
+        _to_manage(req, resp, done.manage_token, "confirmed")
 
 
 class Manage:
@@ -286,49 +292,31 @@ class Manage:
         if found is None:
             _unknown_link(req, resp)
             return
-        self._page(req, resp, found, token)
-
-    def _page(
-        self, req: falcon.Request, resp: falcon.Response, found: AlertSubscription, token: str
-    ) -> None:
         lang = page_language(req)
         filters = alert_filters.from_query(found.filters)
-        quoted = quote(token, safe="")
-        page = _render(
+        page = html_render.render(
             "alert_manage.html",
             lang,
-            _token_links(req),
+            links(req),
             saved=req.get_param("saved") is not None,
-            search=alert_filters.describe(filters, lang),
+            search=alert_filters.search_words(req.context.db.connection, filters, lang),
             email=found.email,
             state=found.state,
             frequency=found.frequency,
             frequencies=_frequencies(lang),
-            action=f"/alerts/manage/{quoted}?lang={lang.code}",
-            unsubscribe=f"/alerts/unsubscribe/{quoted}?lang={lang.code}",
+            action=f"{_token_path('manage', token)}?lang={lang.code}",
+            unsubscribe=f"{_token_path('unsubscribe', token)}?lang={lang.code}",
             again=new_alert_url(filters, lang.code),
         )
-        send_html(resp, page, lang)
-        resp.set_header("Cache-Control", "no-store")
+        _send(req, resp, page)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, token: str) -> None:
-        try:
-            data = read_bytes(req, SIGN_UP_LIMIT)
-            parsed = forms.parse_multipart(req.content_type or "", data)
-        except falcon.HTTPError as e:
-            _ = page_language(req).gettext
-            message = _("Please go back to the form and send it again.")
-            status = 413 if e.status_code == 413 else 400
-            _message(req, resp, _("The form could not be read"), message, status)
+        fields = _read_form(req, resp)
+        if fields is None:
             return
-        frequency = parsed.get("frequency")
+        session, frequency = req.context.db.session, fields.get("frequency", "")
         try:
-            found = alerts.set_frequency(
-                req.context.db.session,
-                token,
-                frequency if isinstance(frequency, str) else "",
-                now=self.now(),
-            )
+            found = alerts.set_frequency(session, token, frequency, now=self.now())
         except ValidationFailed:
             _ = page_language(req).gettext
             message = _("Please choose daily or weekly.")
@@ -337,10 +325,7 @@ class Manage:
         if found is None:
             _unknown_link(req, resp)
             return
-        resp.status = 303
-        resp.location = (
-            f"/alerts/manage/{quote(token, safe='')}?lang={page_language(req).code}&saved=1"
-        )
+        _to_manage(req, resp, token, "1")
 
 
 class Unsubscribe:
@@ -354,19 +339,14 @@ class Unsubscribe:
         if alerts.managed(req.context.db.session, token) is None:
             _unknown_link(req, resp)
             return
-        lang = page_language(req)
-        _ = lang.gettext
-        page = _render(
-            "alert_button.html",
-            lang,
-            _token_links(req),
-            heading=_("Unsubscribe from this job alert"),
-            message=_("You will get no more emails from this alert."),
-            button=_("Unsubscribe"),
-            action=f"/alerts/unsubscribe/{quote(token, safe='')}?lang={lang.code}",
+        _ = page_language(req).gettext
+        _button(
+            req,
+            resp,
+            _("Unsubscribe from this job alert"),
+            _("You will get no more emails from this alert."),
+            _("Unsubscribe"),
         )
-        send_html(resp, page, lang)
-        resp.set_header("Cache-Control", "no-store")
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, token: str) -> None:
         found = alerts.unsubscribe(req.context.db.session, token, now=self.now())

@@ -151,9 +151,8 @@ def create_app(
         parts.now,
         settings.change_feed_lag_seconds,
     )
-    atom = feeds.AtomFeed(*feed_parts)
     sign_up = alert_pages.SignUp(
-        atom.options, limiter, settings.trusted_proxies, parts.now, parts.enqueue_alert_mail
+        limiter, settings.trusted_proxies, parts.now, parts.enqueue_alert_mail
     )
     routes: dict[str, object] = {
         f"{API}/jobs": jobs.JobCollection(
@@ -199,7 +198,7 @@ def create_app(
         "/sitemap.xml": sitemaps.SitemapIndex(base),
         "/sitemaps/jobs-{number:int(min=1)}.xml": sitemaps.SitemapChunk(*feed_parts[:2]),
         "/feeds/jobs.json": feeds.JsonFeed(*feed_parts),
-        "/feeds/jobs.atom": atom,
+        "/feeds/jobs.atom": feeds.AtomFeed(*feed_parts, today=clock),
         "/feeds/indeed.xml": feeds.IndeedFeed(*feed_parts),
         # C19: job alerts, by double opt-in, managed and unsubscribed by their links.
         "/alerts/new": sign_up,

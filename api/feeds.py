@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
-from datetime import UTC, datetime, time
+from datetime import UTC, date, datetime, time
 from email.utils import format_datetime
 from urllib.parse import urlencode, urlsplit
 from zoneinfo import ZoneInfo
@@ -24,18 +24,18 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api import conditional, html_render, query
 from api.pages import page_url
+from api.search_pages import read_filters
 from api.streams import streamed
 from api.xml_text import attribute, cdata, element, text
-from models.core.dates import timestamp
+from models.core.dates import timestamp, today_in
 from models.core.errors import FieldError
 from models.core.i18n import LANGUAGES, N_, TAGS, Language, language
 from models.jobs import feeds
 from models.jobs.feeds import Filters, OpenJob
-from models.reference.lists import CATEGORY_NAMES, PROVINCES
+from models.reference.lists import CATEGORY_NAMES
 
 CACHE_CONTROL = "public, max-age=300"  # open jobs change by the minute, not the second
 TITLE = N_("Open jobs")
-PROVINCE_CODES = tuple(code for _id, code, _name, _kind in PROVINCES)
 # Indeed's job types, by position type (C3); Volunteer has none of Indeed's own.
 INDEED_JOBTYPE = {1: "fulltime", 2: "parttime", 3: "contract", 4: "temporary", 5: "volunteer"}
 # Indeed's remote flag, by work arrangement (C16); an on-site job carries none.
@@ -58,9 +58,11 @@ class Feed(ABC):
         timezone: ZoneInfo,
         now: Callable[[], datetime],
         lag_seconds: float,
+        today: Callable[[], date] | None = None,
     ) -> None:
         self.sessions, self.base, self.timezone = sessions, public_base_url, timezone
         self.now, self.lag_seconds = now, lag_seconds  # CHANGE_FEED_LAG_SECONDS (C10, C14)
+        self.today = today or (lambda: today_in(timezone))  # the service date, for `days` (C5)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         errors: list[FieldError] = []
@@ -68,7 +70,9 @@ class Feed(ABC):
         if errors:
             raise query.invalid(errors)
         stamp = feeds.open_stamp(req.context.db.connection)
-        shape = (self.path, lang.code, filters, self.base, str(self.timezone))
+        # `days` counts back from today: the same jobs read another day are another body.
+        today = self.today() if filters.days is not None else None
+        shape = (self.path, lang.code, filters, today, self.base, str(self.timezone))
         settled = feeds.settled(stamp, self.now(), self.lag_seconds)
         validators = conditional.of_stamp(stamp, *shape, settled=settled)
         if conditional.answered(req, resp, validators, CACHE_CONTROL):
@@ -81,7 +85,7 @@ class Feed(ABC):
         def write(connection: Connection) -> Iterator[bytes]:
             yield self.head(lang, feed_url, latest).encode()
             written = False
-            for batch in feeds.open_jobs(connection, filters):
+            for batch in feeds.open_jobs(connection, filters, today):
                 items = self.separator.join(self.item(job, lang) for job in batch)
                 yield ((self.separator if written else "") + items).encode()
                 written = True
@@ -94,10 +98,9 @@ class Feed(ABC):
         return language(code or "en"), Filters()
 
     def feed_url(self, lang: Language, filters: Filters) -> str:
-        values = {"q": filters.q, "category": filters.category, "province": filters.province}
-        carried: dict[str, object] = {k: v for k, v in values.items() if v is not None}
+        carried = filters.to_query()
         if lang.code != "en":
-            carried["lang"] = lang.code
+            carried.append(("lang", lang.code))
         return f"{self.base}{self.path}" + (f"?{urlencode(carried)}" if carried else "")
 
     separator = ""  # between two items
@@ -164,17 +167,14 @@ class JsonFeed(Feed):
 
 
 class AtomFeed(Feed):
-    """GET /feeds/jobs.atom: Atom (RFC 4287), narrowed by the public search's filters: `q`
-    as the API's (C6), `category` (an id, C3) and `province` (a code, C3)."""
+    """GET /feeds/jobs.atom: Atom (RFC 4287), narrowed by every filter of the public search
+    (C17), read as the search page reads them: its address with /jobs gives the same jobs."""
 
     path, content_type = "/feeds/jobs.atom", "application/atom+xml"
 
     def options(self, req: falcon.Request, errors: list[FieldError]) -> tuple[Language, Filters]:
         lang, _ = super().options(req, errors)
-        q = query.term(req, "q", errors)
-        category = _category(req, errors)
-        province = query.choice(req, "province", PROVINCE_CODES, errors)
-        return lang, Filters(q=q, category=category, province=province)
+        return lang, read_filters(req, errors)
 
     def head(self, lang: Language, feed_url: str, latest: datetime) -> str:
         return (
@@ -263,16 +263,3 @@ def _place(job: OpenJob) -> Iterable[tuple[str, str | None]]:
         ("country", "CA"),
         # The gazetteer holds no postal codes (C3): `postalcode` waits for one.
     ]
-
-
-def _category(req: falcon.Request, errors: list[FieldError]) -> int | None:
-    raw = query.param(req, "category", errors)
-    if raw is None:
-        return None
-    if not query.DIGITS.fullmatch(raw):
-        errors.append(FieldError("category", "invalid_type", "category must be a whole number."))
-        return None
-    if int(raw) not in CATEGORY_NAMES:
-        errors.append(FieldError("category", "unknown_category", "No category has this id."))
-        return None
-    return int(raw)

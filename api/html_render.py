@@ -57,12 +57,7 @@ VACANCY_STATEMENTS = {
     True: N_("This posting is for an existing vacancy."),
     False: N_("This posting is not for an existing vacancy."),
 }
-# C16: where the job is done, as the page says it.
-WORKPLACE_WORDS = {
-    workplace.ON_SITE: N_("On site"),
-    workplace.HYBRID: N_("Hybrid"),
-    workplace.REMOTE: N_("Remote"),
-}
+WORKPLACE_WORDS = workplace.WORDS  # C16: where the job is done, as the page says it
 CANADA = N_("Canada")
 SITE_NAME = "jobpost"  # names the job's `identifier` in JSON-LD (its value is the job id)
 RESUME_TYPES = ".pdf,.doc,.docx,.odt,.rtf,.txt"
@@ -326,7 +321,8 @@ TEMPLATES = i18n.environment(Path(__file__).parent / "templates")
 i18n.precompile(TEMPLATES)  # once per process, at import: no request pays for it
 
 
-def _render(name: str, lang: Language, links: Links, **values: Any) -> str:
+def render(name: str, lang: Language, links: Links, **values: Any) -> str:
+    """A page of `TEMPLATES` in `lang`, with the style and the page's own addresses."""
     return i18n.render(
         TEMPLATES,
         name,
@@ -369,7 +365,7 @@ def job_page(
     salary = salary_words(job, lang)
     if salary:
         facts.append((lang.gettext("Salary"), salary))
-    return _render(
+    return render(
         "job.html",
         lang,
         links,
@@ -410,11 +406,11 @@ def applied_page(job: Job | None, lang: Language, links: Links, *, back: str) ->
         title = Markup("{}").format(text.title)
         if text.lang:  # the job's own text, in another language than the page's (C13)
             title = Markup('<span lang="{}">{}</span>').format(text.lang, text.title)
-    return _render("applied.html", lang, links, job=job, title=title, back=back)
+    return render("applied.html", lang, links, job=job, title=title, back=back)
 
 
 def apply_elsewhere_page(job: Job, url: str, lang: Language, links: Links) -> str:
-    return _render("apply_elsewhere.html", lang, links, text=job_text(job, lang), url=url)
+    return render("apply_elsewhere.html", lang, links, text=job_text(job, lang), url=url)
 
 
 FRAUD_POLICY = "/policies/job-fraud"
@@ -440,7 +436,7 @@ class ReportPage:
 
 def report_page(page: ReportPage, lang: Language, links: Links) -> str:
     job = page.job
-    return _render(
+    return render(
         "report.html",
         lang,
         links,
@@ -458,18 +454,18 @@ def report_page(page: ReportPage, lang: Language, links: Links) -> str:
 
 def reported_page(lang: Language, links: Links, *, days: int, back: str | None) -> str:
     policy = f"{FRAUD_POLICY}?lang={lang.code}"
-    return _render("reported.html", lang, links, days=days, policy=policy, back=back)
+    return render("reported.html", lang, links, days=days, policy=policy, back=back)
 
 
 def fraud_policy_page(lang: Language, links: Links, *, days: int) -> str:
     privacy = f"{PRIVACY_POLICY}?lang={lang.code}"
-    return _render("policy_fraud.html", lang, links, days=days, privacy=privacy)
+    return render("policy_fraud.html", lang, links, days=days, privacy=privacy)
 
 
 def privacy_policy_page(
     lang: Language, links: Links, *, contact: str | None, mail_from: str, retention: int
 ) -> str:
-    return _render(
+    return render(
         "policy_privacy.html",
         lang,
         links,
@@ -483,12 +479,12 @@ def error_page(
     heading: str, message: str, lang: Language, links: Links, *, back: str | None = None
 ) -> str:
     """An error in words, already in `lang`; `back` links to a page the applicant can return to."""
-    return _render("message.html", lang, links, heading=heading, message=message, back=back)
+    return render("message.html", lang, links, heading=heading, message=message, back=back)
 
 
 def search_page(lang: Language, links: Links, **values: Any) -> str:
     """The search page (C17): the form, and the results or what went wrong."""
-    return _render("search.html", lang, links, **values)
+    return render("search.html", lang, links, **values)
 
 
 def published_on(day: date, lang: Language) -> Markup:

@@ -28,6 +28,8 @@ from models.jobs.feeds import NAMES, Filters, OpenJob
 from models.reference.lists import CATEGORIES, POSITION_TYPES, PROVINCES
 
 PATH = "/jobs"
+FEED = "/feeds/jobs.atom"  # the same search as an Atom feed (C15)
+ALERTS = "/alerts/new"  # the same search by email (C19)
 DAYS = (1, 3, 7, 14, 30)  # the form's choices of `days`; any 1 to 365 is taken
 SORT_WORDS = {browse.NEWEST: N_("Newest first"), browse.CLOSING: N_("Closing soonest")}
 # What a person reads of a value no search means, by parameter.
@@ -56,11 +58,30 @@ class Asked:
     errors: list[FieldError]
 
 
-def asked(req: falcon.Request) -> Asked:
-    errors: list[FieldError] = []
+def read_filters(req: falcon.Request, errors: list[FieldError]) -> Filters:
+    """The filters of the query string, as the search page, the Atom feed (C15) and the alert
+    sign-up (C19) all read them: an entry for each value no search means, a place no
+    location has among them."""
     raw = {name: query.param(req, name, errors) for name in NAMES}
     filters, wrong = Filters.from_query(raw)
     errors.extend(wrong)
+    errors.extend(feeds.unknown_places(req.context.db.connection, filters))
+    return filters
+
+
+def messages(errors: list[FieldError], lang: Language) -> list[str]:
+    """What a person reads of a query's wrong values, once each, in `lang`."""
+    said: list[str] = []
+    for error in errors:
+        message = lang.gettext(MESSAGES.get(error.field, FALLBACK))
+        if message not in said:
+            said.append(message)
+    return said
+
+
+def asked(req: falcon.Request) -> Asked:
+    errors: list[FieldError] = []
+    filters = read_filters(req, errors)
     sort = query.choice(req, "sort", browse.SORTS, errors) or browse.NEWEST
     page = _page(query.param(req, "page", errors), errors)
     return Asked(filters, sort, page, errors)
@@ -75,16 +96,19 @@ def _page(raw: str | None, errors: list[FieldError]) -> int:
     return int(raw)
 
 
-def address(filters: Filters, sort: str, page: int, code: str, base: str = "") -> str:
+def address(
+    filters: Filters, sort: str, page: int, code: str, base: str = "", path: str = PATH
+) -> str:
     """A results page's one address: the filters in a fixed order, then the sort when not
-    the default, the page when not the first, and the language."""
+    the default, the page when not the first, and the language; the same search's feed
+    and sign-up by `path`."""
     pairs = filters.to_query()
     if sort != browse.NEWEST:
         pairs.append(("sort", sort))
     if page > 1:
         pairs.append(("page", str(page)))
     pairs.append(("lang", code))
-    return f"{base}{PATH}?{urlencode(pairs)}"
+    return f"{base}{path}?{urlencode(pairs)}"
 
 
 class SearchPage:
@@ -106,14 +130,11 @@ class SearchPage:
         if kept is not None:
             self._send(resp, kept, lang)
             return
-        connection = req.context.db.connection
-        if not wanted.errors:
-            wanted.errors.extend(feeds.unknown_places(connection, wanted.filters))
         if wanted.errors:
             self._invalid(req, resp, lang, wanted)
             return
         results = browse.search(
-            connection,
+            req.context.db.connection,
             wanted.filters,
             self.today(),
             sort=wanted.sort,
@@ -136,6 +157,8 @@ class SearchPage:
             results=[_result(job, lang, wanted) for job in results.jobs],
             previous=previous,
             next=following,
+            alert=address(wanted.filters, browse.NEWEST, 1, lang.code, path=ALERTS),
+            feed=address(wanted.filters, browse.NEWEST, 1, lang.code, path=FEED),
             # Filtered pages past the first, and pages of no job, are not for an index.
             noindex=(filtered and wanted.page > 1) or not results.jobs,
         )
@@ -151,21 +174,18 @@ class SearchPage:
     def _invalid(
         self, req: falcon.Request, resp: falcon.Response, lang: Language, wanted: Asked
     ) -> None:
-        messages: list[str] = []
-        for error in wanted.errors:
-            message = lang.gettext(MESSAGES.get(error.field, FALLBACK))
-            if message not in messages:
-                messages.append(message)
         alternates = {code: f"{PATH}?lang={code}" for code in ("en", "fr")}
         page = html_render.search_page(
             lang,
             html_render.Links(alternates),
             **_form(lang, req, wanted, False),
             title=lang.gettext("Please check the search"),
-            errors=messages,
+            errors=messages(wanted.errors, lang),
             results=[],
             previous=None,
             next=None,
+            alert=None,
+            feed=None,
             noindex=True,
         )
         send_html(resp, page, lang, 400)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
+
+from models.jobs.feeds import Filters
 
 
 def job_body(**overrides: Any) -> dict[str, Any]:
@@ -34,6 +37,51 @@ def create_job(api: Any, account: Any, **overrides: Any) -> dict[str, Any]:
     result = api.post(JOBS, json=job_body(**overrides), key=account.key)
     assert result.status_code == 201, result.text
     return read_shape(result.json)
+
+
+def jobs_to_search(api: Any, account: Any, clock: Any) -> dict[str, dict[str, Any]]:
+    """Three active jobs that the public search's filters (C17) tell apart: an old cook (10
+    days before `clock`'s today), a remote contract developer paid 83,200 a year, and a
+    baker in Vancouver paid 48,000 a year; the cook and the baker in category 12."""
+    clock.today -= timedelta(days=10)
+    old = create_job(api, account, status="active", title="Old cook", categories=[{"id": 12}])
+    clock.today += timedelta(days=10)
+    remote = create_job(
+        api,
+        account,
+        status="active",
+        title="Remote developer",
+        categories=[{"id": 14}],
+        workplaceType="remote",
+        positionType={"id": 3},
+        salary={"amount": 40, "period": {"id": 5}},  # 83,200 a year
+    )
+    vancouver = create_job(
+        api,
+        account,
+        status="active",
+        title="Vancouver baker",
+        locations=[{"description": "Vancouver, BC"}],
+        salary={"amount": 4000, "period": {"id": 2}},  # 48,000 a year
+    )
+    return {"old": old, "remote": remote, "vancouver": vancouver}
+
+
+# A search with every filter of the public search set (C17), and its query string.
+EVERY_FILTER = Filters(
+    q="café",
+    category=12,
+    province="ON",
+    place=6167865,
+    position_type=1,
+    workplace_type="remote",
+    min_pay=50000,
+    days=7,
+)
+EVERY_FILTER_QUERY = (
+    "q=caf%C3%A9&category=12&province=ON&place=6167865&positionType=1&workplaceType=remote"
+    "&minPay=50000&days=7"
+)
 
 
 def read_shape(written: dict[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from sqlalchemy import Row
 from sqlalchemy.orm import Session, sessionmaker
 
 from models.alerts import digests
+from models.alerts import filters as alert_filters
 from models.alerts import mails as alert_mails
 from models.applications import outbox
 from models.core.dates import today_in, utcnow
@@ -26,6 +27,7 @@ from models.db.unit_of_work import (
     commit_within_lease,
     session_scope,
 )
+from models.jobs import feeds
 from workers.mail import alerts as alert_mail
 from workers.mail import mime, relay
 from workers.mail import report as report_mail
@@ -224,6 +226,7 @@ def deliver_alert_mail(sessions: sessionmaker[Session], settings: Settings, mail
                 claimed.token,
                 mail_from=settings.mail_from,
                 base_url=settings.public_base_url,
+                place=_place_of(s, row),
             )
         except ValueError as e:
             error = f"the email could not be written: {e}"
@@ -232,6 +235,12 @@ def deliver_alert_mail(sessions: sessionmaker[Session], settings: Settings, mail
             return "failed"
         since = row.retry_from or row.created_at
         return _attempt(s, steps, settings, t, row, message, since, box)
+
+
+def _place_of(s: Session, row: Row[Any]) -> str | None:
+    """The name of an alert's place, as its search's words say it (C19), if it has one."""
+    place = alert_filters.from_query(row.filters).place
+    return None if place is None else feeds.place_description(s.connection(), place)
 
 
 def _send_digest(
@@ -256,7 +265,12 @@ def _send_digest(
     assert settings.public_base_url
     try:
         message = alert_mail.digest(
-            row, found, token, mail_from=settings.mail_from, base_url=settings.public_base_url
+            row,
+            found,
+            token,
+            mail_from=settings.mail_from,
+            base_url=settings.public_base_url,
+            place=_place_of(s, row),
         )
     except ValueError as e:
         error = f"the email could not be written: {e}"

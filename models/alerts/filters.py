@@ -1,93 +1,82 @@
-"""An alert's search as text (C19): the feed's `Filters` as a normalised query string.
+"""An alert's search (C19): as text, the query string the search page writes for its filters,
+and in words, as its pages and emails say it.
 
-Both directions iterate the dataclass's fields, so a filter added to `Filters` is stored and
-read back by alerts with no change here: each value is written as text and read back through
-its field's type (`int | None` → int, `Decimal | None` → Decimal, `str | None` → str).
+One stored form, the search page's own (`Filters.to_query`: the query names in NAMES's
+order), read back by the search page's own reading (`Filters.from_query`): a name it no
+longer has is ignored and a value it no longer takes is dropped, so an alert whose filter
+went away grows broader rather than broken.
 """
 
 from __future__ import annotations
 
-import types
-import typing
-from dataclasses import fields
-from functools import cache
+from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
-from models.core.i18n import Language
+from sqlalchemy import Connection
+
+from models.core.i18n import N_, Language
+from models.jobs import feeds, workplace
 from models.jobs.feeds import Filters
-from models.reference.lists import CATEGORY_NAMES, PROVINCES
+from models.reference.lists import CATEGORY_NAMES, POSITION_TYPE_NAMES
 
-PROVINCE_NAMES = {code: name for _id, code, name, _kind in PROVINCES}
-
-
-@cache
-def _types() -> dict[str, type]:
-    """Each field's value type, its optional `None` taken away."""
-    hints = typing.get_type_hints(Filters)
-    found: dict[str, type] = {}
-    for field in fields(Filters):
-        hint: Any = hints[field.name]
-        if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
-            hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
-        found[field.name] = typing.get_origin(hint) or hint
-    return found
-
-
-def _text(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+AT_LEAST = N_("at least %(amount)s a year")
+SOME_PLACE = N_("location no. %(id)s")  # a place whose name was not looked up
 
 
 def to_query(filters: Filters) -> str:
-    """The filters set, by name, as a query string: one search, one text."""
-    pairs = [
-        (f.name, _text(value))
-        for f in sorted(fields(Filters), key=lambda f: f.name)
-        if (value := getattr(filters, f.name)) is not None and value != ""
-    ]
-    return urlencode(pairs)
+    """The filters set, as the search page's address writes them: one search, one text."""
+    return urlencode(filters.to_query())
 
 
 def from_query(query: str) -> Filters:
-    """The filters a stored query string names; a name `Filters` no longer has is ignored,
-    so a filter taken away leaves its alerts broader rather than broken."""
-    kinds = _types()
-    values: dict[str, Any] = {}
-    for name, raw in parse_qsl(query, keep_blank_values=False):
-        kind = kinds.get(name)
-        if kind is None:
-            continue
-        values[name] = _value(kind, raw)
-    return Filters(**values)
+    """The filters a stored query string names, as the search page would read them."""
+    found, _dropped = Filters.from_query(dict(parse_qsl(query)))
+    return found
 
 
-def _value(kind: type, raw: str) -> Any:
-    if kind is bool:
-        return raw == "true"
-    return kind(raw)
+def search_words(connection: Connection, filters: Filters, lang: Language) -> str:
+    """`describe`, the place named as the search page names it ("Toronto, ON")."""
+    place = None if filters.place is None else feeds.place_description(connection, filters.place)
+    return describe(filters, lang, place)
 
 
-def set_values(filters: Filters) -> list[tuple[str, Any]]:
-    """The filters that are set, (name, value), in the dataclass's order."""
+def describe(filters: Filters, lang: Language, place: str | None = None) -> str:
+    """The search in words, each filter set as a person says it, in the search page's order
+    ("“cook” · Quebec · Remote · at least $50,000 a year"), or "All jobs"; `place` is the
+    place's name (`search_words` looks it up)."""
+    said = [words for words in _words(filters, lang, place) if words]
+    return " · ".join(said) or lang.gettext("All jobs")
+
+
+def _words(filters: Filters, lang: Language, place: str | None) -> list[str | None]:
+    _ = lang.gettext
     return [
-        (f.name, value)
-        for f in fields(Filters)
-        if (value := getattr(filters, f.name)) is not None and value != ""
+        _quoted(filters.q, lang),
+        _named(CATEGORY_NAMES, filters.category, lang),
+        _named(workplace.PROVINCE_NAMES, filters.province, lang),
+        None if filters.place is None else place or _(SOME_PLACE) % {"id": filters.place},
+        _named(POSITION_TYPE_NAMES, filters.position_type, lang),
+        _named(workplace.WORDS, filters.workplace_type, lang),
+        None
+        if filters.min_pay is None
+        else _(AT_LEAST) % {"amount": lang.money(Decimal(filters.min_pay))},
+        None if filters.days is None else _days(filters.days, lang),
     ]
 
 
-def describe(filters: Filters, lang: Language) -> str:
-    """The search in words: each filter that is set, or "All jobs"."""
-    said: list[str] = []
-    for name, value in set_values(filters):
-        if name == "q":
-            said.append(f"«\u00a0{value}\u00a0»" if lang.code == "fr" else f"“{value}”")
-        elif name == "category" and value in CATEGORY_NAMES:
-            said.append(lang.gettext(CATEGORY_NAMES[value]))
-        elif name == "province" and value in PROVINCE_NAMES:
-            said.append(lang.gettext(PROVINCE_NAMES[value]))
-        else:
-            said.append(f"{name}: {value}")
-    return " · ".join(said) or lang.gettext("All jobs")
+def _quoted(q: str | None, lang: Language) -> str | None:
+    if not q:
+        return None
+    return f"«\u00a0{q}\u00a0»" if lang.code == "fr" else f"“{q}”"
+
+
+def _named(names: Mapping[Any, str], key: object, lang: Language) -> str | None:
+    """A value's name in `lang`, None when unset (or, built by hand, not one of `names`)."""
+    return lang.gettext(names[key]) if key is not None and key in names else None
+
+
+def _days(days: int, lang: Language) -> str:
+    words = lang.ngettext("posted in the last %(num)s day", "posted in the last %(num)s days", days)
+    return words % {"num": lang.number(days)}

@@ -596,8 +596,8 @@ class SearchNotificationDay(Base):
 
 class AlertSubscription(Base):
     """A job alert (C19): an address subscribed to a search of the public jobs, daily or
-    weekly, in its language. `filters` is the search as a normalised query string
-    (`models.alerts.filters`), so the feed's filters, old and new, are stored as they are."""
+    weekly, in its language. `filters` is the search as the search page's query string
+    (`models.alerts.filters`), so the search page's filters, old and new, are stored as they are."""
 
     __tablename__ = "alert_subscriptions"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

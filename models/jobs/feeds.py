@@ -381,11 +381,14 @@ _COLUMNS = (
 _FIELDS = [f.name for f in fields(OpenJob)][: len(_COLUMNS)]  # the columns' names, in order
 
 
-def open_jobs(connection: Connection, filters: Filters = Filters()) -> Iterator[list[OpenJob]]:
-    """The open jobs that pass `filters`, by id, BATCH at a time: three statements a batch
-    (the jobs, their places, their categories), each bounded by the batch."""
+def open_jobs(
+    connection: Connection, filters: Filters = Filters(), today: date | None = None
+) -> Iterator[list[OpenJob]]:
+    """The open jobs that pass `filters` (`days` counting back from `today`), by id, BATCH
+    at a time: three statements a batch (the jobs, their places, their categories), each
+    bounded by the batch."""
     after, batch = 0, BATCH
-    where = filters.conditions(grams=connection.dialect.name == "postgresql")
+    where = filters.conditions(today, grams=connection.dialect.name == "postgresql")
     while True:
         statement = (
             select(*_COLUMNS)

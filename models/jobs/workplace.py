@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from models.core.i18n import N_
 from models.reference.lists import PROVINCES
 
 ON_SITE, HYBRID, REMOTE = "onSite", "hybrid", "remote"
 TYPES = (ON_SITE, HYBRID, REMOTE)
+# Each type as the pages and the alerts say it, translated where it is shown.
+WORDS = {ON_SITE: N_("On site"), HYBRID: N_("Hybrid"), REMOTE: N_("Remote")}
 DEFAULT_TYPE = ON_SITE
 CANADA = "CA"
 PROVINCE_CODES = tuple(code for _id, code, _name, _kind in PROVINCES)

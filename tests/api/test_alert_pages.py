@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api import ratelimit
 from api.app import Collaborators, WsgiApp, create_app
+from models.alerts import filters as alert_filters
 from models.alerts import subscriptions as alerts
 from models.core.dates import utcnow
 from models.db.entities import AlertMail, AlertSubscription
@@ -51,14 +52,91 @@ def test_the_form_names_the_search_it_was_reached_with(
     assert heading in page
     cook = "“cook”" if lang == "en" else "«\u00a0cook\u00a0»"
     assert cook in page and ("Quebec" in page or "Québec" in page)
-    assert f'action="/alerts/new?province=QC&amp;q=cook&amp;lang={lang}"' in page
+    assert f'action="/alerts/new?q=cook&amp;province=QC&amp;lang={lang}"' in page
     assert 'name="website"' in page  # the honeypot
 
 
-def test_a_search_the_feed_refuses_is_a_400_page(app: WsgiApp) -> None:
-    result = pages(app).simulate_get("/alerts/new", query_string="province=XX&category=abc")
-    page = assert_html(result, 400)
-    assert "This search could not be read" in page and "province" in page
+@pytest.mark.parametrize(
+    ("query", "said"),
+    [
+        ("province=XX&category=abc", "Choose a category from the list. Choose a province"),
+        ("place=999999", "This place is not one of the listed locations."),
+        ("positionType=9&lang=fr", "Choisissez un type de poste dans la liste."),
+        ("minPay=lots", "Enter the minimum pay as whole dollars a year"),
+        ("days=0", "Enter a number of days from 1 to 365."),
+        ("workplaceType=office", "Choose on site, hybrid or remote."),
+    ],
+)
+def test_a_search_the_search_page_refuses_is_a_400_page_naming_the_filter(
+    app: WsgiApp, sessions: sessionmaker[Session], query: str, said: str
+) -> None:
+    for method in ("GET", "POST"):
+        result = pages(app).simulate_request(
+            method, "/alerts/new", query_string=query, **multipart(SIGN_UP)
+        )
+        page = assert_html(result, 400)
+        assert "could not be read" in page or "n’a pas pu être lue" in page
+        assert said in page
+    assert subscriptions(sessions) == []
+
+
+def test_every_filter_of_the_search_page_reaches_the_alert(
+    app: WsgiApp, sessions: sessionmaker[Session], api: Api, employer: Any
+) -> None:
+    """A search page's address with /jobs replaced by /alerts/new signs up to that search."""
+    place = active_job(api, employer)["locations"][0]["id"]
+    query = (
+        f"q=cook&category=12&province=ON&place={place}&positionType=1"
+        "&workplaceType=hybrid&minPay=50000&days=7&sort=closing&lang=de"
+    )
+    assert_html(pages(app).simulate_get("/alerts/new", query_string=query), 200)
+    result = pages(app).simulate_post("/alerts/new", query_string=query, **multipart(SIGN_UP))
+    assert result.status_code == 303
+    [alert] = subscriptions(sessions)
+    assert alert_filters.from_query(alert.filters) == Filters(
+        q="cook",
+        category=12,
+        province="ON",
+        place=place,
+        position_type=1,
+        workplace_type="hybrid",
+        min_pay=50000,
+        days=7,
+    )
+
+
+@pytest.mark.parametrize(
+    ("lang", "words"),
+    [
+        (
+            "en",
+            "“cook” · Ontario · Toronto, ON · Remote · at least $50,000 a year"
+            " · posted in the last 7 days",
+        ),
+        (
+            "fr",
+            "«\u00a0cook\u00a0» · Ontario · Toronto, ON · Télétravail"
+            " · au moins 50\u00a0000\u00a0$ par année · publiées depuis 7 jours",
+        ),
+    ],
+)
+def test_the_form_and_the_manage_page_say_the_search_in_words(
+    app: WsgiApp, sessions: sessionmaker[Session], api: Api, employer: Any, lang: str, words: str
+) -> None:
+    place = active_job(api, employer)["locations"][0]["id"]
+    query = f"q=cook&province=ON&place={place}&workplaceType=remote&minPay=50000&days=7"
+    form = pages(app).simulate_get("/alerts/new", query_string=f"{query}&lang={lang}")
+    assert f"<strong>{words}</strong>" in assert_html(form, 200)
+    with sessions() as s:
+        search = alert_filters.from_query(query)
+        made = alerts.sign_up(s, "ada@example.com", "daily", lang, search, now=utcnow())
+        s.commit()
+    done = pages(app).simulate_post(
+        f"/alerts/confirm/{made.confirm_token}", query_string=f"lang={lang}"
+    )
+    path, manage_query = done.headers["location"].split("?", 1)
+    page = pages(app).simulate_get(path, query_string=manage_query)
+    assert f"<strong>{words}</strong>" in assert_html(page, 200)
 
 
 def test_signing_up_stores_a_pending_alert_and_asks_for_its_confirmation(
@@ -132,8 +210,10 @@ def test_the_link_shows_a_button_and_its_post_confirms_then_the_manage_page(
     app: WsgiApp, sessions: sessionmaker[Session]
 ) -> None:
     token = link_token(sessions)
-    shown = assert_html(pages(app).simulate_get(f"/alerts/confirm/{token}"), 200)
+    button = pages(app).simulate_get(f"/alerts/confirm/{token}")
+    shown = assert_html(button, 200)
     assert f'action="/alerts/confirm/{token}?lang=en"' in shown
+    assert button.headers["cache-control"] == "no-store"
     assert subscriptions(sessions)[0].state == "pending"  # a scanner's GET confirms nothing
     done = pages(app).simulate_post(f"/alerts/confirm/{token}", query_string="lang=fr")
     assert done.status_code == 303
@@ -161,6 +241,11 @@ def test_the_manage_page_changes_the_frequency(
     refused = pages(app).simulate_post(path, **multipart({"frequency": "hourly"}))
     assert "daily or weekly" in assert_html(refused, 422)
     assert subscriptions(sessions)[0].frequency == "weekly"
+    unreadable = pages(app).simulate_post(
+        path, body=b"x", headers={"Content-Type": "multipart/form-data"}
+    )
+    assert "The form could not be read" in assert_html(unreadable, 400)
+    assert unreadable.headers["cache-control"] == "no-store"
 
 
 def test_one_click_unsubscribe_is_a_post_with_no_confirmation(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import xml.etree.ElementTree as ET
 from datetime import datetime, timedelta
 from email.utils import format_datetime
@@ -25,11 +26,12 @@ from models.core.dates import utcnow
 from models.core.settings import Settings
 from models.jobs import feeds, upkeep
 from tests.conftest import CheckedClient, Clock
-from tests.factories import JOBS, create_job, entries, problem, take_down
+from tests.factories import JOBS, create_job, entries, jobs_to_search, problem, take_down
 
 SM = "{http://www.sitemaps.org/schemas/sitemap/0.9}"
 XHTML = "{http://www.w3.org/1999/xhtml}"
 ATOM = "{http://www.w3.org/2005/Atom}"
+ATOM_TYPE = "application/atom+xml"
 BASE = "https://jobs.example.ca"
 FRENCH = {"title": "Boulanger principal", "description": "<p>Cuire du <em>pain</em>.</p>"}
 
@@ -463,6 +465,58 @@ def test_atom_feed_takes_the_public_search_filters(
     assert self_link.get("href") == f"{DEFAULT_LISTEN_URL}/feeds/jobs.atom?q=baker&lang=fr"
 
 
+def test_a_search_page_address_on_the_feed_gives_the_same_jobs(
+    client: falcon.testing.TestClient, api: Any, employer: Any, clock: Clock
+) -> None:
+    """Every filter of the search page (C17), read as the page reads it: `/jobs` replaced by
+    `/feeds/jobs.atom` in a search's address gives the jobs of its results."""
+    jobs = jobs_to_search(api, employer, clock)
+    old, remote, vancouver = jobs["old"], jobs["remote"], jobs["vancouver"]
+    place = vancouver["locations"][0]["id"]
+
+    def page_ids(query: str) -> set[str]:
+        page = client.simulate_get("/jobs", query_string=query)
+        assert page.status_code == 200, page.text
+        return set(re.findall(r'<h3><a href="/jobs/(\d+)\?', page.text))
+
+    def feed_ids(query: str) -> set[str]:
+        feed = xml(client.simulate_get("/feeds/jobs.atom", query_string=query), ATOM_TYPE)
+        return {
+            (e.findtext(f"{ATOM}id") or "").rsplit("/", 1)[1] for e in feed.iter(f"{ATOM}entry")
+        }
+
+    queries = {
+        "positionType=3": {remote["id"]},
+        "workplaceType=remote": {remote["id"]},
+        "minPay=83200": {remote["id"]},
+        "days=5": {remote["id"], vancouver["id"]},
+        f"place={place}": {vancouver["id"]},
+        "q=baker&province=BC&days=30": {vancouver["id"]},
+        "category=12&minPay=50000": {old["id"]},  # the baker is paid 48,000
+    }
+    for query, expected in queries.items():
+        assert feed_ids(query) == page_ids(query) == {str(i) for i in expected}, query
+    feed = xml(
+        client.simulate_get("/feeds/jobs.atom?days=5&positionType=3&q=dev&lang=fr"), ATOM_TYPE
+    )
+    assert feed.findtext(f"{ATOM}id") == (
+        f"{DEFAULT_LISTEN_URL}/feeds/jobs.atom?q=dev&positionType=3&days=5&lang=fr"
+    )  # the filters in the search page's order
+
+
+def test_a_feed_of_the_last_days_changes_its_etag_with_the_day(
+    later: CheckedClient, api: Any, employer: Any, clock: Clock
+) -> None:
+    active(api, employer)
+    today = later.simulate_get("/feeds/jobs.atom?days=7")
+    assert later.simulate_get("/feeds/jobs.atom?days=7").headers["etag"] == today.headers["etag"]
+    clock.today += timedelta(days=1)
+    tomorrow = later.simulate_get(
+        "/feeds/jobs.atom?days=7", headers={"If-None-Match": today.headers["etag"]}
+    )
+    assert tomorrow.status_code == 200  # the same jobs may no longer be the last 7 days'
+
+
 def test_atom_feed_refuses_what_no_search_means(client: falcon.testing.TestClient) -> None:
     result = client.simulate_get("/feeds/jobs.atom?q=a%00b&category=99&province=on")
     assert entries(result, 400, "invalid_query") == [
@@ -472,6 +526,16 @@ def test_atom_feed_refuses_what_no_search_means(client: falcon.testing.TestClien
     ]
     result = client.simulate_get("/feeds/jobs.atom?category=food")
     assert entries(result, 400, "invalid_query") == [("category", "invalid_type")]
+    result = client.simulate_get(
+        "/feeds/jobs.atom?place=999999&positionType=9&workplaceType=office&minPay=lots&days=0"
+    )
+    assert entries(result, 400, "invalid_query") == [
+        ("positionType", "unknown_position_type"),
+        ("workplaceType", "out_of_range"),
+        ("minPay", "invalid_type"),
+        ("days", "out_of_range"),
+        ("place", "unknown_location"),
+    ]
 
 
 def test_atom_feed_in_french(client: falcon.testing.TestClient, api: Any, employer: Any) -> None:

@@ -20,7 +20,7 @@ from api.app import WsgiApp
 from models.db.entities import Job
 from models.jobs import browse
 from tests.conftest import CheckedClient, Clock
-from tests.factories import JOBS, create_job, take_down
+from tests.factories import JOBS, create_job, jobs_to_search, take_down
 
 TITLE = re.compile(r'<h3><a href="([^"]+)"[^>]*>([^<]+)</a></h3>')
 NOINDEX = '<meta name="robots" content="noindex">'
@@ -88,25 +88,7 @@ def test_a_taken_down_job_leaves_the_results(
 def test_each_filter_narrows_the_results(
     client: CheckedClient, api: Any, employer: Any, clock: Clock
 ) -> None:
-    clock.today -= timedelta(days=10)
-    active(api, employer, title="Old cook", categories=[{"id": 12}])
-    clock.today += timedelta(days=10)
-    active(
-        api,
-        employer,
-        title="Remote developer",
-        categories=[{"id": 14}],
-        workplaceType="remote",
-        positionType={"id": 3},
-        salary={"amount": 40, "period": {"id": 5}},  # 83,200 a year
-    )
-    active(
-        api,
-        employer,
-        title="Vancouver baker",
-        locations=[{"description": "Vancouver, BC"}],
-        salary={"amount": 4000, "period": {"id": 2}},  # 48,000 a year
-    )
+    jobs_to_search(api, employer, clock)
     cases = {
         "q=developer": ["Remote developer"],
         "q=DEVELOPER": ["Remote developer"],
@@ -238,6 +220,29 @@ def test_the_page_links_the_other_language(client: CheckedClient) -> None:
         '<link rel="alternate" hreflang="en" href="http://127.0.0.1:8000/jobs?q=chef&amp;lang=en">'
     )
     assert alternate in page.text
+
+
+def test_the_results_link_the_same_search_by_email_and_as_a_feed(
+    client: CheckedClient, api: Any, employer: Any
+) -> None:
+    active(api, employer, title="Baker")
+    search = "q=baker&province=ON&minPay=50000"
+    for query in (search, "q=astronaut"):  # with results, and in the empty state
+        page = client.simulate_get("/jobs", query_string=f"{query}&sort=closing&lang=fr")
+        assert page.status_code == 200
+        same = query.replace("&", "&amp;") + "&amp;lang=fr"
+        assert f'<a href="/alerts/new?{same}">Recevoir ces offres par courriel</a>' in page.text
+        assert f'<a href="/feeds/jobs.atom?{same}" type="application/atom+xml">' in page.text
+        assert (
+            f'<link rel="alternate" type="application/atom+xml" href="/feeds/jobs.atom?{same}"'
+            in page.text
+        )
+    sign_up = client.simulate_get("/alerts/new", query_string=f"{search}&lang=fr")
+    assert sign_up.status_code == 200 and "Recevoir les offres par courriel" in sign_up.text
+    feed = client.simulate_get("/feeds/jobs.atom", query_string=search)
+    assert feed.status_code == 200 and feed.text.count("<entry>") == 1
+    wrong = client.simulate_get("/jobs", query_string="days=0")
+    assert "/alerts/new" not in wrong.text  # no search, nothing to follow
 
 
 def test_an_unknown_path_beside_it_is_still_a_page_404(client: CheckedClient) -> None:

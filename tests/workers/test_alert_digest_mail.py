@@ -10,8 +10,6 @@ from email import message_from_bytes, policy
 from email.message import EmailMessage
 from types import SimpleNamespace
 
-import pytest
-
 from models.alerts.digests import Contents
 from models.jobs.feeds import OpenJob, Place
 from workers.mail import alerts as alert_mail
@@ -79,7 +77,9 @@ def test_a_french_digest_of_one_job_reads_its_translation() -> None:
 
 
 def test_a_searchs_words_add_no_header() -> None:
-    """The sign-up refuses control characters in `q` (C15); a stored one would still write
-    no header: the email is not written at all (the worker fails it)."""
-    with pytest.raises(ValueError):
-        rendered("q=cook%0D%0ABcc%3A+x%40evil.example", "en", [job(1, "Cook")], 1)
+    """The sign-up refuses control characters in `q` (C15); a stored one is read back as no
+    `q` at all (`Filters.from_query`), so it writes no header."""
+    message = rendered("q=cook%0D%0ABcc%3A+x%40evil.example", "en", [job(1, "Cook")], 1)
+    assert message["Bcc"] is None
+    assert message["Subject"] == "1 new job"
+    assert "evil.example" not in message.as_string()

@@ -9,11 +9,12 @@ import dataclasses
 import re
 
 import pytest
+from sqlalchemy import select
 
 from models.alerts import mails
 from models.alerts import subscriptions as alerts
 from models.core.dates import utcnow
-from models.db.entities import AlertMail
+from models.db.entities import AlertMail, Location
 from models.db.unit_of_work import session_scope
 from models.jobs.feeds import Filters
 from tests.harness import wait_for
@@ -29,13 +30,24 @@ pytestmark = pytest.mark.slow
 BASE = "https://jobs.example.ca"
 
 
-def signed_up(s: Stack, language: str = "fr") -> int:
+def signed_up(s: Stack, language: str = "fr", place: int | None = None) -> int:
     """A pending alert and its confirmation email, committed, not enqueued."""
     with session_scope(s.sessions) as session:
-        made = alerts.sign_up(
-            session, "zoé@exemple.ca", "daily", language, Filters(q="boulanger"), now=utcnow()
-        )
+        filters = Filters(q="boulanger", place=place)
+        made = alerts.sign_up(session, "zoé@exemple.ca", "daily", language, filters, now=utcnow())
         return mails.queue_confirmation(session, made.subscription, now=utcnow())
+
+
+def a_place(s: Stack) -> tuple[int, str]:
+    """A location's id and its name as the search page says it (C3)."""
+    with session_scope(s.sessions) as session:
+        found = session.execute(
+            select(Location.id, Location.description)
+            .where(Location.type == "City")
+            .order_by(Location.id)
+            .limit(1)
+        ).one()
+        return int(found[0]), str(found[1])
 
 
 def mail_of(s: Stack, mail_id: int) -> Entry:
@@ -54,7 +66,8 @@ def test_a_worker_sends_the_confirmation_once_and_its_link_confirms(
     stack: Stack, sink: SinkServer
 ) -> None:
     received = sink.start()
-    mail_id = signed_up(stack)
+    place, name = a_place(stack)
+    mail_id = signed_up(stack, place=place)
     worker = stack.start_worker(sink.port, extra={"PUBLIC_BASE_URL": BASE})
     assert enqueue.deliver_alert_mail(stack.celery, mail_id)
     wait_for(lambda: mail_of(stack, mail_id).status == "sent", timeout=60, what="sent")
@@ -66,6 +79,7 @@ def test_a_worker_sends_the_confirmation_once_and_its_link_confirms(
     assert body is not None
     words = body.get_content()
     assert "«\u00a0boulanger\u00a0»" in words
+    assert name in words  # the place by its name, not its number
     link = re.search(rf"{re.escape(BASE)}/alerts/confirm/([\w-]+)\?lang=fr", words)
     assert link is not None
     with session_scope(stack.sessions) as session:

@@ -27,11 +27,14 @@ def message_id(mail_id: int, mail_from: str) -> str:
     return f"<alert-{mail_id}@{sender_domain(mail_from)}>"
 
 
-def confirmation(row: Any, token: str, *, mail_from: str, base_url: str) -> Outgoing:
-    """The double opt-in's email: the search, and the link that confirms it (7 days)."""
+def confirmation(
+    row: Any, token: str, *, mail_from: str, base_url: str, place: str | None = None
+) -> Outgoing:
+    """The double opt-in's email: the search (`place` the name of its place, if it has one),
+    and the link that confirms it (7 days)."""
     lang = i18n.language(row.language)
     _ = lang.gettext
-    search = alert_filters.describe(alert_filters.from_query(row.filters), lang)
+    search = alert_filters.describe(alert_filters.from_query(row.filters), lang, place)
     link = f"{base_url}/alerts/confirm/{token}?lang={lang.code}"
     body = "\n".join(
         [
@@ -57,28 +60,36 @@ def confirmation(row: Any, token: str, *, mail_from: str, base_url: str) -> Outg
 
 
 def digest(
-    row: Any, found: digests.Contents, token: str, *, mail_from: str, base_url: str
+    row: Any,
+    found: digests.Contents,
+    token: str,
+    *,
+    mail_from: str,
+    base_url: str,
+    place: str | None = None,
 ) -> Outgoing:
     """The jobs new to an alert: up to LISTED of them, then a link to the search for the
-    rest; the manage link; and RFC 8058's one-click unsubscribe headers."""
+    rest; the manage link; and RFC 8058's one-click unsubscribe headers. `place` names the
+    search's place, if it has one."""
     lang = i18n.language(row.language)
     filters = alert_filters.from_query(row.filters)
+    search = alert_filters.describe(filters, lang, place)
     link = quote(token, safe="")
     unsubscribe = f"<{base_url}/alerts/unsubscribe/{link}>"
     return mime.render_text(
         mail_from=mail_from,
         to=row.email,
-        subject=_subject(filters, found.total, lang),
+        subject=_subject(filters, search, found.total, lang),
         message_id=message_id(row.id, mail_from),
         date=format_datetime(utcnow()),
-        body=_digest_body(filters, found, link, lang, base_url),
+        body=_digest_body(filters, search, found, link, lang, base_url),
         headers=[("List-Unsubscribe", unsubscribe), ("List-Unsubscribe-Post", ONE_CLICK)],
     )
 
 
-def _subject(filters: Filters, total: int, lang: Language) -> str:
-    said = {"n": lang.number(total), "search": alert_filters.describe(filters, lang)}
-    if not alert_filters.set_values(filters):  # not "3 new jobs for All jobs"
+def _subject(filters: Filters, search: str, total: int, lang: Language) -> str:
+    said = {"n": lang.number(total), "search": search}
+    if not filters.to_query():  # not "3 new jobs for All jobs"
         return lang.ngettext("%(n)s new job", "%(n)s new jobs", total) % said
     return (
         lang.ngettext("%(n)s new job for %(search)s", "%(n)s new jobs for %(search)s", total) % said
@@ -86,14 +97,19 @@ def _subject(filters: Filters, total: int, lang: Language) -> str:
 
 
 def _digest_body(
-    filters: Filters, found: digests.Contents, link: str, lang: Language, base_url: str
+    filters: Filters,
+    search: str,
+    found: digests.Contents,
+    link: str,
+    lang: Language,
+    base_url: str,
 ) -> str:
     n = found.total
     lines = [
         lang.ngettext("%(n)s new job for your alert:", "%(n)s new jobs for your alert:", n)
         % {"n": lang.number(n)},
         "",
-        f"  {alert_filters.describe(filters, lang)}",
+        f"  {search}",
         "",
     ]
     for job in found.jobs:

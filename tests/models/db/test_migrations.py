@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import ExitStack
+from datetime import datetime
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,11 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, inspect, text
 
+from models.alerts import filters as alert_filters
 from models.db.engines import make_engine
 from models.db.entities import Base
 from models.db.migrate import alembic_config, upgrade
+from tests.factories import EVERY_FILTER, EVERY_FILTER_QUERY
 from tests.services import scratch_postgres
 
 # The GIN indexes on jobpost_search_grams(...) of migrations 0003 and 0026: PostgreSQL only,
@@ -155,3 +158,45 @@ def test_0017_compresses_long_texts_with_lz4_on_postgresql_and_down_with_pglz() 
             assert methods(engine) == dict.fromkeys(every, "p")
         finally:
             engine.dispose()
+
+
+# Alerts' searches as stored before 0024 (the dataclass's field names, sorted), and after.
+STORED_SEARCHES = {
+    "": "",
+    "category=12&province=QC&q=line+cook": "q=line+cook&category=12&province=QC",
+    "category=12&days=7&min_pay=50000&place=6167865&position_type=1&province=ON&q=caf%C3%A9"
+    "&workplace_type=remote": EVERY_FILTER_QUERY,
+}
+INSERT_ALERT = text(
+    "INSERT INTO alert_subscriptions (id, email, language, frequency, filters, state,"
+    " created_at) VALUES (:id, :email, 'en', 'daily', :filters, 'confirmed', :at)"
+)
+
+
+def test_0024_rewrites_each_alerts_search_in_the_search_pages_form_and_back(
+    empty: Engine,
+) -> None:
+    """C19: one stored form, what `Filters.to_query` writes; the downgrade gives the old back."""
+    cfg = alembic_config(empty)
+    before = ScriptDirectory.from_config(cfg).get_revision("0024").down_revision
+    assert isinstance(before, str)
+
+    def migrate(step: Any, target: str) -> list[str]:
+        with empty.begin() as connection:
+            cfg.attributes["connection"] = connection
+            step(cfg, target)
+            rows = connection.execute(text("SELECT filters FROM alert_subscriptions ORDER BY id"))
+            return [str(f) for (f,) in rows]
+
+    migrate(command.upgrade, before)
+    with empty.begin() as connection:
+        for n, old in enumerate(STORED_SEARCHES, start=1):
+            at = datetime(2026, 12, 1)
+            values = {"id": n, "email": f"a{n}@example.com", "filters": old, "at": at}
+            connection.execute(INSERT_ALERT, values)
+    written = migrate(command.upgrade, "0024")
+    assert written == list(STORED_SEARCHES.values())
+    searches = [alert_filters.from_query(t) for t in written]
+    assert [alert_filters.to_query(f) for f in searches] == written  # what the code writes
+    assert searches[2] == EVERY_FILTER
+    assert migrate(command.downgrade, before) == list(STORED_SEARCHES)

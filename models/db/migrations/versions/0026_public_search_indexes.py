@@ -10,7 +10,7 @@ Three indexes the search page's filters lacked, each found by the api bench:
   to find a page of them.
 
 Revision ID: 0026
-Revises: 0023
+Revises: 0024
 Create Date: 2026-12-03 08:30:00
 """
 
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from alembic import op
 
 revision: str = "0026"
-down_revision: str | None = "0023"
+down_revision: str | None = "0024"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
