@@ -4,6 +4,7 @@ after the watermark: never twice, never skipped), and what a digest lists at its
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import date, timedelta
 from typing import Any
@@ -113,7 +114,7 @@ def searches_asked(sessions: sessionmaker[Session]) -> Iterator[list[str]]:
     bind = sessions.kw["bind"]
 
     def look(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        if "max(jobs.opened_at)" in statement:
+        if re.search(r"ORDER BY jobs\.opened_at DESC\s+LIMIT", statement):
             seen.append(statement)
 
     event.listen(bind, "before_cursor_execute", look)
