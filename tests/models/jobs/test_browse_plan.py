@@ -10,7 +10,7 @@ from datetime import date
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, event, insert, select
+from sqlalchemy import Engine, insert, select
 from sqlalchemy.orm import Session
 
 from models.db.entities import Job, JobLocation, Location
@@ -18,6 +18,7 @@ from models.jobs import browse
 from models.jobs.feeds import Filters
 from tests.conftest import migrated
 from tests.models.jobs.test_job_search import _add_jobs, two_employers
+from tests.plans import explained
 
 __all__ = ["two_employers"]  # the fixture, shared with the search tests
 TODAY = date(2026, 11, 22)
@@ -33,23 +34,8 @@ def engine(
 
 def _plans(session: Session, filters: Filters) -> tuple[list[str], list[str]]:
     """The titles `browse.search` finds, and the plan of its first statement (PostgreSQL)."""
-    seen: list[tuple[str, Any]] = []
-
-    def keep(_c: Any, _cur: Any, statement: str, params: Any, *_: Any) -> None:
-        seen.append((statement, params))
-
-    connection = session.connection()
-    event.listen(connection, "before_cursor_execute", keep)
-    try:
-        found = browse.search(connection, filters, TODAY)
-    finally:
-        event.remove(connection, "before_cursor_execute", keep)
-    titles = [job.title for job in found.jobs]
-    if connection.dialect.name != "postgresql":
-        return titles, []
-    statement, params = seen[0]
-    raw: Any = connection.connection.dbapi_connection
-    return titles, [r[0] for r in raw.execute("EXPLAIN " + statement, params).fetchall()]
+    found, plan = explained(session, lambda: browse.search(session.connection(), filters, TODAY))
+    return [job.title for job in found.jobs], plan
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, event, insert
+from sqlalchemy import Engine, insert
 from sqlalchemy.orm import Session
 
 from models.db.entities import WebhookDelivery, WebhookMessage
@@ -17,6 +17,7 @@ from models.employers import create_employer
 from models.webhooks import delivery
 from tests.conftest import migrated
 from tests.models.webhooks.test_webhook_emit import endpoint
+from tests.plans import explained
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 TIMING = delivery.Timing(lease_seconds=60, endpoint_in_flight=16, employer_in_flight=16)
@@ -60,31 +61,11 @@ def _backlog(session: Session) -> tuple[int, list[int]]:
     return hooks, sorted(i for (i,) in waiting)
 
 
-def _explained(session: Session, run: Any) -> tuple[Any, list[str]]:
-    """What `run` returns, and the plan of its first statement (PostgreSQL; else none)."""
-    seen: list[tuple[str, Any]] = []
-
-    def keep(_c: Any, _cur: Any, statement: str, params: Any, *_: Any) -> None:
-        seen.append((statement, params))
-
-    connection = session.connection()
-    event.listen(connection, "before_cursor_execute", keep)
-    try:
-        found = run()
-    finally:
-        event.remove(connection, "before_cursor_execute", keep)
-    if connection.dialect.name != "postgresql":
-        return found, []
-    statement, params = seen[0]
-    raw: Any = connection.connection.dbapi_connection
-    return found, [r[0] for r in raw.execute("EXPLAIN " + statement, params).fetchall()]
-
-
 def test_a_full_endpoint_hands_on_nothing_reading_only_what_is_in_flight(
     session: Session,
 ) -> None:
     hooks, _waiting = _backlog(session)
-    found, plan = _explained(
+    found, plan = explained(
         session, lambda: delivery.next_waiting(session, hooks, now=NOW, timing=TIMING)
     )
     assert found is None  # 16 in flight: the cap is full
@@ -96,7 +77,7 @@ def test_a_full_endpoint_hands_on_nothing_reading_only_what_is_in_flight(
 def test_a_freed_place_hands_on_the_oldest_waiting_from_their_index(session: Session) -> None:
     hooks, waiting = _backlog(session)
     roomy = delivery.Timing(lease_seconds=60, endpoint_in_flight=17, employer_in_flight=17)
-    found, plan = _explained(
+    found, plan = explained(
         session, lambda: delivery.next_waiting(session, hooks, now=NOW, timing=roomy)
     )
     assert found == waiting[0]
