@@ -122,14 +122,15 @@ class SearchPage:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         lang = language(languages.choose(req))
-        wanted = asked(req)
-        here = (wanted.filters, wanted.sort)
-        canonical = address(*here, wanted.page, lang.code, self.base)
+        # Only pages of a valid query are kept, so a kept one needs no reading of the query.
         asked_as = f"{lang.code} {req.query_string}"
-        kept = None if wanted.errors else self.kept.get(asked_as)
+        kept = self.kept.get(asked_as)
         if kept is not None:
             self._send(resp, kept, lang)
             return
+        wanted = asked(req)
+        here = (wanted.filters, wanted.sort)
+        canonical = address(*here, wanted.page, lang.code, self.base)
         if wanted.errors:
             self._invalid(req, resp, lang, wanted)
             return
