@@ -9,8 +9,9 @@ closed). A job closed and opened again keeps its first opening: it is never new 
 
 Planning asks the jobs once per distinct stored search, not once per alert: the newest
 opening among the open jobs of that search since the oldest watermark of its due alerts;
-every due alert whose watermark is older has something new, and gets a pending digest in
-one INSERT … SELECT, so planning holds one batch of searches in memory whatever their alerts.
+every due alert whose watermark is older has something new. The digests of a batch of
+searches are queued by one INSERT … SELECT, so planning holds one batch of searches in memory
+whatever their alerts, and reads the digests under way once a batch, not once a search.
 """
 
 from __future__ import annotations
@@ -101,10 +102,13 @@ def newest_opening(
 
 
 def _queue(
-    session: Session, filters: str, newest: datetime, *, now: datetime, until: datetime
+    session: Session, newest: dict[str, datetime], *, now: datetime, until: datetime
 ) -> list[int]:
-    """A pending digest of (watermark, until] for each due alert of the search with a job
-    newer than its watermark; their ids."""
+    """A pending digest of (watermark, until] for each due alert of these searches with a
+    job newer than its watermark (`newest`, by search); their ids."""
+    if not newest:
+        return []
+    news = [and_(S.filters == filters, S.last_sent_at < _at(at)) for filters, at in newest.items()]
     chosen = select(
         S.id,
         literal("digest"),
@@ -115,7 +119,7 @@ def _queue(
         _at(now),  # enqueued by the planner itself, after its commit
         S.last_sent_at,
         _at(until),
-    ).where(_due(now), S.filters == filters, S.last_sent_at < _at(newest))
+    ).where(_due(now), or_(*news))
     columns = [
         "subscription_id",
         "kind",
@@ -159,16 +163,16 @@ def plan_batch(
     if after is not None:
         searches = searches.where(S.filters > after)
     rows = session.execute(searches).all()
-    queued: list[int] = []
+    newest: dict[str, datetime] = {}
     connection = session.connection()
     for filters, oldest in rows:
         since = _utc(oldest)
         if since is None or since >= until:
             continue
-        newest = newest_opening(connection, filters, since=since, until=until, today=today)
-        if newest is not None:
-            queued += _queue(session, filters, newest, now=now, until=until)
-    return [row[0] for row in rows], queued
+        found = newest_opening(connection, filters, since=since, until=until, today=today)
+        if found is not None:
+            newest[filters] = found
+    return [row[0] for row in rows], _queue(session, newest, now=now, until=until)
 
 
 def plan(
