@@ -27,7 +27,6 @@ from models.db.unit_of_work import (
     commit_within_lease,
     session_scope,
 )
-from models.jobs import feeds
 from workers.mail import alerts as alert_mail
 from workers.mail import mime, relay
 from workers.mail import report as report_mail
@@ -239,8 +238,7 @@ def deliver_alert_mail(sessions: sessionmaker[Session], settings: Settings, mail
 
 def _place_of(s: Session, row: Row[Any]) -> str | None:
     """The name of an alert's place, as its search's words say it (C19), if it has one."""
-    place = alert_filters.from_query(row.filters).place
-    return None if place is None else feeds.place_description(s.connection(), place)
+    return alert_filters.place_name(s.connection(), alert_filters.from_query(row.filters))
 
 
 def _send_digest(

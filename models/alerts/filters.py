@@ -38,8 +38,12 @@ def from_query(query: str) -> Filters:
 
 def search_words(connection: Connection, filters: Filters, lang: Language) -> str:
     """`describe`, the place named as the search page names it ("Toronto, ON")."""
-    place = None if filters.place is None else feeds.place_description(connection, filters.place)
-    return describe(filters, lang, place)
+    return describe(filters, lang, place_name(connection, filters))
+
+
+def place_name(connection: Connection, filters: Filters) -> str | None:
+    """The name of the search's place, if it has one."""
+    return None if filters.place is None else feeds.place_description(connection, filters.place)
 
 
 def describe(filters: Filters, lang: Language, place: str | None = None) -> str:
