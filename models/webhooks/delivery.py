@@ -4,9 +4,10 @@ disabling endpoints, the sweeper, purge and the figures of the metrics.
 The claim, lease, finishing marks, sweep, purge and figures are models.db.leases's, as for
 the email outbox (models.applications.outbox); what stays here is the deliveries' own: the
 caps, the retry schedule's step, and disabling endpoints. A pending delivery's `lease_until`
-is when the sweeper (or a worker handing on) last enqueued it (NULL: never, or no longer in
-the broker): the sweeper leaves it alone for the grace period after, as the outbox's
-`enqueued_at` does; a claim replaces it with the claim's own lease.
+is when it was last enqueued, by the code that made it (`models.webhooks.messages.pending_of`),
+a retry, the sweeper or a worker handing on (NULL: never, or no longer in the broker): the
+sweeper leaves it alone for the grace period after, as the outbox's `enqueued_at` does; a
+claim replaces it with the claim's own lease.
 
 No tenant starves another: a claim is won only while the delivery's endpoint has fewer than
 `endpoint_in_flight` deliveries `sending` under a live lease, and its employer fewer than
@@ -394,14 +395,14 @@ def retry_failed(
     session: Session, endpoint_id: int, message_id: str | None, *, now: datetime
 ) -> list[int]:
     """Failed deliveries of an endpoint (one message's, or all) sent again with the whole
-    schedule anew; `attempts` keeps counting (C12). One statement: a delivery that is no
-    longer failed is left as it is."""
+    schedule anew; `attempts` keeps counting (C12), marked enqueued for the caller to enqueue.
+    One statement: a delivery that is no longer failed is left as it is."""
     which = [D.endpoint_id == endpoint_id]
     if message_id is not None:
         named = select(M.id).where(M.message_id == message_id).scalar_subquery()
         which.append(D.message_pk.in_(named))
     retried = session.scalars(
-        leases.retrying(QUEUE, *which, step=0, due_at=now, lease_until=None, finished_at=None)
+        leases.retrying(QUEUE, *which, step=0, due_at=now, lease_until=now, finished_at=None)
     )
     return sorted(retried)
 
