@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from cryptography.fernet import Fernet
 from prometheus_client import REGISTRY
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, event, select, update
 from sqlalchemy.orm import Session, sessionmaker
 from standardwebhooks import Webhook
 
@@ -615,6 +615,34 @@ def test_an_attempt_that_ends_hands_on_the_delivery_waiting_for_its_place(
     assert handed == [[ids[2]]]
     assert row(factory, ids[2]).lease_until is not None  # marked enqueued: not handed twice
     assert delivery.deliver(factory, s, ids[2], sender=sender_for(receiver)) == "succeeded"
+
+
+def test_a_success_with_nothing_of_its_employer_waiting_makes_no_hand_on_query(
+    factory: sessionmaker[Session], hook_settings: Settings, receiver: Receiver
+) -> None:
+    """Another employer's delivery waits; on PostgreSQL the mark itself tells that none of
+    this employer's does: two statements, the claim and the mark."""
+    s = dataclasses.replace(hook_settings, webhook_endpoint_in_flight=1)
+    other, _ = endpoint(factory, receiver)
+    theirs = [emit(factory, other)[0] for _ in range(2)]
+    hold(factory, s, theirs[0])
+    assert deliver(factory, s, receiver, theirs[1]) == "deferred"
+    mine, _ = endpoint(factory, receiver)
+    [d] = emit(factory, mine)
+    statements: list[str] = []
+
+    def count(*args: Any) -> None:
+        statements.append(args[2])
+
+    handed: list[list[int]] = []
+    event.listen(Engine, "before_cursor_execute", count)
+    try:
+        sent = delivery.deliver(factory, s, d, sender=sender_for(receiver), hand_on=handed.append)
+    finally:
+        event.remove(Engine, "before_cursor_execute", count)
+    assert (sent, handed) == ("succeeded", [])
+    if factory.kw["bind"].dialect.name == "postgresql":
+        assert len(statements) == 2, statements
 
 
 def test_deliveries_their_caller_enqueued_are_not_handed_on_again(
