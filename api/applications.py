@@ -105,10 +105,11 @@ class Intake:
             base = self.public_base_url
             resume_url = f"{base}/api/v1.1/applications/{a.id}/resume"
         data = {**representations.application(a), "resumeUrl": resume_url}
+        now = utcnow()
         message = webhook_messages.emit(
-            session, employer_id, "application.received", data, application_id=a.id, now=utcnow()
+            session, employer_id, "application.received", data, application_id=a.id, now=now
         )
-        deliveries = webhook_messages.pending_of(session, [message])
+        deliveries = webhook_messages.pending_of(session, [message], now=now)
         if deliveries:
             after_commit(session, lambda: self.enqueue_webhooks(deliveries))
 

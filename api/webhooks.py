@@ -184,9 +184,10 @@ class Test:
         session = _session(req)
         endpoint = _endpoint(req, webhook_id)
         self.context.check_resend(endpoint.id)
-        message = webhooks.send_test(session, endpoint, now=self.context.now())
+        now = self.context.now()
+        message = webhooks.send_test(session, endpoint, now=now)
         _enqueue_after_commit(
-            session, self.context, webhook_messages.pending_of(session, [message])
+            session, self.context, webhook_messages.pending_of(session, [message], now=now)
         )
         send_json(resp, {"id": message}, 202)
 

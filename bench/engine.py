@@ -63,7 +63,7 @@ from bench.workers import (
 )
 from models.core.settings import Settings
 from models.db.engines import make_engine
-from models.db.entities import Application, Job, WebhookDelivery, WebhookEndpoint, WebhookMessage
+from models.db.entities import Application, Job, WebhookEndpoint
 from models.db.unit_of_work import make_sessionmaker
 from models.webhooks import messages as webhook_messages
 from models.webhooks.secrets import encrypt
@@ -261,18 +261,14 @@ def _endpoint(sessions: sessionmaker[Session], employer_id: int, url: str) -> No
 
 def _emit(sessions: sessionmaker[Session], employer_id: int, views: Sequence[object]) -> list[int]:
     """One `application.received` event per view, as the service writes them (three
-    statements); the ids of their deliveries."""
+    statements); the ids of their deliveries, marked enqueued as the service marks those it
+    enqueues."""
+    now = datetime.now(UTC)
     with sessions() as s:
         ids = webhook_messages.emit_batch(
-            s, "application.received", [(employer_id, v) for v in views], now=datetime.now(UTC)
+            s, "application.received", [(employer_id, v) for v in views], now=now
         )
-        found = s.scalars(
-            select(WebhookDelivery.id)
-            .join(WebhookMessage, WebhookMessage.id == WebhookDelivery.message_pk)
-            .where(WebhookMessage.message_id.in_(ids))
-            .order_by(WebhookDelivery.id)
-        )
-        out = list(found)
+        out = webhook_messages.pending_of(s, ids, now=now)
         s.commit()
     return out
 

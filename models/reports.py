@@ -184,5 +184,5 @@ def resolve(session: Session, report_id: int, *, take_down: bool, note: str | No
     if take_down and report.job_id is not None:
         rows = session.execute(select(Job.id, Job.employer_id).where(Job.id == report.job_id)).all()
         messages = job_events.announce(session, "job.taken_down", rows, now=now)
-        queued = webhook_messages.pending_of(session, messages)
+        queued = webhook_messages.pending_of(session, messages, now=now)
     return Resolved(shown(report), queued)

@@ -4,9 +4,10 @@ disabling endpoints, the sweeper, purge and the figures of the metrics.
 The claim, lease, finishing marks, sweep, purge and figures are models.db.leases's, as for
 the email outbox (models.applications.outbox); what stays here is the deliveries' own: the
 caps, the retry schedule's step, and disabling endpoints. A pending delivery's `lease_until`
-is when the sweeper (or a worker handing on) last enqueued it (NULL: never, or no longer in
-the broker): the sweeper leaves it alone for the grace period after, as the outbox's
-`enqueued_at` does; a claim replaces it with the claim's own lease.
+is when it was last enqueued, by the code that made it (`models.webhooks.messages.pending_of`),
+a retry, the sweeper or a worker handing on (NULL: never, or no longer in the broker): the
+sweeper leaves it alone for the grace period after, as the outbox's `enqueued_at` does; a
+claim replaces it with the claim's own lease.
 
 No tenant starves another: a claim is won only while the delivery's endpoint has fewer than
 `endpoint_in_flight` deliveries `sending` under a live lease, and its employer fewer than
@@ -139,6 +140,7 @@ _CLAIMED = (
     D.step,
     D.lease_until,
     D.endpoint_id,
+    E.employer_id,
     M.message_id,
     M.type,
     M.payload,
@@ -236,6 +238,20 @@ def _finish(session: Session, claimed: Row[Any], **values: object) -> bool:
     return leases.changed(session, leases.as_holder(QUEUE, **values), params) == 1
 
 
+_WAITER = DELIVERIES.alias("waiter")
+_WAITER_AT = ENDPOINTS.alias("waiter_at")
+# Whether a delivery of the claim's employer waits for a place, as `next_waiting` finds them:
+# read in the mark's own statement on PostgreSQL, so that an attempt with nothing waiting
+# behind it spends no round trip on the hand-on. (SQLite's RETURNING drops the aliases'
+# names: there the hand-on always looks.)
+_WAITS = exists().where(
+    _WAITER_AT.c.employer_id == bindparam("employer", type_=Integer),
+    _WAITER_AT.c.status == "enabled",
+    _WAITER.c.endpoint_id == _WAITER_AT.c.id,
+    _WAITER.c.status == _PENDING,
+    _WAITER.c.lease_until.is_(None),
+    or_(_WAITER.c.due_at.is_(None), _WAITER.c.due_at <= _NOW),
+)
 _SUCCEEDED = leases.as_holder(
     QUEUE,
     status="succeeded",
@@ -246,16 +262,33 @@ _SUCCEEDED = leases.as_holder(
     delivered_at=_NOW,
     finished_at=_NOW,
 )
+_SUCCEEDED_AND_LOOK = _SUCCEEDED.returning(_WAITS)
 
 
 def mark_succeeded(session: Session, claimed: Row[Any], *, status_code: int, now: datetime) -> bool:
+    kept, _ = mark_succeeded_and_look(session, claimed, status_code=status_code, now=now)
+    return kept
+
+
+def mark_succeeded_and_look(
+    session: Session, claimed: Row[Any], *, status_code: int, now: datetime
+) -> tuple[bool, bool]:
+    """`mark_succeeded`, and whether a delivery of the same employer then waits for a place:
+    only then is `next_waiting` worth its round trip (on SQLite, taken to be so). (False,
+    False) when not kept."""
     params = {
         "entry": claimed.id,
         "token": claimed.lease_until,
         "status_code": status_code,
         "now": now,
+        "employer": claimed.employer_id,
     }
-    return leases.changed(session, _SUCCEEDED, params) == 1
+    connection = session.connection()
+    if connection.dialect.name != "postgresql":
+        kept = leases.changed(connection, _SUCCEEDED, params) == 1
+        return kept, kept
+    waits = connection.execute(_SUCCEEDED_AND_LOOK, params).scalar_one_or_none()
+    return waits is not None, bool(waits)
 
 
 def mark_failed_attempt(
@@ -394,14 +427,14 @@ def retry_failed(
     session: Session, endpoint_id: int, message_id: str | None, *, now: datetime
 ) -> list[int]:
     """Failed deliveries of an endpoint (one message's, or all) sent again with the whole
-    schedule anew; `attempts` keeps counting (C12). One statement: a delivery that is no
-    longer failed is left as it is."""
+    schedule anew; `attempts` keeps counting (C12), marked enqueued for the caller to enqueue.
+    One statement: a delivery that is no longer failed is left as it is."""
     which = [D.endpoint_id == endpoint_id]
     if message_id is not None:
         named = select(M.id).where(M.message_id == message_id).scalar_subquery()
         which.append(D.message_pk.in_(named))
     retried = session.scalars(
-        leases.retrying(QUEUE, *which, step=0, due_at=now, lease_until=None, finished_at=None)
+        leases.retrying(QUEUE, *which, step=0, due_at=now, lease_until=now, finished_at=None)
     )
     return sorted(retried)
 

@@ -65,7 +65,8 @@ def list_deliveries(
 def retry_delivery(session: Session, endpoint_id: int, message_id: str, *, now: datetime) -> int:
     """Send a failed delivery again with the whole schedule anew, `attempts` going on
     counting (C12): one conditional UPDATE, so a delivery that stopped being failed in the
-    meantime is a 409, never a second sending. Returns the delivery id to enqueue."""
+    meantime is a 409, never a second sending. Returns the delivery id to enqueue, marked
+    enqueued (as `models.webhooks.messages.pending_of` marks a new one's)."""
     mine = and_(
         D.endpoint_id == endpoint_id,
         D.message_pk == select(M.id).where(M.message_id == message_id).scalar_subquery(),
@@ -73,7 +74,7 @@ def retry_delivery(session: Session, endpoint_id: int, message_id: str, *, now: 
     retried: int | None = session.execute(
         update(DELIVERIES)
         .where(mine, D.status == "failed")
-        .values(status="pending", step=0, due_at=now, lease_until=None, finished_at=None)
+        .values(status="pending", step=0, due_at=now, lease_until=now, finished_at=None)
         .returning(D.id)
     ).scalar_one_or_none()
     if retried is not None:

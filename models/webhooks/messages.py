@@ -2,8 +2,9 @@
 sent, and one delivery per enabled endpoint of the employer that subscribes to its type.
 
 Both are written in the caller's transaction so an event exists exactly when its cause
-does. The caller enqueues the deliveries after commit (`pending_of`,
-`models.db.unit_of_work.after_commit`)."""
+does. The caller enqueues the deliveries after commit (`pending_of`, which marks them
+enqueued, and `models.db.unit_of_work.after_commit`); those of no caller's (the upkeep's, a
+sync's) wait for the sweeper."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 import orjson
-from sqlalchemy import ColumnElement, and_, insert, literal, or_, select
+from sqlalchemy import ColumnElement, and_, insert, literal, or_, select, update
 from sqlalchemy.orm import Session
 
 from models.core.dates import timestamp
@@ -198,10 +199,17 @@ def emit(
     return message_id
 
 
-def pending_of(session: Session, message_ids: list[str]) -> list[int]:
-    """The pending deliveries of these messages: what to enqueue once they are committed."""
+def pending_of(session: Session, message_ids: list[str], *, now: datetime) -> list[int]:
+    """The pending deliveries of these messages, marked enqueued at `now`: the caller enqueues
+    them once they are committed, so no hand-on (`models.webhooks.delivery.next_waiting`)
+    sends them again, and the sweeper leaves them to the broker for its grace."""
     if not message_ids:
         return []
     mine = select(M.id).where(M.message_id.in_(message_ids)).scalar_subquery()
-    found = session.scalars(select(D.id).where(D.message_pk.in_(mine), D.status == "pending"))
-    return list(found)
+    marked = (
+        update(DELIVERIES)
+        .where(D.message_pk.in_(mine), D.status == "pending")
+        .values(lease_until=now)
+        .returning(D.id)
+    )
+    return sorted(session.scalars(marked))

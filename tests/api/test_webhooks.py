@@ -607,6 +607,7 @@ def test_retry_sends_a_failed_delivery_again_from_the_start_of_the_schedule(
         d = s.scalars(select(WebhookDelivery)).one()
         assert (d.status, d.attempts, d.step, d.finished_at) == ("pending", 8, 0, None)
         assert d.due_at is not None and abs(d.due_at - utcnow()) < timedelta(minutes=1)
+        assert d.lease_until == d.due_at  # marked enqueued: no hand-on sends it again
     assert hooks.enqueued == [[d.id]]
     again = hooks.api.post(f"{path}/deliveries/{message}/retry", key=employer.key)
     assert (again.status_code, again.json["code"]) == (409, "delivery_not_failed")

@@ -38,9 +38,10 @@ def endpoint_with(sessions: sessionmaker[Session], *statuses: str) -> tuple[int,
         ids = []
         for status in statuses:
             message = webhook_messages.emit(s, owner, "job.expired", {"id": 1}, now=utcnow())
+            made = webhook_messages.pending_of(s, [message], now=utcnow())
             s.execute(
                 update(WebhookDelivery)
-                .where(WebhookDelivery.id.in_(webhook_messages.pending_of(s, [message])))
+                .where(WebhookDelivery.id.in_(made))
                 .values(status=status, attempts=1, last_error="HTTP 500", last_status_code=500)
             )
             ids.append(message)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from cryptography.fernet import Fernet
 from prometheus_client import REGISTRY
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, event, select, update
 from sqlalchemy.orm import Session, sessionmaker
 from standardwebhooks import Webhook
 
@@ -113,7 +113,7 @@ def emit(factory: sessionmaker[Session], employer_id: int, type: str = "job.expi
         message = webhook_messages.emit(
             s, employer_id, type, {"id": 7, "title": "Cook"}, now=utcnow()
         )
-        return webhook_messages.pending_of(s, [message])
+        return webhook_messages.pending_of(s, [message], now=utcnow())
 
 
 def row(factory: sessionmaker[Session], delivery_id: int) -> WebhookDelivery:
@@ -416,10 +416,13 @@ def test_the_sweeper_takes_lost_leases_and_due_deliveries_once_per_grace(
     t = delivery.timing(hook_settings)
     employer_id, _ = endpoint(factory, receiver)
     [d] = emit(factory, employer_id)
-    with session_scope(factory) as s:
-        assert d in deliveries.sweep(s, now=utcnow(), timing=t)
-    with session_scope(factory) as s:  # enqueued just now: not again within the grace
+    with session_scope(factory) as s:  # its caller enqueued it: not within the grace
         assert d not in deliveries.sweep(s, now=utcnow(), timing=t)
+    at = utcnow() + timedelta(seconds=t.sweep_grace_seconds)
+    with session_scope(factory) as s:  # its message lost: the sweeper's after the grace
+        assert d in deliveries.sweep(s, now=at, timing=t)
+    with session_scope(factory) as s:  # enqueued just now: not again within the grace
+        assert d not in deliveries.sweep(s, now=at, timing=t)
     with session_scope(factory) as s:  # a worker claims it, and dies
         assert deliveries.claim(s, d, now=utcnow(), timing=t) is not None
     later = utcnow() + timedelta(seconds=t.lease_seconds + 1)
@@ -465,6 +468,7 @@ def test_retry_sends_a_failed_delivery_with_the_schedule_anew(
         )
     with session_scope(factory) as x:
         assert deliveries.retry_failed(x, endpoint_id, message, now=utcnow()) == [d]
+    assert row(factory, d).lease_until is not None  # marked enqueued: its caller enqueues it
     with session_scope(factory) as x:
         assert deliveries.retry_failed(x, endpoint_id, message, now=utcnow()) == []
     receiver.behaviour = Behaviour(status=200)
@@ -611,3 +615,45 @@ def test_an_attempt_that_ends_hands_on_the_delivery_waiting_for_its_place(
     assert handed == [[ids[2]]]
     assert row(factory, ids[2]).lease_until is not None  # marked enqueued: not handed twice
     assert delivery.deliver(factory, s, ids[2], sender=sender_for(receiver)) == "succeeded"
+
+
+def test_a_success_with_nothing_of_its_employer_waiting_makes_no_hand_on_query(
+    factory: sessionmaker[Session], hook_settings: Settings, receiver: Receiver
+) -> None:
+    """Another employer's delivery waits; on PostgreSQL the mark itself tells that none of
+    this employer's does: two statements, the claim and the mark."""
+    s = dataclasses.replace(hook_settings, webhook_endpoint_in_flight=1)
+    other, _ = endpoint(factory, receiver)
+    theirs = [emit(factory, other)[0] for _ in range(2)]
+    hold(factory, s, theirs[0])
+    assert deliver(factory, s, receiver, theirs[1]) == "deferred"
+    mine, _ = endpoint(factory, receiver)
+    [d] = emit(factory, mine)
+    statements: list[str] = []
+
+    def count(*args: Any) -> None:
+        statements.append(args[2])
+
+    handed: list[list[int]] = []
+    event.listen(Engine, "before_cursor_execute", count)
+    try:
+        sent = delivery.deliver(factory, s, d, sender=sender_for(receiver), hand_on=handed.append)
+    finally:
+        event.remove(Engine, "before_cursor_execute", count)
+    assert (sent, handed) == ("succeeded", [])
+    if factory.kw["bind"].dialect.name == "postgresql":
+        assert len(statements) == 2, statements
+
+
+def test_deliveries_their_caller_enqueued_are_not_handed_on_again(
+    factory: sessionmaker[Session], hook_settings: Settings, receiver: Receiver
+) -> None:
+    """The broker holds them already: a hand-on would send each a second task."""
+    employer_id, _ = endpoint(factory, receiver)
+    ids = emit(factory, employer_id) + emit(factory, employer_id)
+    handed: list[list[int]] = []
+    first = delivery.deliver(
+        factory, hook_settings, ids[0], sender=sender_for(receiver), hand_on=handed.append
+    )
+    assert first == "succeeded"
+    assert handed == []

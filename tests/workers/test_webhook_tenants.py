@@ -82,7 +82,7 @@ def emit(stack: Stack, employer_id: int, count: int, type: str = "job.refreshed"
         messages = [
             webhook_messages.emit(s, employer_id, type, {"id": n}, now=now) for n in range(count)
         ]
-        return webhook_messages.pending_of(s, messages)
+        return webhook_messages.pending_of(s, messages, now=now)
 
 
 def attempts(stack: Stack, ids: list[int]) -> int:

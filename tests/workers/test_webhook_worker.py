@@ -77,7 +77,7 @@ def hooked(stack: Stack, receiver: Receiver, count: int) -> list[int]:
             webhook_messages.emit(s, employer_id, "job.refreshed", {"id": n}, now=now)
             for n in range(count)
         ]
-        return webhook_messages.pending_of(s, messages)
+        return webhook_messages.pending_of(s, messages, now=now)
 
 
 def statuses(stack: Stack, ids: list[int]) -> dict[int, tuple[str, int]]:

@@ -118,9 +118,9 @@ def deliver(
             DEFERRED.inc()
         return "deferred" if deferred else "skipped"
     with session_scope(steps) as s:
-        outcome = _attempt(s, steps, settings, t, claimed, sender or client_for(settings))
+        outcome, waits = _attempt(s, steps, settings, t, claimed, sender or client_for(settings))
     OUTCOMES.labels(claimed.type, outcome).inc()
-    if hand_on is not None:
+    if hand_on is not None and waits:
         _hand_on(steps, t, claimed.endpoint_id, hand_on)
     return outcome
 
@@ -150,7 +150,9 @@ def _attempt(
     t: deliveries.Timing,
     claimed: Row[Any],
     sender: client.Client,
-) -> str:
+) -> tuple[str, bool]:
+    """The outcome, and whether a delivery may wait for the place it frees: after a success
+    the mark tells (`mark_succeeded_and_look`); after a failure, the rarer way, it may."""
     lease_left = (claimed.lease_until - utcnow()).total_seconds()
     limit = SEND_SHARE_OF_LEASE * lease_left  # the send ends before the lease does
     body = claimed.payload.encode()
@@ -176,18 +178,18 @@ def _attempt(
     else:
         status = answer.status
         if 200 <= status < 300:
-            _record(
+            _, waits = _record(
                 s,
                 steps,
                 claimed,
-                lambda x: deliveries.mark_succeeded(
+                lambda x: deliveries.mark_succeeded_and_look(
                     x, claimed, status_code=answer.status, now=utcnow()
                 ),
             )
-            return "succeeded"
+            return "succeeded", waits
         error = f"HTTP {status}" + (" (redirects are not followed)" if 300 <= status < 400 else "")
     log.info("webhook delivery %s (%s): %s", claimed.id, claimed.message_id, error)
-    return _record(
+    failed = _record(
         s,
         steps,
         claimed,
@@ -195,6 +197,7 @@ def _attempt(
             x, claimed, error=error, status_code=status, now=utcnow(), timing=t
         ),
     )
+    return failed, True
 
 
 def _record(

@@ -5,7 +5,7 @@ fixed number of statements per batch; `webhook.test` to the endpoint tested only
 from __future__ import annotations
 
 import json
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -65,7 +65,12 @@ def test_one_delivery_per_subscribed_enabled_endpoint_of_the_employer(session: S
     assert [(d.status, d.attempts, d.step, d.due_at) for d in pending] == [
         ("pending", 0, 0, NOW)
     ] * 2
-    assert sorted(webhook_messages.pending_of(session, [message])) == [d.id for d in pending]
+    assert [d.lease_until for d in pending] == [None, None]  # no caller's: the sweeper's
+    later = NOW + timedelta(seconds=1)
+    assert webhook_messages.pending_of(session, [message], now=later) == [d.id for d in pending]
+    session.expire_all()
+    marked = session.scalars(select(WebhookDelivery.lease_until).order_by(WebhookDelivery.id))
+    assert list(marked) == [later, later]  # enqueued by the caller: handed on by no one
 
 
 def test_no_endpoint_to_receive_it_writes_nothing(session: Session) -> None:
