@@ -73,6 +73,7 @@ class Collaborators:
     url_policy: UrlPolicy | None = None  # tests: a resolver of their own (C12)
     enqueue_report: reports.EnqueueReport = reports.no_broker  # the operator's email (C13)
     enqueue_alert_mail: alert_pages.EnqueueAlertMail = alert_pages.no_mail  # C19's confirmation
+    enqueue_receipt: applications.EnqueueReceipt = applications.no_receipt_broker  # C20
     resend_limiter: ratelimit.Limiter | None = None  # webhook tests and retries (C12)
     # Where the server listens (api.server.listen_url): the base of absolute URLs when
     # PUBLIC_BASE_URL is unset. Never the request's Host or X-Forwarded-Host (C9).
@@ -111,6 +112,7 @@ def create_app(
         settings.trusted_proxies,
         enqueue_webhooks=parts.enqueue_webhooks,
         public_base_url=base,
+        enqueue_receipt=parts.enqueue_receipt,
     )
     kept = cache.Representations[int](int(settings.job_cache_mb * 2**20))
     changes = applications.Changes(parts.now, settings.change_feed_lag_seconds)  # C10
@@ -252,6 +254,7 @@ def get_app(listen_url: str | None = None) -> WsgiApp:
         enqueue_webhooks=lambda ids: enqueue.deliver_webhooks(publisher.app, ids),
         enqueue_report=lambda report_id: enqueue.deliver_report(publisher.app, report_id),
         enqueue_alert_mail=lambda mail_id: enqueue.deliver_alert_mail(publisher.app, mail_id),
+        enqueue_receipt=lambda receipt_id: enqueue.deliver_receipt(publisher.app, receipt_id),
         ready_checks={
             "database": health.database_check(engine),
             "broker": lambda: broker.ping(settings.broker_url, timeout),
