@@ -29,6 +29,7 @@ from api import (
     representations,
     search_pages,
     sitemaps,
+    status_pages,
     syncs,
     webhooks,
 )
@@ -188,6 +189,9 @@ def create_app(
         "/jobs/{job_id}": JobPage(settings.timezone, base, pages_kept, retention_days=retention),
         "/jobs/{job_id}/apply": ApplyForm(intake, settings.timezone, retention_days=retention),
         "/jobs/{job_id}/applied": AppliedPage(),
+        # C20: the applicant's private status page, and its self-serve erasure (C13).
+        "/applications/status/{token}": status_pages.StatusPage(settings.timezone),
+        "/applications/status/{token}/erase": status_pages.ErasePage(parts.now),
         "/jobs/{job_id}/report": report_pages.ReportForm(reported),  # C13
         "/jobs/{job_id}/reported": report_pages.Reported(settings),
         "/policies/job-fraud": report_pages.FraudPolicy(settings),

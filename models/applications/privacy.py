@@ -237,3 +237,14 @@ def export(session: Session, email: str) -> Export:
     )
     shown = [reports.shown(r) for r in made]
     return Export(email, found, sent, shown, alerts.of_address(session, email))
+
+
+def erase_by_link(session: Session, token: str, *, now: datetime) -> bool:
+    """The applicant's own erasure, from the status page of its receipt (C20): `erase` of
+    the application the token names. False for a token that names none (unknown, or its
+    application erased already)."""
+    application_id = receipts.application_of(session, token)
+    if application_id is None:
+        return False
+    erase(session, [application_id], now=now)
+    return True

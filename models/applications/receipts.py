@@ -176,6 +176,20 @@ def status(session: Session, token: str) -> Status | None:
     )
 
 
+def application_of(session: Session, token: str) -> int | None:
+    """The application a status page's token names, locked (PostgreSQL) for its erasure;
+    None for an unknown token or one whose application is gone."""
+    return session.scalar(
+        select(Receipt.application_id)
+        .where(Receipt.digest == digest(token), Receipt.application_id.is_not(None))
+        .with_for_update()
+    )
+
+
+def known(session: Session, token: str) -> bool:
+    return session.scalar(select(Receipt.id).where(Receipt.digest == digest(token))) is not None
+
+
 def forget(session: Session, application_ids: list[int], *, now: datetime) -> int:
     """Part of an erasure (C13): these applications' receipts are marked erased, and one not
     yet sent is cancelled (failed), so neither a worker, the sweeper nor a retry sends it;
