@@ -29,6 +29,7 @@ from api import (
     representations,
     search_pages,
     sitemaps,
+    status_pages,
     syncs,
     webhooks,
 )
@@ -73,6 +74,7 @@ class Collaborators:
     url_policy: UrlPolicy | None = None  # tests: a resolver of their own (C12)
     enqueue_report: reports.EnqueueReport = reports.no_broker  # the operator's email (C13)
     enqueue_alert_mail: alert_pages.EnqueueAlertMail = alert_pages.no_mail  # C19's confirmation
+    enqueue_receipt: applications.EnqueueReceipt = applications.no_receipt_broker  # C20
     resend_limiter: ratelimit.Limiter | None = None  # webhook tests and retries (C12)
     # Where the server listens (api.server.listen_url): the base of absolute URLs when
     # PUBLIC_BASE_URL is unset. Never the request's Host or X-Forwarded-Host (C9).
@@ -111,6 +113,7 @@ def create_app(
         settings.trusted_proxies,
         enqueue_webhooks=parts.enqueue_webhooks,
         public_base_url=base,
+        enqueue_receipt=parts.enqueue_receipt,
     )
     kept = cache.Representations[int](int(settings.job_cache_mb * 2**20))
     changes = applications.Changes(parts.now, settings.change_feed_lag_seconds)  # C10
@@ -186,6 +189,9 @@ def create_app(
         "/jobs/{job_id}": JobPage(settings.timezone, base, pages_kept, retention_days=retention),
         "/jobs/{job_id}/apply": ApplyForm(intake, settings.timezone, retention_days=retention),
         "/jobs/{job_id}/applied": AppliedPage(),
+        # C20: the applicant's private status page, and its self-serve erasure (C13).
+        "/applications/status/{token}": status_pages.StatusPage(settings.timezone),
+        "/applications/status/{token}/erase": status_pages.ErasePage(parts.now),
         "/jobs/{job_id}/report": report_pages.ReportForm(reported),  # C13
         "/jobs/{job_id}/reported": report_pages.Reported(settings),
         "/policies/job-fraud": report_pages.FraudPolicy(settings),
@@ -252,6 +258,7 @@ def get_app(listen_url: str | None = None) -> WsgiApp:
         enqueue_webhooks=lambda ids: enqueue.deliver_webhooks(publisher.app, ids),
         enqueue_report=lambda report_id: enqueue.deliver_report(publisher.app, report_id),
         enqueue_alert_mail=lambda mail_id: enqueue.deliver_alert_mail(publisher.app, mail_id),
+        enqueue_receipt=lambda receipt_id: enqueue.deliver_receipt(publisher.app, receipt_id),
         ready_checks={
             "database": health.database_check(engine),
             "broker": lambda: broker.ping(settings.broker_url, timeout),

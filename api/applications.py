@@ -11,7 +11,7 @@ from typing import Any
 import falcon
 from sqlalchemy.orm import Session
 
-from api import feed, forms, query, representations
+from api import feed, forms, languages, query, representations
 from api.auth import access_of, employer_of, require_employer
 from api.body import read_json
 from api.clients import client_address, rate_key
@@ -19,7 +19,7 @@ from api.errors import Problem
 from api.idempotency import Endpoint, idempotent
 from api.ratelimit import Limiter
 from api.responses import INT32_MAX, int32, path_id, send_json
-from models.applications import privacy, resumes
+from models.applications import privacy, receipts, resumes
 from models.applications import service as applications
 from models.core.dates import utcnow
 from models.core.errors import FieldError
@@ -32,6 +32,11 @@ from models.jobs import writes as jobs
 from models.webhooks import messages as webhook_messages
 
 Enqueue = Callable[[int, str | None], object]
+EnqueueReceipt = Callable[[int], object]  # the applicant's receipt (C20), after commit
+
+
+def no_receipt_broker(receipt_id: int) -> None:
+    """No broker wired: the sweeper enqueues the receipt later (C20)."""
 
 
 def job_scope(raw_id: object) -> Scope | None:
@@ -67,9 +72,11 @@ class Intake:
         *,
         enqueue_webhooks: Callable[[list[int]], object] = lambda ids: None,
         public_base_url: str,
+        enqueue_receipt: EnqueueReceipt = no_receipt_broker,
     ) -> None:
         self.limiter, self.enqueue, self.trusted_proxies = limiter, enqueue, trusted_proxies
         self.enqueue_webhooks, self.public_base_url = enqueue_webhooks, public_base_url
+        self.enqueue_receipt = enqueue_receipt
 
     def receive(self, req: falcon.Request, job_id: str) -> Application | None:
         """Store an application; None when the honeypot was filled (nothing stored)."""
@@ -82,7 +89,8 @@ class Intake:
         return forms.parse(req, kind, data)
 
     def store(self, req: falcon.Request, job_id: str, fields: dict[str, Any]) -> Application | None:
-        """404, 409, then 422: the application stored, its delivery enqueued after commit."""
+        """404, 409, then 422: the application stored, its copy then its receipt (C20, in
+        the language of the page applied on) enqueued after commit."""
         session: Session = req.context.db.session
         job = applications.open_job(session, path_id(job_id))
         if fields.get("website"):  # the honeypot: a bot is told it succeeded
@@ -92,6 +100,13 @@ class Intake:
         app_id, request_id = application.id, req.context.request_id
         req.context.application_id = app_id  # its Idempotency-Key record names it (C13)
         after_commit(session, lambda: self.enqueue(app_id, request_id))
+        receipt_id = receipts.queue(
+            session,
+            application,
+            language=languages.choose(req, job.language),
+            confidential=job.confidential,
+        )
+        after_commit(session, lambda: self.enqueue_receipt(receipt_id))
         self.announce(req, session, job.employer_id, application)
         return application
 

@@ -35,7 +35,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from models import reports
 from models.alerts import mails as alert_mails
-from models.applications import outbox
+from models.applications import outbox, receipts
 from models.core import build, logs
 from models.core.dates import utcnow
 from models.db import heartbeats
@@ -151,7 +151,9 @@ class StateCollector(Collector):
             up.add_metric(["database"], 0)
             return
         up.add_metric(["database"], 1)
-        (counts, age), (hooks, hooks_age), runs, (reported, mails), beats, told, alerted = read
+        (counts, age), (hooks, hooks_age), runs, (reported, mails), beats, told, alerted, sent = (
+            read
+        )
         entries = GaugeMetricFamily(
             "jobpost_outbox_entries",
             "Outbox entries (copies to email), by status.",
@@ -199,6 +201,11 @@ class StateCollector(Collector):
         for (kind, status), n in alerted.items():
             by_kind.add_metric([kind, status], n)
         yield by_kind
+        yield _by_status(
+            "jobpost_receipts",
+            "The applicants' receipts (C20), by status, as the outbox's.",
+            sent,
+        )
         last_success = GaugeMetricFamily(
             "jobpost_periodic_task_last_success_timestamp_seconds",
             "When each periodic task last succeeded, in seconds since the epoch (C9); a task "
@@ -228,10 +235,11 @@ class StateCollector(Collector):
         dict[str, datetime],
         dict[str, dict[str, int]],
         dict[tuple[str, str], int],
+        dict[str, int],
     ]:
         """The outbox's figures, the webhook deliveries' (C12), the sync runs' (C11), the
         fraud reports' and their emails' (C13), the periodic tasks' last successes (C9), the
-        search-engine notifications (C18) and the job alerts' emails (C19)."""
+        search-engine notifications (C18), the job alerts' emails (C19) and the receipts (C20)."""
         now = utcnow()
         with self.sessions() as session:
             return (
@@ -245,6 +253,7 @@ class StateCollector(Collector):
                 heartbeats.last_successes(session),
                 search_notifications.counts(session),  # C18
                 alert_mails.counts(session),  # C19
+                receipts.counts(session),  # C20
             )
 
     def _queues(self, up: GaugeMetricFamily) -> Iterator[Metric]:

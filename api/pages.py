@@ -75,7 +75,12 @@ def links(req: falcon.Request, base: str = "") -> html_render.Links:
     return html_render.Links({code: f"{base}{req.path}?lang={code}" for code in ("en", "fr")})
 
 
-PAGES = ("/jobs/", "/policies/", "/alerts/")  # the public pages; the API lives under /api/
+PAGES = (
+    "/jobs/",
+    "/policies/",
+    "/alerts/",
+    "/applications/",
+)  # the public pages; the API lives under /api/
 SEARCH_PAGES = ("/", "/jobs")  # the search page (C17), at these two paths exactly
 
 

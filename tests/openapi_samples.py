@@ -84,6 +84,8 @@ ENDPOINTS = [
     ("post", "/alerts/manage/{token}"),
     ("get", "/alerts/unsubscribe/{token}"),
     ("post", "/alerts/unsubscribe/{token}"),
+    ("get", "/applications/status/{token}"),
+    ("post", "/applications/status/{token}/erase"),
 ]
 
 

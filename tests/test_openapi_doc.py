@@ -131,6 +131,8 @@ STATUSES = {
     ("post", "/alerts/manage/{token}"): {303, 400, 404, 413, 422, 500, 503},
     ("get", "/alerts/unsubscribe/{token}"): {200, 404, 500, 503},
     ("post", "/alerts/unsubscribe/{token}"): {200, 404, 500, 503},
+    ("get", "/applications/status/{token}"): {200, 404, 500, 503},
+    ("post", "/applications/status/{token}/erase"): {200, 303, 404, 500, 503},
 }
 
 PUBLIC = {
@@ -170,6 +172,8 @@ PUBLIC = {
     ("post", "/alerts/manage/{token}"),
     ("get", "/alerts/unsubscribe/{token}"),
     ("post", "/alerts/unsubscribe/{token}"),
+    ("get", "/applications/status/{token}"),
+    ("post", "/applications/status/{token}/erase"),
 }
 
 
@@ -262,7 +266,12 @@ def test_every_error_is_a_problem() -> None:
                 assert list(content) == [PROBLEM], (method, path, status)
 
 
-PAGES = ("/jobs/", "/policies/", "/alerts/")  # the public pages (C8, C13, C19)
+PAGES = (
+    "/jobs/",
+    "/policies/",
+    "/alerts/",
+    "/applications/",
+)  # the public pages (C8, C13, C19, C20)
 SEARCH_PAGES = ("/", "/jobs")  # the search page (C17), at these paths exactly
 
 

@@ -201,6 +201,7 @@ def make_celery(
             "jobpost.deliver": {"queue": EMAIL_QUEUE},
             "jobpost.deliver_report": {"queue": EMAIL_QUEUE},  # C13: the operator's email
             "jobpost.deliver_alert_mail": {"queue": EMAIL_QUEUE},  # C19: job alerts' emails
+            "jobpost.deliver_receipt": {"queue": EMAIL_QUEUE},  # C20: applicants' receipts
             "jobpost.deliver_webhook": {"queue": WEBHOOKS_QUEUE},  # C12
             "jobpost.sync": {"queue": SYNCS_QUEUE},
             "jobpost.*": {"queue": MAINTENANCE_QUEUE},

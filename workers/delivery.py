@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from models.alerts import digests
 from models.alerts import filters as alert_filters
 from models.alerts import mails as alert_mails
-from models.applications import outbox
+from models.applications import outbox, receipts
 from models.core.dates import today_in, utcnow
 from models.core.settings import Settings
 from models.db.entities import Application
@@ -28,7 +28,7 @@ from models.db.unit_of_work import (
     session_scope,
 )
 from workers.mail import alerts as alert_mail
-from workers.mail import mime, relay
+from workers.mail import mime, receipt, relay
 from workers.mail import report as report_mail
 from workers.mail.content import ApplicationCopy
 
@@ -236,6 +236,50 @@ def deliver_alert_mail(sessions: sessionmaker[Session], settings: Settings, mail
         return _attempt(s, steps, settings, t, row, message, since, box)
 
 
+def deliver_receipt(sessions: sessionmaker[Session], settings: Settings, receipt_id: int) -> str:
+    """One attempt of an applicant's receipt (C20), as `deliver` makes a copy's: "skipped",
+    "sent", "retry" or "failed". Its link's token is committed with the claim, before the
+    send. A receipt whose application was erased since gets nothing, and neither does any
+    while PUBLIC_BASE_URL, the base of its link, is unset ("failed", with the reason)."""
+    t = timing(settings)
+    steps = autocommit_sessions(sessions)
+    each_commits = steps is not sessions
+    box = outbox.RECEIPTS
+    with session_scope(steps) as s:
+        claimed = receipts.claim(s, receipt_id, now=utcnow(), timing=t)
+        if claimed is None:
+            return "skipped"
+        if not each_commits:
+            commit(s)
+        row = claimed.row
+        reason = None
+        if claimed.token is None:
+            reason = "nothing to send: the application was erased"
+        elif not settings.public_base_url:
+            reason = "PUBLIC_BASE_URL is not set: its link would lead nowhere"
+        if reason is not None:
+            outbox.mark_failed(s, receipt_id, reason, lease=row.lease_until, box=box)
+            log.warning("receipt %s: %s", receipt_id, reason)
+            return "failed"
+        assert claimed.token is not None and settings.public_base_url
+        try:
+            message = receipt.render(
+                row,
+                claimed.token,
+                mail_from=settings.mail_from,
+                base_url=settings.public_base_url,
+                retention_days=settings.application_retention_days,
+                timezone=settings.timezone,
+            )
+        except ValueError as e:
+            error = f"the email could not be written: {e}"
+            outbox.mark_failed(s, receipt_id, error, lease=row.lease_until, box=box)
+            log.error("receipt %s: %s", receipt_id, error)
+            return "failed"
+        since = row.retry_from or row.created_at
+        return _attempt(s, steps, settings, t, row, message, since, box)
+
+
 def _place_of(s: Session, row: Row[Any]) -> str | None:
     """The name of an alert's place, as its search's words say it (C19), if it has one."""
     return alert_filters.place_name(s.connection(), alert_filters.from_query(row.filters))
@@ -310,6 +354,14 @@ def _record_digest(
             tx.close()
 
 
+# What the log lines call an entry of each box.
+WHAT = {
+    id(outbox.COPIES): "application",
+    id(outbox.ALERTS): "alert email",
+    id(outbox.RECEIPTS): "receipt",
+}
+
+
 def _attempt(
     s: Session,
     steps: sessionmaker[Session],
@@ -325,9 +377,7 @@ def _attempt(
     """Send a claimed entry's message and record how it went, in the claiming session
     (`record`, when given, records it sent instead)."""
     key, attempts = claimed.id, claimed.attempts
-    what = {id(outbox.COPIES): "application", id(outbox.ALERTS): "alert email"}.get(
-        id(box), "report"
-    )
+    what = WHAT.get(id(box), "report")
     lease_left = (claimed.lease_until - utcnow()).total_seconds()
     deadline = time.monotonic() + SEND_SHARE_OF_LEASE * lease_left
     try:
@@ -371,6 +421,6 @@ def _record_sent(
         steps,
         lambda x: outbox.mark_sent(x, application_id, now=utcnow(), lease=lease, box=box),
         lease=lease,
-        what=f"{'application' if box is outbox.COPIES else 'report'} {application_id} (sent)",
+        what=f"{WHAT.get(id(box), 'report')} {application_id} (sent)",
         logger=log,
     )

@@ -95,3 +95,12 @@ def deliver_alert_mail(app: Celery, mail_id: int) -> bool:
         log.warning("enqueue failed for alert email %s: %s", mail_id, e)
         return False
     return True
+
+
+DELIVER_RECEIPT = "jobpost.deliver_receipt"
+
+
+def deliver_receipt(app: Celery, receipt_id: int) -> bool:
+    """Enqueue one applicant's receipt (C20); False (logged) when the broker is down: the
+    outbox row is committed, and the sweeper enqueues it."""
+    return send(app, DELIVER_RECEIPT, f"receipt {receipt_id}", receipt_id)

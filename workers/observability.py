@@ -42,6 +42,12 @@ SYNC_ITEMS = Counter(
 # What jobpost.deliver (workers.delivery) and jobpost.deliver_webhook (workers.webhooks)
 # return, as an outcome; "sent", "succeeded", "skipped" and "lost" succeed. A webhook's 410
 # ("disabled") gave the delivery up.
+DELIVERY_TASKS = (
+    "jobpost.deliver",
+    "jobpost.deliver_report",
+    "jobpost.deliver_receipt",
+    "jobpost.deliver_webhook",
+)
 DELIVERY_OUTCOMES = {"retry": RETRIED, "failed": FAILED, "disabled": FAILED}
 _running: dict[str, tuple[float, Any]] = {}  # task id → (start, log context token)
 
@@ -53,7 +59,7 @@ def multiprocess() -> bool:
 
 def outcome(task_name: str, state: str, retval: Any) -> str:
     if state == "SUCCESS":
-        if task_name in ("jobpost.deliver", "jobpost.deliver_report", "jobpost.deliver_webhook"):
+        if task_name in DELIVERY_TASKS:
             return DELIVERY_OUTCOMES.get(str(retval), SUCCEEDED)
         return SUCCEEDED
     return RETRIED if state == "RETRY" else ERROR

@@ -77,6 +77,13 @@ def deliver_alert_mail(task: Task, mail_id: int) -> str:
     return delivery.deliver_alert_mail(context.sessions(), context.settings, mail_id)
 
 
+@shared_task(name="jobpost.deliver_receipt", bind=True)
+def deliver_receipt(task: Task, receipt_id: int) -> str:
+    """One attempt of one applicant's receipt (C20), on the email queue."""
+    context = task_context(task.app)
+    return delivery.deliver_receipt(context.sessions(), context.settings, receipt_id)
+
+
 @shared_task(name="jobpost.deliver_webhook", bind=True)
 def deliver_webhook(task: Task, delivery_id: int) -> str:
     """One attempt of one webhook delivery (C12), in any pool, on the webhooks queue; the
@@ -167,6 +174,9 @@ def run_sweep(
         alert_mails = outbox.sweep(
             session, now=utcnow(), timing=delivery.timing(s), box=outbox.ALERTS
         )
+        receipts = outbox.sweep(
+            session, now=utcnow(), timing=delivery.timing(s), box=outbox.RECEIPTS
+        )
         hooks = webhook_deliveries.sweep(session, now=utcnow(), timing=webhook_delivery.timing(s))
         runs = sync_work.sweep(session, now=utcnow(), grace_seconds=s.outbox_sweep_grace_seconds)
     sender = celery or make_celery(s)
@@ -177,6 +187,8 @@ def run_sweep(
             enqueue.deliver_report(sender, report_id)
         for mail_id in alert_mails:  # C19: job alerts' emails
             enqueue.deliver_alert_mail(sender, mail_id)
+        for receipt_id in receipts:  # C20: applicants' receipts
+            enqueue.deliver_receipt(sender, receipt_id)
         enqueue.deliver_webhooks(sender, hooks)
         for run_id in runs:  # C11: lost messages, leases run out
             enqueue.sync(sender, run_id)
@@ -189,9 +201,9 @@ def run_sweep(
         log.warning("sweep: cannot delete the broker's taken messages: %s", e)
     return changed(
         "sweep",
-        len(ids) + len(mails) + len(alert_mails) + len(hooks) + len(runs),
+        len(ids) + len(mails) + len(alert_mails) + len(receipts) + len(hooks) + len(runs),
         f"outbox entries ({len(ids)} copies, {len(mails)} report emails, {len(alert_mails)} "
-        "alert emails), webhook deliveries "
+        f"alert emails, {len(receipts)} receipts), webhook deliveries "
         f"and {len(runs)} sync runs enqueued",
     )
 

@@ -2,7 +2,8 @@
 
 Erasing an application reaches every copy of it the service holds: the row and its résumé,
 its email copy (the outbox entry, deleted with it, so a pending copy is never sent), the
-Idempotency-Key record of its submission, and the payload of its `application.received`
+Idempotency-Key record of its submission, its receipt (cancelled if not sent; its link then
+says the application was erased, C20), and the payload of its `application.received`
 event, scrubbed to `{"id", "erased": true}`, whose deliveries that have not succeeded are
 cancelled. What has already left cannot be recalled: a copy or a delivery a worker claimed
 before the erasure may finish its send (its late outcome then changes no row).
@@ -20,6 +21,7 @@ from sqlalchemy.orm import Session
 
 from models import idempotency, reports
 from models.alerts import subscriptions as alerts
+from models.applications import receipts
 from models.applications import service as applications
 from models.core import checks
 from models.db.entities import (
@@ -87,6 +89,7 @@ def erase(session: Session, application_ids: list[int], *, now: datetime) -> Era
     )
     scrubbed = _scrub_events(session, found, now=now)
     idempotency.erase(session, found)
+    receipts.forget(session, found, now=now)  # C20: its link says it was erased
     # Résumé and outbox entry go with it: ON DELETE CASCADE (foreign keys are on in SQLite).
     session.execute(delete(Application).where(Application.id.in_(found)))
     return Erased(len(found), int(resumes_held or 0), int(copies or 0) + scrubbed)
@@ -234,3 +237,14 @@ def export(session: Session, email: str) -> Export:
     )
     shown = [reports.shown(r) for r in made]
     return Export(email, found, sent, shown, alerts.of_address(session, email))
+
+
+def erase_by_link(session: Session, token: str, *, now: datetime) -> bool:
+    """The applicant's own erasure, from the status page of its receipt (C20): `erase` of
+    the application the token names. False for a token that names none (unknown, or its
+    application erased already)."""
+    application_id = receipts.application_of(session, token)
+    if application_id is None:
+        return False
+    erase(session, [application_id], now=now)
+    return True

@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import Select, bindparam, delete, func, select, tuple_
 from sqlalchemy.orm import Session, lazyload
 
-from models.applications import resumes
+from models.applications import receipts, resumes
 from models.core import checks
 from models.core.checks import Invalid
 from models.core.errors import ApplyViaUrl, FieldError, JobGone, NotFound, ValidationFailed
@@ -305,4 +305,5 @@ def purge(session: Session, *, now: datetime, retention_days: int) -> int:
     old = Application.id.in_(over)
     # Résumés and outbox entries go with them: ON DELETE CASCADE (foreign keys are on in SQLite).
     result = session.execute(delete(Application).where(old))
+    receipts.purge_erased(session, cutoff=cutoff)  # C20: links of applications gone
     return int(result.rowcount)  # type: ignore[attr-defined]

@@ -671,3 +671,34 @@ class AlertMail(Base):
         ),
         {"sqlite_autoincrement": True},
     )
+
+
+class Receipt(Base):
+    """The applicant's receipt of an application (C20), the outbox's fourth kind: the
+    outbox's columns and transitions (models.applications.outbox.RECEIPTS), keyed by id. Its
+    status page's token is made by the worker as it writes the email and kept as its SHA-256
+    only (`digest`). The row outlives an erasure (`application_id` null, `erased_at` set), so
+    the link says the application was erased; it holds nothing of the applicant's."""
+
+    __tablename__ = "receipts"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    application_id: Mapped[int | None] = mapped_column(
+        ForeignKey("applications.id", ondelete="SET NULL"), unique=True
+    )
+    digest: Mapped[str | None] = mapped_column(String(64), unique=True)
+    language: Mapped[str] = mapped_column(String(2))  # en, fr: the page applied on
+    confidential: Mapped[bool] = mapped_column(Boolean)  # the job's, at the application
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    erased_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    status: Mapped[str] = mapped_column(String(10), default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    enqueued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    retry_from: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    __table_args__ = (
+        Index("ix_receipts_status_next", "status", "next_attempt_at"),
+        {"sqlite_autoincrement": True},
+    )
