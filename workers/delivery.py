@@ -207,30 +207,23 @@ def deliver_alert_mail(sessions: sessionmaker[Session], settings: Settings, mail
         if not each_commits:
             commit(s)
         row = claimed.row
-        reason = None
-        if claimed.token is None:
-            reason = f"nothing to send: the alert is {row.state}"
-        elif not settings.public_base_url:
-            reason = "PUBLIC_BASE_URL is not set: its link would lead nowhere"
+        reason = _unsendable(claimed.token, settings, f"the alert is {row.state}")
         if reason is not None:
-            outbox.mark_failed(s, mail_id, reason, lease=row.lease_until, box=box)
-            log.warning("alert email %s: %s", mail_id, reason)
-            return "failed"
+            return _refuse(s, row, reason, box, "alert email")
         assert claimed.token is not None and settings.public_base_url
         if row.kind == "digest":
             return _send_digest(s, sessions, settings, t, row, claimed.token)
-        try:
-            message = alert_mail.confirmation(
-                row,
-                claimed.token,
-                mail_from=settings.mail_from,
-                base_url=settings.public_base_url,
-                place=_place_of(s, row),
-            )
-        except ValueError as e:
-            error = f"the email could not be written: {e}"
-            outbox.mark_failed(s, mail_id, error, lease=row.lease_until, box=box)
-            log.error("alert email %s: %s", mail_id, error)
+        token, base_url = claimed.token, settings.public_base_url
+        message = _written(
+            s,
+            row,
+            box,
+            "alert email",
+            lambda: alert_mail.confirmation(
+                row, token, mail_from=settings.mail_from, base_url=base_url, place=_place_of(s, row)
+            ),
+        )
+        if message is None:
             return "failed"
         since = row.retry_from or row.created_at
         return _attempt(s, steps, settings, t, row, message, since, box)
@@ -252,32 +245,58 @@ def deliver_receipt(sessions: sessionmaker[Session], settings: Settings, receipt
         if not each_commits:
             commit(s)
         row = claimed.row
-        reason = None
-        if claimed.token is None:
-            reason = "nothing to send: the application was erased"
-        elif not settings.public_base_url:
-            reason = "PUBLIC_BASE_URL is not set: its link would lead nowhere"
+        reason = _unsendable(claimed.token, settings, "the application was erased")
         if reason is not None:
-            outbox.mark_failed(s, receipt_id, reason, lease=row.lease_until, box=box)
-            log.warning("receipt %s: %s", receipt_id, reason)
-            return "failed"
+            return _refuse(s, row, reason, box, "receipt")
         assert claimed.token is not None and settings.public_base_url
-        try:
-            message = receipt.render(
+        token, base_url = claimed.token, settings.public_base_url
+        message = _written(
+            s,
+            row,
+            box,
+            "receipt",
+            lambda: receipt.render(
                 row,
-                claimed.token,
+                token,
                 mail_from=settings.mail_from,
-                base_url=settings.public_base_url,
+                base_url=base_url,
                 retention_days=settings.application_retention_days,
                 timezone=settings.timezone,
-            )
-        except ValueError as e:
-            error = f"the email could not be written: {e}"
-            outbox.mark_failed(s, receipt_id, error, lease=row.lease_until, box=box)
-            log.error("receipt %s: %s", receipt_id, error)
+            ),
+        )
+        if message is None:
             return "failed"
         since = row.retry_from or row.created_at
         return _attempt(s, steps, settings, t, row, message, since, box)
+
+
+def _unsendable(token: str | None, settings: Settings, gone: str) -> str | None:
+    """Why a claimed email with a link cannot be sent (no token: `gone`), or None."""
+    if token is None:
+        return f"nothing to send: {gone}"
+    if not settings.public_base_url:
+        return "PUBLIC_BASE_URL is not set: its link would lead nowhere"
+    return None
+
+
+def _refuse(s: Session, row: Row[Any], reason: str, box: outbox.Box, what: str) -> str:
+    """A claimed email marked failed for good, with the reason in the log."""
+    outbox.mark_failed(s, row.id, reason, lease=row.lease_until, box=box)
+    log.warning("%s %s: %s", what, row.id, reason)
+    return "failed"
+
+
+def _written(
+    s: Session, row: Row[Any], box: outbox.Box, what: str, render: Callable[[], mime.Outgoing]
+) -> mime.Outgoing | None:
+    """The email `render` writes, or None once it is marked failed for what stopped it."""
+    try:
+        return render()
+    except ValueError as e:
+        error = f"the email could not be written: {e}"
+        outbox.mark_failed(s, row.id, error, lease=row.lease_until, box=box)
+        log.error("%s %s: %s", what, row.id, error)
+        return None
 
 
 def _place_of(s: Session, row: Row[Any]) -> str | None:
