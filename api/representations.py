@@ -24,7 +24,7 @@ from models.db.entities import (
     WebhookEndpoint,
 )
 from models.employers import Access
-from models.jobs import workplace
+from models.jobs import questions, workplace
 from models.jobs.listing import Header
 from models.jobs.rows import StoredJob
 from models.reference.lists import (
@@ -85,6 +85,7 @@ def header(job: Header, employer: Access) -> dict[str, Any]:
         "locations": [location(loc) for loc in job.locations],
         "workplaceType": job.workplace_type,
         "applicantLocations": workplace.listed(job.workplace_type, job.applicant_locations),
+        "questions": questions.listed(job.questions),
         "confidential": job.confidential,
         "status": job.status,
         "updatedAt": timestamp(job.updated_at),
@@ -121,6 +122,7 @@ def job(j: StoredJob, employer_name: str) -> dict[str, Any]:
         "aiScreening": j.ai_screening,
         "existingVacancy": j.existing_vacancy,
         "takenDown": j.taken_down,
+        "questions": questions.listed(j.questions),
     }
 
 

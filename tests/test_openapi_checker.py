@@ -33,6 +33,7 @@ HEADER_KEYS = [
     "locations",
     "workplaceType",
     "applicantLocations",
+    "questions",
     "confidential",
 ]
 HEADER = {k: JOB[k] for k in [*HEADER_KEYS, "status", "updatedAt"]}
