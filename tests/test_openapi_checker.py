@@ -64,6 +64,9 @@ APPLICATION = {
     "attempts": 5,
     "sentAt": None,
     "lastError": "550 mailbox unavailable",
+    "answers": [{"questionId": "workAuth", "question": "Work in Canada?", "answer": True}],
+    "knockedOut": False,
+    "knockedOutBy": None,
 }
 
 INVALID = {

@@ -312,7 +312,7 @@ class Application(Base):
     answers: Mapped[str | None] = mapped_column(Text)
     knocked_out_by: Mapped[str | None] = mapped_column(String(40))
 
-    outbox: Mapped[OutboxEntry] = relationship(
+    outbox: Mapped[OutboxEntry | None] = relationship(
         back_populates="application", cascade="all, delete-orphan", lazy="joined"
     )
     __table_args__ = (

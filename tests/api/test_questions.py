@@ -1,5 +1,7 @@
 """C21 Screening questions: the job's questions in the write and read shapes (symmetry, the
-list element, the change feed, sync items, job events), and their rules."""
+list element, the change feed, sync items, job events), their rules; the applicant's answers
+checked, knock-outs stored and marked, emailed or not by the employer's choice; the answers in
+the application's shape, its webhook, the export and the email copy."""
 
 from __future__ import annotations
 
@@ -8,12 +10,15 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from api import ratelimit, representations
 from api.app import Collaborators, WsgiApp, create_app
+from models.applications import privacy
 from models.core.dates import utcnow
 from models.core.settings import Settings
+from models.db.entities import Application, OutboxEntry, WebhookEndpoint, WebhookMessage
 from models.jobs import events
 from tests.api.test_syncs import item, items_of, run_it, started
 from tests.conftest import Api
@@ -291,3 +296,233 @@ def _body(questions: Any) -> dict[str, Any]:
     from tests.factories import job_body
 
     return job_body(questions=questions)
+
+
+# --- the applicant's answers ------------------------------------------------------------------
+
+GOOD = {"workAuth": True, "shift": "day", "ovens": ["wood", "deck"], "why": "Crust", "years": 4.5}
+
+
+def applying(api: Any, job_id: int, answers: Any, **kw: Any) -> Any:
+    body = {"name": "Ada", "email": "ada@example.com", "answers": answers, **kw}
+    return api.post(f"{API}/jobs/{job_id}/applications", json=body)
+
+
+def shown(api: Any, employer: Any, app_id: int) -> dict[str, Any]:
+    result = api.get(f"{API}/applications/{app_id}", key=employer.key)
+    assert result.status_code == 200, result.text
+    found: dict[str, Any] = result.json
+    return found
+
+
+def test_answers_are_stored_with_their_questions_and_shown_in_order(
+    api: Any, employer: Any, enqueued: list[int]
+) -> None:
+    job = asking(api, employer)
+    result = applying(api, job["id"], GOOD)
+    assert result.status_code == 202, result.text
+    application = shown(api, employer, result.json["id"])
+    assert application["answers"] == [
+        {"questionId": "workAuth", "question": QUESTIONS[0]["text"], "answer": True},
+        {"questionId": "shift", "question": QUESTIONS[1]["text"], "answer": "day"},
+        {"questionId": "ovens", "question": QUESTIONS[2]["text"], "answer": ["deck", "wood"]},
+        {"questionId": "why", "question": "Why bread?", "answer": "Crust"},
+        {"questionId": "years", "question": "Years of baking", "answer": 4.5},
+    ]
+    assert application["knockedOut"] is False and application["knockedOutBy"] is None
+    assert enqueued == [application["id"]]
+
+
+@pytest.mark.parametrize(
+    ("answers", "expected"),
+    [
+        ("yes", [("answers", "invalid_type")]),
+        ({}, [("answers.workAuth", "required"), ("answers.shift", "required")]),
+        ({**GOOD, "pets": True}, [("answers.pets", "unknown_question")]),
+        ({**GOOD, "workAuth": "maybe"}, [("answers.workAuth", "invalid_type")]),
+        ({**GOOD, "shift": "dusk"}, [("answers.shift", "unknown_choice")]),
+        ({**GOOD, "shift": ["day"]}, [("answers.shift", "invalid_type")]),
+        ({**GOOD, "ovens": ["deck", "deck"]}, [("answers.ovens", "duplicate")]),
+        ({**GOOD, "ovens": ["gas"]}, [("answers.ovens", "unknown_choice")]),
+        ({**GOOD, "ovens": 3}, [("answers.ovens", "invalid_type")]),
+        ({**GOOD, "why": "x" * 21}, [("answers.why", "too_long")]),
+        ({**GOOD, "why": 7}, [("answers.why", "invalid_type")]),
+        ({**GOOD, "years": 61}, [("answers.years", "out_of_range")]),
+        ({**GOOD, "years": -1}, [("answers.years", "out_of_range")]),
+        ({**GOOD, "years": "many"}, [("answers.years", "invalid_type")]),
+        ({**GOOD, "years": True}, [("answers.years", "invalid_type")]),
+    ],
+)
+def test_each_bad_answer_is_a_422_naming_its_question(
+    api: Any, employer: Any, answers: Any, expected: list[tuple[str, str]]
+) -> None:
+    job = asking(api, employer)
+    result = applying(api, job["id"], answers, name="")
+    assert sorted(entries(result)) == sorted([("name", "required"), *expected])
+
+
+def test_a_job_without_questions_refuses_answers_to_none(api: Any, employer: Any) -> None:
+    job = create_job(api, employer, status="active")
+    assert applying(api, job["id"], {}).status_code == 202
+    assert entries(applying(api, job["id"], {"x": 1})) == [("answers.x", "unknown_question")]
+
+
+@pytest.mark.parametrize(
+    ("change", "by"),
+    [
+        ({"workAuth": False}, "workAuth"),
+        ({"shift": "night"}, "shift"),
+        ({"workAuth": False, "shift": "night"}, "workAuth"),
+    ],
+)
+def test_a_knocked_out_application_is_stored_marked_and_emailed_by_default(
+    api: Any, employer: Any, enqueued: list[int], change: dict[str, Any], by: str
+) -> None:
+    job = asking(api, employer)
+    result = applying(api, job["id"], {**GOOD, **change})
+    assert result.status_code == 202, result.text
+    application = shown(api, employer, result.json["id"])
+    assert application["knockedOut"] is True and application["knockedOutBy"] == by
+    assert application["status"] == "pending" and enqueued == [application["id"]]
+
+
+def test_multi_choice_knocks_out_on_any_chosen_knock_out_answer(api: Any, employer: Any) -> None:
+    asked = [{**QUESTIONS[2], "knockOut": ["rack"]}]
+    job = create_job(api, employer, status="active", questions=asked)
+    out = applying(api, job["id"], {"ovens": ["deck", "rack"]}).json["id"]
+    kept = applying(api, job["id"], {"ovens": ["deck"]}).json["id"]
+    assert shown(api, employer, out)["knockedOutBy"] == "ovens"
+    assert shown(api, employer, kept)["knockedOut"] is False
+
+
+def test_an_employer_may_keep_knocked_out_applications_from_the_mail(
+    api: Any, employer: Any, enqueued: list[int], sessions: sessionmaker[Session]
+) -> None:
+    changed = api.put(f"{API}/employer", json={"emailKnockedOut": False}, key=employer.key)
+    assert changed.status_code == 200 and changed.json["emailKnockedOut"] is False
+    job = asking(api, employer)
+    out = applying(api, job["id"], {**GOOD, "workAuth": False}).json["id"]
+    kept = applying(api, job["id"], GOOD).json["id"]
+    assert enqueued == [kept]  # the knocked-out one has no copy to send
+    application = shown(api, employer, out)
+    assert application["knockedOut"] is True
+    assert (application["status"], application["attempts"], application["sentAt"]) == (
+        None,
+        0,
+        None,
+    )
+    listed = api.get(f"{API}/applications", key=employer.key).json["data"]
+    assert {a["id"] for a in listed} == {out, kept}
+    with sessions() as s:
+        assert s.get(OutboxEntry, out) is None and s.get(OutboxEntry, kept) is not None
+
+
+def test_emailknockedout_must_be_a_boolean(api: Any, employer: Any) -> None:
+    result = api.put(f"{API}/employer", json={"emailKnockedOut": "no"}, key=employer.key)
+    assert entries(result) == [("emailKnockedOut", "invalid_type")]
+
+
+def test_the_webhook_and_the_export_carry_the_answers(
+    api: Any, employer: Any, sessions: sessionmaker[Session]
+) -> None:
+    with sessions() as s:
+        s.add(
+            WebhookEndpoint(
+                employer_id=employer.id,
+                url="https://hooks.example/x",
+                events='["*"]',
+                status="enabled",
+                secret="sealed",
+                created_at=utcnow(),
+                updated_at=utcnow(),
+            )
+        )
+        s.commit()
+    job = asking(api, employer)
+    app_id = applying(api, job["id"], {**GOOD, "shift": "night"}).json["id"]
+    application = shown(api, employer, app_id)
+    with sessions() as s:
+        (payload,) = s.scalars(select(WebhookMessage.payload)).all()
+        data = json.loads(payload)["data"]
+        assert data == {**application, "resumeUrl": None}
+        exported = representations.export(privacy.export(s, "ada@example.com"))
+    assert exported["applications"] == [application]
+    assert application["answers"][1] == {
+        "questionId": "shift",
+        "question": QUESTIONS[1]["text"],
+        "answer": "night",
+    }
+
+
+def test_a_knocked_out_application_kept_from_the_mail_is_purged_after_the_retention(
+    api: Any, employer: Any, sessions: sessionmaker[Session]
+) -> None:
+    from models.applications import service
+
+    api.put(f"{API}/employer", json={"emailKnockedOut": False}, key=employer.key)
+    job = asking(api, employer)
+    app_id = applying(api, job["id"], {**GOOD, "workAuth": False}).json["id"]
+    with sessions() as s:
+        assert service.purge(s, now=utcnow(), retention_days=30) == 0
+        assert service.purge(s, now=utcnow() + timedelta(days=31), retention_days=30) == 1
+        s.commit()
+        assert s.get(Application, app_id) is None
+
+
+# --- the email copy, in-process against a real SMTP server ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("language", "lines"),
+    [
+        (
+            "en",
+            [
+                "Knocked out: yes, by the answer to: Which shift can you work?",
+                "Are you legally entitled to work in Canada?: Yes",
+                "Which shift can you work?: Night",
+                "Which ovens have you used?: Deck, Wood-fired",
+                "Years of baking: 4.5",
+            ],
+        ),
+        (
+            "fr",
+            [
+                "Éliminatoire\u00a0: oui, par la réponse à\u00a0: Which shift can you work?",
+                "Are you legally entitled to work in Canada?\u00a0: Oui",
+                "Which shift can you work?\u00a0: Night",
+            ],
+        ),
+    ],
+)
+def test_the_copy_lists_the_answers_and_the_knock_out_in_the_employers_language(
+    api: Any,
+    employer: Any,
+    sessions: sessionmaker[Session],
+    settings: Settings,
+    smtp_sink: Any,
+    language: str,
+    lines: list[str],
+) -> None:
+    import dataclasses
+
+    from workers import delivery
+
+    api.put(f"{API}/employer", json={"language": language}, key=employer.key)
+    job = asking(api, employer)
+    app_id = applying(api, job["id"], {**GOOD, "shift": "night"}).json["id"]
+    mail = dataclasses.replace(
+        settings,
+        smtp_host=smtp_sink.host,
+        smtp_port=smtp_sink.port,
+        smtp_timeout=5,
+        mail_from="Jobpost <jobpost@jobs.example>",
+    )
+    assert delivery.deliver(sessions, mail, app_id) == "sent"
+    [message] = smtp_sink.messages
+    text, page = message.get_body(("plain",)), message.get_body(("html",))
+    assert text is not None and page is not None
+    content = text.get_content()
+    for line in lines:
+        assert line in content
+    assert "Which ovens have you used?" in page.get_content()
