@@ -95,11 +95,12 @@ class Intake:
         job = applications.open_job(session, path_id(job_id))
         if fields.get("website"):  # the honeypot: a bot is told it succeeded
             return None
-        submission = applications.check(fields)
+        submission = applications.check(fields, job)
         application = applications.submit(session, job, submission)
         app_id, request_id = application.id, req.context.request_id
         req.context.application_id = app_id  # its Idempotency-Key record names it (C13)
-        after_commit(session, lambda: self.enqueue(app_id, request_id))
+        if application.outbox is not None:  # None: knocked out, stored only (C21)
+            after_commit(session, lambda: self.enqueue(app_id, request_id))
         receipt_id = receipts.queue(
             session,
             application,

@@ -78,6 +78,9 @@ def _part_without_headers(content_type: str, data: bytes) -> bool:
     return b"--" + boundary.encode() + b"\r\n\r\n" in data
 
 
+ANSWER_PREFIX = "answers."  # the form's name of a screening question's answer: answers.{id}
+
+
 def _fields(form: MultipartForm) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     for part in form:
@@ -90,7 +93,17 @@ def _fields(form: MultipartForm) -> dict[str, Any]:
             if raw or filename:
                 fields[name] = Upload(filename, raw) if raw else None
             continue
-        fields[name] = text(name, charset(part.content_type), raw)
+        value = text(name, charset(part.content_type), raw)
+        if name.startswith(ANSWER_PREFIX):  # a screening question's (C21): `answers` as JSON's
+            answers = fields.setdefault("answers", {})
+            asked = name.removeprefix(ANSWER_PREFIX)
+            if asked in answers:  # a multiChoice question's boxes, one part each
+                kept = answers[asked]
+                answers[asked] = [*kept, value] if isinstance(kept, list) else [kept, value]
+            else:
+                answers[asked] = value
+            continue
+        fields[name] = value
     return fields
 
 

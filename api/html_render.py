@@ -26,7 +26,7 @@ from api.representations import number
 from models.core import i18n
 from models.core.i18n import N_, Language
 from models.db.entities import Job
-from models.jobs import workplace
+from models.jobs import questions, workplace
 from models.jobs.html import with_link_rel
 from models.reference.lists import URL_ROUTE
 
@@ -302,6 +302,7 @@ class FormState:
     """What the applicant typed (the file is never kept) and the messages, by form field."""
 
     values: dict[str, str] = field(default_factory=dict)
+    answers: dict[str, Any] = field(default_factory=dict)  # by question id (C21)
     errors: dict[str, list[str]] = field(default_factory=dict)
     resume_dropped: bool = False
     token: str = ""  # the one-time token the form sends as its Idempotency-Key (C10)
@@ -385,7 +386,31 @@ def job_page(
         policy_url=f"{FRAUD_POLICY}?lang={lang.code}",
         confidential=job.confidential,
         retention_days=retention_days,
+        questions=asked(job, lang),
     )
+
+
+def asked(job: Job, lang: Language) -> list[dict[str, Any]]:
+    """The job's screening questions as the form asks them (C21): in the page's language
+    when the job has it (its own, or the translation given), else in the job's."""
+    own = job.language == lang.code
+
+    def words(item: dict[str, Any]) -> str:
+        other = item.get("translation")
+        return str(item["text"] if own or other is None else other)
+
+    shown = []
+    for q in questions.listed(job.questions):
+        shown.append(
+            {
+                **q,
+                "text": words(q),
+                "choices": [(c["id"], words(c)) for c in q.get("choices", ())],
+                "field": f"answers.{q['id']}",
+                "anchor": f"q-{q['id']}",
+            }
+        )
+    return shown
 
 
 def statements(job: Job, lang: Language) -> list[str]:

@@ -35,6 +35,15 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "strict-origin-when-cross-origin",
 }
 TEXT_FIELDS = ("name", "email", "phone", "coverLetter")
+# Messages for a screening question's answer (C21), by C1 entry code; shown under the question.
+ANSWER_MESSAGES = {
+    "required": N_("Please answer this question."),
+    "invalid_type": N_("Please answer with one of the choices, or a number where one is asked."),
+    "unknown_choice": N_("Please choose one of the answers given."),
+    "duplicate": N_("Please choose each answer once."),
+    "out_of_range": N_("Please enter a number within the range given."),
+    "too_long": N_("Your answer is too long."),
+}
 # Messages for people, by (form field, C1 entry code); other entries get FALLBACK.
 MESSAGES = {
     ("name", "required"): N_("Please enter your name."),
@@ -368,9 +377,16 @@ class ApplyForm(ApplyRedirect):
             # The same token: the key was released, and the corrected form applies once.
             token=token if isinstance(token, str) else new_token(),
         )
+        answers = fields.get("answers")
+        if isinstance(answers, dict):
+            state.answers = answers
         for error in errors:
             name = error.field.split(".", 1)[0]
-            message = lang.gettext(MESSAGES.get((name, error.code), FALLBACK))
+            if name == "answers" and error.field != "answers":  # a question's own (C21)
+                name = error.field
+                message = lang.gettext(ANSWER_MESSAGES.get(error.code, FALLBACK))
+            else:
+                message = lang.gettext(MESSAGES.get((name, error.code), FALLBACK))
             state.errors.setdefault(name, []).append(message)
         state.resume_dropped = isinstance(fields.get("resume"), Upload) and (
             "resume" not in state.errors

@@ -24,7 +24,7 @@ from models.db.entities import (
     WebhookEndpoint,
 )
 from models.employers import Access
-from models.jobs import workplace
+from models.jobs import questions, workplace
 from models.jobs.listing import Header
 from models.jobs.rows import StoredJob
 from models.reference.lists import (
@@ -85,6 +85,7 @@ def header(job: Header, employer: Access) -> dict[str, Any]:
         "locations": [location(loc) for loc in job.locations],
         "workplaceType": job.workplace_type,
         "applicantLocations": workplace.listed(job.workplace_type, job.applicant_locations),
+        "questions": questions.listed(job.questions),
         "confidential": job.confidential,
         "status": job.status,
         "updatedAt": timestamp(job.updated_at),
@@ -121,6 +122,7 @@ def job(j: StoredJob, employer_name: str) -> dict[str, Any]:
         "aiScreening": j.ai_screening,
         "existingVacancy": j.existing_vacancy,
         "takenDown": j.taken_down,
+        "questions": questions.listed(j.questions),
     }
 
 
@@ -207,6 +209,7 @@ def application(a: Application) -> dict[str, Any]:
             "size": a.resume_size,
             "contentType": a.resume_content_type,
         }
+    copy = a.outbox  # None: knocked out, and its employer has it stored only (C21)
     return {
         "id": a.id,
         "jobId": a.job_id,
@@ -216,11 +219,22 @@ def application(a: Application) -> dict[str, Any]:
         "coverLetter": a.cover_letter,
         "receivedAt": timestamp(a.received_at),
         "resume": resume,
-        "status": a.outbox.status,
-        "attempts": a.outbox.attempts,
-        "sentAt": timestamp(a.outbox.sent_at),
-        "lastError": a.outbox.last_error,
+        "status": None if copy is None else copy.status,
+        "attempts": 0 if copy is None else copy.attempts,
+        "sentAt": None if copy is None else timestamp(copy.sent_at),
+        "lastError": None if copy is None else copy.last_error,
+        "answers": answers(a.answers),
+        "knockedOut": a.knocked_out_by is not None,
+        "knockedOutBy": a.knocked_out_by,
     }
+
+
+def answers(stored: str | None) -> list[dict[str, Any]]:
+    """An application's answers (C21): each question's id and wording, and the answer."""
+    return [
+        {"questionId": e["questionId"], "question": e["question"], "answer": e["answer"]}
+        for e in questions.answers_of(stored)
+    ]
 
 
 def report(r: Shown) -> dict[str, Any]:
@@ -259,6 +273,7 @@ def export(found: Export) -> dict[str, Any]:
             "lastError": a.outbox.last_error,
         }
         for a in found.applications
+        if a.outbox is not None  # a knocked-out application kept from the mail (C21)
     ]
     sent = [
         {
@@ -303,4 +318,5 @@ def employer(e: Employer) -> dict[str, Any]:
         "language": e.language,
         "compliance": e.compliance,
         "ontario25Plus": e.ontario25_plus,
+        "emailKnockedOut": e.email_knocked_out,
     }

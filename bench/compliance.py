@@ -184,6 +184,7 @@ def _check_us(scenarios: list[api.Scenario]) -> float:
                 workplace_type="onSite",
                 applicant_locations="",
                 taken_down=False,
+                questions=None,
                 language="en",
                 translation_title=None,
                 translation_description=None,

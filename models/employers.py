@@ -101,7 +101,7 @@ def set_compliance(
 
 def update_settings(session: Session, employer_id: int, body: dict[str, Any]) -> Employer:
     """PUT /employer (C13): a partial update of the settings (language, compliance,
-    ontario25Plus); every bad member reported at
+    ontario25Plus, and C21's emailKnockedOut); every bad member reported at
     once, and nothing changed then. Other members are read-only and ignored."""
     errors: list[FieldError] = []
     mode = body.get("compliance")
@@ -113,6 +113,11 @@ def update_settings(session: Session, employer_id: int, body: dict[str, Any]) ->
         errors.append(
             FieldError("ontario25Plus", "invalid_type", "ontario25Plus must be true or false.")
         )
+    knocked = body.get("emailKnockedOut")
+    if "emailKnockedOut" in body and not isinstance(knocked, bool):
+        errors.append(
+            FieldError("emailKnockedOut", "invalid_type", "emailKnockedOut must be true or false.")
+        )
     language = body.get("language")
     if "language" in body and (not isinstance(language, str) or language not in LANGUAGES):
         code = "out_of_range" if isinstance(language, str) else "invalid_type"
@@ -121,6 +126,10 @@ def update_settings(session: Session, employer_id: int, body: dict[str, Any]) ->
         raise ValidationFailed(errors, subject="employer")
     if language is not None:
         set_language(session, employer_id, language)
+    if knocked is not None:  # C21: whether knocked-out applications are emailed
+        found = session.get(Employer, employer_id)
+        if found is not None:
+            found.email_knocked_out = knocked
     return set_compliance(session, employer_id, mode=mode, ontario25_plus=ontario)
 
 

@@ -140,6 +140,16 @@ JOB: dict[str, Any] = {
     "aiScreening": False,
     "existingVacancy": None,
     "takenDown": False,
+    "questions": [
+        {
+            "id": "workAuth",
+            "type": "yesNo",
+            "text": "Are you legally entitled to work in Canada?",
+            "translation": "Êtes-vous légalement autorisé à travailler au Canada?",
+            "required": True,
+            "knockOut": [False],
+        }
+    ],
 }
 
 

@@ -33,6 +33,7 @@ HEADER_KEYS = [
     "locations",
     "workplaceType",
     "applicantLocations",
+    "questions",
     "confidential",
 ]
 HEADER = {k: JOB[k] for k in [*HEADER_KEYS, "status", "updatedAt"]}
@@ -63,6 +64,9 @@ APPLICATION = {
     "attempts": 5,
     "sentAt": None,
     "lastError": "550 mailbox unavailable",
+    "answers": [{"questionId": "workAuth", "question": "Work in Canada?", "answer": True}],
+    "knockedOut": False,
+    "knockedOutBy": None,
 }
 
 INVALID = {

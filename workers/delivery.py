@@ -84,6 +84,8 @@ def copy_of(
         resume_filename=a.resume_filename,
         resume_content_type=a.resume_content_type,
         resume=resume,
+        answers=a.answers,
+        knocked_out_by=a.knocked_out_by,
         language=language or "en",
         timezone=timezone,
     )
@@ -104,6 +106,8 @@ claim_copy = outbox.Claim(
     "received_at",
     "resume_filename",
     "resume_content_type",
+    "answers",
+    "knocked_out_by",
     resume=True,
     language=True,
 )

@@ -19,6 +19,7 @@ from models.core.errors import ApplyViaUrl, FieldError, JobGone, NotFound, Valid
 from models.db.entities import Application, Employer, Job, OutboxEntry, Resume
 from models.db.fast_reads import planned_for_values
 from models.db.feed import Position, stamp
+from models.jobs import questions
 from models.reference.lists import URL_ROUTE
 
 PHONE = re.compile(r"[0-9 +\-().]{1,30}")
@@ -41,6 +42,7 @@ class Submission:
     phone: str | None
     cover_letter: str | None
     resume: tuple[str, resumes.ResumeKind, bytes] | None
+    answers: questions.Answered = questions.NONE  # C21
 
 
 # Intake reads the job's state, route and snapshot fields and its employer's name (joined);
@@ -79,8 +81,9 @@ def open_job(session: Session, job_id: int) -> Job:
     return job
 
 
-def check(fields: dict[str, Any]) -> Submission:
-    """Every rule of C8 on the applicant's fields; all broken rules at once."""
+def check(fields: dict[str, Any], job: Job | None = None) -> Submission:
+    """Every rule of C8 on the applicant's fields, and C21's on the answers to `job`'s
+    screening questions; all broken rules at once."""
     errors: list[FieldError] = []
 
     def take(name: str, rule: Any) -> Any:
@@ -95,9 +98,17 @@ def check(fields: dict[str, Any]) -> Submission:
     phone = take("phone", _phone)
     letter = take("coverLetter", lambda v: _optional_text(v, "coverLetter", 10_000, multiline=True))
     resume = take("resume", _resume)
+    answered = questions.NONE
+    asked = questions.listed(job.questions) if job is not None else []
+    try:
+        answered = questions.answer(asked, fields.get("answers"))
+    except Invalid as e:
+        errors.append(e.error)
+    except ValidationFailed as e:
+        errors.extend(e.errors)
     if errors:
         raise ValidationFailed(errors, subject="application")
-    return Submission(name, email, phone, letter, resume)
+    return Submission(name, email, phone, letter, resume, answered)
 
 
 def _required(value: Any, field: str, max_len: int) -> str:
@@ -166,7 +177,9 @@ def submit(session: Session, job: Job, sub: Submission) -> Application:
     """Store the application, its résumé and its outbox entry in the caller's transaction.
 
     The snapshot of the job (title, referenceId, address, employer) lets delivery go on
-    after the job is deleted (C8).
+    after the job is deleted (C8). A knocked-out application (C21) is stored and marked
+    all the same; it gets no outbox entry, and no copy, when its employer has
+    `email_knocked_out` off.
     """
     now = stamp(session)  # receivedAt, the applications feed's time (C10)
     application = Application(
@@ -181,6 +194,8 @@ def submit(session: Session, job: Job, sub: Submission) -> Application:
         job_reference_id=job.reference_id,
         application_email=job.application_email or "",
         employer_name=job.employer.name,
+        answers=sub.answers.stored,
+        knocked_out_by=sub.answers.knocked_out_by,
     )
     if sub.resume is not None:
         filename, kind, data = sub.resume
@@ -189,9 +204,10 @@ def submit(session: Session, job: Job, sub: Submission) -> Application:
         application.resume_size = len(data)
     # Counted as enqueued now: the after-commit enqueue follows; if the broker is down,
     # the sweeper enqueues it once OUTBOX_SWEEP_GRACE_SECONDS have passed (C8).
-    application.outbox = OutboxEntry(
-        status="pending", attempts=0, next_attempt_at=now, enqueued_at=now
-    )
+    if sub.answers.knocked_out_by is None or job.employer.email_knocked_out:
+        application.outbox = OutboxEntry(
+            status="pending", attempts=0, next_attempt_at=now, enqueued_at=now
+        )
     session.add(application)
     session.flush()
     if sub.resume is not None:
@@ -302,7 +318,13 @@ def purge(session: Session, *, now: datetime, retention_days: int) -> int:
         .where(OutboxEntry.status.in_(("sent", "failed")), Application.received_at < cutoff)
         .with_for_update(of=OutboxEntry)
     )
-    old = Application.id.in_(over)
+    # An application kept from the mail (knocked out, C21) has no delivery: over at once.
+    unsent = (
+        ~select(OutboxEntry.application_id)
+        .where(OutboxEntry.application_id == Application.id)
+        .exists()
+    )
+    old = Application.id.in_(over) | (unsent & (Application.received_at < cutoff))
     # Résumés and outbox entries go with them: ON DELETE CASCADE (foreign keys are on in SQLite).
     result = session.execute(delete(Application).where(old))
     receipts.purge_erased(session, cutoff=cutoff)  # C20: links of applications gone

@@ -72,6 +72,9 @@ class Employer(Base):
     # (`off`); and whether it has 25+ employees in Ontario, whose rules apply only then.
     compliance: Mapped[str] = mapped_column(String(8), default="warn", server_default="warn")
     ontario25_plus: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    # Whether an application knocked out by a screening question is emailed (marked) as any
+    # other, or only stored (C21).
+    email_knocked_out: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
 
 
 class ApiKey(Base):
@@ -169,6 +172,8 @@ class Job(Base):
     # it active again. No Python default: the ORM then leaves it out of INSERTs, as schemas
     # before migration 0013 (tests of older migrations) need.
     taken_down: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    # Its screening questions in read shape as JSON text, null for none (C21, migration 0031).
+    questions: Mapped[str | None] = mapped_column(Text)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
     # Left by a sync run's write (C11, models.syncs.digests): the digest of the item written and
     # of all its check depends on, and the warnings its unchanged resend answers. Null after
@@ -301,8 +306,13 @@ class Application(Base):
     resume_filename: Mapped[str | None] = mapped_column(String(120))
     resume_content_type: Mapped[str | None] = mapped_column(String(100))
     resume_size: Mapped[int | None] = mapped_column(Integer)
+    # The answers to the job's screening questions with their wording (JSON text, null for
+    # none), and the question whose answer knocked it out (C21, migration 0031). A knocked-out
+    # application the employer does not want emailed has no outbox entry: no copy is sent.
+    answers: Mapped[str | None] = mapped_column(Text)
+    knocked_out_by: Mapped[str | None] = mapped_column(String(40))
 
-    outbox: Mapped[OutboxEntry] = relationship(
+    outbox: Mapped[OutboxEntry | None] = relationship(
         back_populates="application", cascade="all, delete-orphan", lazy="joined"
     )
     __table_args__ = (

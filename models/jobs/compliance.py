@@ -20,7 +20,7 @@ from sqlalchemy import Connection, select
 
 from models.core.errors import FieldError, ValidationFailed
 from models.db.entities import Location
-from models.jobs import workplace
+from models.jobs import questions, workplace
 from models.jobs.rows import StoredJob
 from models.jobs.warnings import Warning
 from models.reference.lists import fold_spaced
@@ -33,6 +33,7 @@ PAY_RANGE_TOO_WIDE = "pay_range_too_wide"
 AI_DISCLOSURE_REQUIRED = "ai_disclosure_required"
 VACANCY_DISCLOSURE_REQUIRED = "vacancy_disclosure_required"
 CANADIAN_EXPERIENCE_REQUIREMENT = "canadian_experience_requirement"
+CANADIAN_EXPERIENCE_QUESTION = "canadian_experience_question"
 FRENCH_VERSION_REQUIRED = "french_version_required"
 # Ontario's guide says an employer may not require Canadian experience; what a posting says
 # is the employer's to judge, so this one is a warning in every mode, never an error.
@@ -53,7 +54,9 @@ class Facts:
     ontario25_plus: bool
 
 
-Check = Callable[[Facts], str | None]  # None: the job complies; else why not
+# None: the job complies; else why not, or (the field at fault, why not) for a rule whose
+# field is one of several (a screening question's, `questions[i].text`).
+Check = Callable[[Facts], str | tuple[str, str] | None]
 
 
 def _pay_stated(facts: Facts) -> str | None:
@@ -130,6 +133,29 @@ def _no_canadian_experience(facts: Facts) -> str | None:
     return None
 
 
+# A question's ways of asking it, in folded text (case, accents and punctuation as `fold`
+# leaves them): the posting's phrases with a word between ("Canadian work experience",
+# "expérience professionnelle canadienne"), and experience "in Canada" ("au Canada").
+_ASKED = re.compile(
+    r"canadian\s+(?:\w+\s+)?experience|experience\s+(?:\w+\s+){0,3}in\s+canada"
+    r"|experience\s+(?:\w+\s+){0,2}(?:canadienne|au\s+canada|acquise\s+au\s+canada)"
+)
+
+
+def _no_canadian_experience_question(facts: Facts) -> tuple[str, str] | None:
+    """A screening question (C21), in either language, that asks for Canadian experience."""
+    for i, q in enumerate(questions.listed(facts.job.questions)):
+        for text in (q["text"], q.get("translation")):
+            if text is not None and _ASKED.search(fold_spaced(text)):
+                return (
+                    f"questions[{i}].text",
+                    f"Question {q['id']!r} asks for Canadian experience; the Ontario Human "
+                    "Rights Commission holds that requiring it is discrimination unless it is "
+                    "a bona fide requirement: ask for the skills or experience the job needs.",
+                )
+    return None
+
+
 def _in_french(facts: Facts) -> str | None:
     job = facts.job
     if job.language == "fr" or job.translation_title is not None:
@@ -179,6 +205,18 @@ RULES: tuple[Rule, ...] = (
         "description",
         True,
     ),
+    # … and no screening question (C21) asking for it, of any employer in Ontario: the Human
+    # Rights Code, as the Ontario Human Rights Commission's "Policy on removing the 'Canadian
+    # experience' barrier" (2013) reads it: a requirement of Canadian experience is prima
+    # facie discrimination, allowed only as a bona fide requirement. The employer's mode
+    # decides: refused in enforce, warned in warn.
+    Rule(
+        "ON",
+        date(2013, 1, 1),
+        _no_canadian_experience_question,
+        CANADIAN_EXPERIENCE_QUESTION,
+        "questions",
+    ),
     # Quebec: the Charter of the French Language as amended in 2022 (Bill 96); postings are
     # published in French from 2022-06-01 (as the CAI and Éducaloi summarise it).
     Rule("QC", date(2022, 6, 1), _in_french, FRENCH_VERSION_REQUIRED, "translation"),
@@ -203,9 +241,10 @@ def findings(
             continue
         if (rule.field, rule.code) in found:
             continue
-        message = rule.check(facts)
-        if message is not None:
-            found[(rule.field, rule.code)] = Warning(rule.field, rule.code, message)
+        said = rule.check(facts)
+        if said is not None:
+            field, message = said if isinstance(said, tuple) else (rule.field, said)
+            found[(rule.field, rule.code)] = Warning(field, rule.code, message)
     return list(found.values())
 
 

@@ -43,6 +43,7 @@ class Header:
     status: str
     workplace_type: str
     applicant_locations: str  # as stored (`models.jobs.workplace`)
+    questions: str | None  # as stored (`models.jobs.questions`)
     updated_at: datetime
     locations: list[Place]
 
@@ -308,6 +309,7 @@ HEADER = (
     Job.status,
     Job.workplace_type,
     Job.applicant_locations,
+    Job.questions,
     Job.updated_at,
 )
 
@@ -340,12 +342,22 @@ def headers_of(rows: list[tuple[Any, ...]]) -> list[Header]:
         if row[ID_AT] is None:  # the row of an empty page, for its tally
             continue
         if not headers or headers[-1].id != row[ID_AT]:
-            job_id, ref, title, published, confidential, status, kind, takes, updated = row[
+            job_id, ref, title, published, confidential, status, kind, takes, asks, updated = row[
                 ID_AT:PLACE_AT
             ]
             headers.append(
                 Header(
-                    job_id, ref, title, published, confidential, status, kind, takes, updated, []
+                    job_id,
+                    ref,
+                    title,
+                    published,
+                    confidential,
+                    status,
+                    kind,
+                    takes,
+                    asks,
+                    updated,
+                    [],
                 )
             )
         if row[PLACE_AT] is not None:  # a job without locations has one row, of NULLs

@@ -73,6 +73,7 @@ VALUES = (
     "workplace_type",
     "applicant_locations",
     "taken_down",
+    "questions",
 )
 # Set by every write beside them: computed, never read back into a StoredJob (a sync run's
 # batch reads the last two apart, `last_written`).
@@ -110,6 +111,7 @@ class StoredJob:
     workplace_type: str
     applicant_locations: str  # as stored: `models.jobs.workplace`
     taken_down: bool
+    questions: str | None  # as stored: `models.jobs.questions`
     version: int
     updated_at: datetime | None  # the last stored change (C10); None before the first
     locations: tuple[Place, ...] | None = None

@@ -13,7 +13,7 @@ from models.core.checks import Invalid
 from models.core.errors import FieldError, ValidationFailed
 from models.core.i18n import LANGUAGES
 from models.db.entities import Employer
-from models.jobs import html, warnings, workplace
+from models.jobs import html, questions, warnings, workplace
 from models.jobs.rows import StoredJob
 from models.reference import places
 from models.reference.lists import (
@@ -330,6 +330,15 @@ def _applicant_locations(ctx: _Context, value: Any) -> None:
     ctx.out["applicant_codes"] = tuple(found)
 
 
+def _questions(ctx: _Context, value: Any) -> None:
+    """Up to 10 screening questions (C21), replaced whole by a PUT; null and [] remove them."""
+    stored, errors = questions.validate(value)
+    if errors:
+        ctx.errors.extend(errors)
+        return
+    ctx.out["questions"] = stored
+
+
 RULES: dict[str, Callable[[_Context, Any], None]] = {
     "referenceId": _reference_id,
     "title": _title,
@@ -351,6 +360,7 @@ RULES: dict[str, Callable[[_Context, Any], None]] = {
     "existingVacancy": _statement("existing_vacancy", "existingVacancy"),
     "workplaceType": _workplace_type,
     "applicantLocations": _applicant_locations,
+    "questions": _questions,
 }
 
 

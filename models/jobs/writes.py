@@ -287,6 +287,7 @@ def _blank_job(employer_id: int, today: date) -> StoredJob:
         workplace_type=workplace.DEFAULT_TYPE,
         applicant_locations="",
         taken_down=False,
+        questions=None,
         version=1,
         updated_at=None,
         locations=(),

@@ -211,6 +211,7 @@ def test_the_employer_reads_and_changes_its_settings(
         "language": "en",
         "compliance": "warn",
         "ontario25Plus": True,
+        "emailKnockedOut": True,
     }
     changed = api.put(
         EMPLOYER,
@@ -305,3 +306,67 @@ def test_sync_items_warn_fail_in_enforce_and_pass_when_off_for_each_rule(
     off = synced(off_account)
     assert [i["outcome"] for i in off] == ["created", "updated"]
     assert not any(entry in codes(i["warnings"]) for i in off)  # C10's own warnings may stay
+
+
+# --- C21: a screening question asking for Canadian experience ---------------------------------
+
+ASKS_IT = [
+    {"id": "ok", "type": "yesNo", "text": "Are you entitled to work in Canada?"},
+    {
+        "id": "exp",
+        "type": "number",
+        "text": "Years of baking",
+        "translation": "Années d’expérience canadienne en boulangerie",
+    },
+]
+
+
+@pytest.mark.parametrize(
+    ("mode", "ontario25_plus"), [("warn", True), ("warn", False), ("enforce", True)]
+)
+def test_a_question_asking_for_canadian_experience_follows_the_mode_in_ontario(
+    api: Api, sessions: sessionmaker[Session], employer: Account, mode: str, ontario25_plus: bool
+) -> None:
+    """C13's Ontario row for C21 (the Human Rights Code, as the OHRC's 2013 policy reads it):
+    any employer, warned in warn, refused in enforce, naming the question."""
+    set_mode(sessions, employer, mode, ontario25_plus=ontario25_plus)
+    body = job_body(status="active", questions=ASKS_IT)
+    result = api.post(JOBS, json=body, key=employer.key)
+    expected = [("questions[1].text", "canadian_experience_question")]
+    if mode == "enforce":
+        assert entries(result) == expected
+        assert "'exp'" in result.json["errors"][0]["message"]
+    else:
+        assert warning_codes(result) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Do you have Canadian experience?",
+        "How many years of CANADIAN work experience do you have?",
+        "Years of experience working in Canada",
+        "Avez-vous une expérience canadienne?",
+        "Avez-vous de l’expérience de travail au Canada?",
+    ],
+)
+def test_each_wording_of_the_question_is_found(api: Api, employer: Account, text: str) -> None:
+    body = job_body(status="active", questions=[{"id": "q", "type": "yesNo", "text": text}])
+    result = api.post(JOBS, json=body, key=employer.key)
+    assert warning_codes(result) == [("questions[0].text", "canadian_experience_question")]
+
+
+def test_the_question_rule_is_off_outside_ontario_in_off_mode_and_for_drafts(
+    api: Api, sessions: sessionmaker[Session], employer: Account, make_employer: Any
+) -> None:
+    asks = [{"id": "q", "type": "yesNo", "text": "Canadian experience?"}]
+    vancouver = job_body(
+        status="active", questions=asks, locations=[{"description": "Vancouver, BC"}]
+    )
+    assert warning_codes(api.post(JOBS, json=vancouver, key=employer.key)) == []
+    draft = job_body(status="draft", questions=asks)
+    assert warning_codes(api.post(JOBS, json=draft, key=employer.key)) == []
+    off = make_employer("Off")
+    set_mode(sessions, off, "off")
+    on = job_body(status="active", questions=asks)
+    assert warning_codes(api.post(JOBS, json=on, key=off.key)) == []

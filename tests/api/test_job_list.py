@@ -152,7 +152,8 @@ def test_republishing_moves_a_job_to_the_top(api: Any, employer: Any, clock: Any
 
 def test_the_list_element_is_the_job_header(api: Any, employer: Any) -> None:
     """Interface: id, referenceId, employer, title, publishDate, locations, confidential, status;
-    C10's updatedAt and C16's workplaceType and applicantLocations, as the job shows them."""
+    C10's updatedAt, C16's workplaceType and applicantLocations and C21's questions, as the
+    job shows them."""
     job = create_job(api, employer, referenceId="H-1", confidential=True)
     (header,) = listing(api, employer)["data"]
     assert header == {
@@ -166,6 +167,7 @@ def test_the_list_element_is_the_job_header(api: Any, employer: Any) -> None:
             "locations",
             "workplaceType",
             "applicantLocations",
+            "questions",
             "confidential",
             "status",
             "updatedAt",

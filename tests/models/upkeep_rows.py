@@ -109,6 +109,7 @@ def add_application(
         application = applications.submit(s, job, sub)
         received = models.core.dates.utcnow() - age
         application.received_at = received
+        assert application.outbox is not None  # not knocked out (C21)
         application.outbox.status = delivery
         application.outbox.next_attempt_at = received
         if delivery == "sending":

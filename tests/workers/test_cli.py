@@ -124,7 +124,10 @@ def test_employers_set_changes_the_c13_settings_and_prints_them(
         "language": "en",
         "compliance": "enforce",
         "ontario25Plus": False,
+        "emailKnockedOut": True,
     }
+    assert main(["employers", "set", str(employer.id), "--email-knocked-out", "no", "--json"]) == 0
+    assert orjson.loads(capsys.readouterr().out)["emailKnockedOut"] is False  # C21
     assert main(["employers", "set", str(employer.id), "--ontario-25-plus", "yes"]) == 0
     said = capsys.readouterr().out
     assert said == (

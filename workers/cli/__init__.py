@@ -79,6 +79,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--language", choices=LANGUAGES, help="of the emails it receives")
     c.add_argument("--compliance", choices=compliance.MODES)
     c.add_argument("--ontario-25-plus", choices=("yes", "no"), dest="ontario25_plus")
+    c.add_argument("--email-knocked-out", choices=("yes", "no"), dest="email_knocked_out")
     c = cmd(emp, "set-plan", employers.employers_set_plan, "change an employer's plan")
     c.add_argument("id", type=int)
     c.add_argument("plan", choices=PLANS)

@@ -47,12 +47,17 @@ def employers_set_plan(args: argparse.Namespace, command: Command) -> int:
 
 
 def employers_set(args: argparse.Namespace, command: Command) -> int:
-    """`jobpost employers set ID [--language L] [--compliance M] [--ontario-25-plus yes|no]`
-    (C13): what is not given is left as it is; prints the employer as GET /employer does."""
+    """`jobpost employers set ID [--language L] [--compliance M] [--ontario-25-plus yes|no]
+    [--email-knocked-out yes|no]` (C13, C21): what is not given is left as it is; prints the
+    employer as GET /employer does."""
     ontario = None if args.ontario25_plus is None else args.ontario25_plus == "yes"
     with session_scope(command.sessions) as s:
         if args.language is not None:
             employers.set_language(s, args.id, args.language)
+        if args.email_knocked_out is not None:
+            employers.update_settings(
+                s, args.id, {"emailKnockedOut": args.email_knocked_out == "yes"}
+            )
         employer = employers.set_compliance(
             s, args.id, mode=args.compliance, ontario25_plus=ontario
         )

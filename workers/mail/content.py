@@ -12,6 +12,7 @@ from email.utils import parseaddr
 from pathlib import Path
 
 from models.core import i18n
+from models.jobs import questions
 
 TEMPLATES = i18n.environment(Path(__file__).parent / "templates")
 i18n.precompile(TEMPLATES)
@@ -35,6 +36,8 @@ class ApplicationCopy:
     resume_filename: str | None
     resume_content_type: str | None
     resume: bytes | None
+    answers: str | None = None  # as stored (models.jobs.questions, C21)
+    knocked_out_by: str | None = None
     language: str = i18n.DEFAULT  # the employer's (C13)
     timezone: tzinfo = UTC  # the service's (TIMEZONE): the time the copy shows
 
@@ -95,7 +98,29 @@ def summary_rows(copy: ApplicationCopy) -> list[tuple[str, str]]:
         (_("Phone"), copy.phone or _("not given")),
         (_("Received"), received),
         (_("Résumé"), resume),
+        *_screening(copy, lang),
     ]
+
+
+def _screening(copy: ApplicationCopy, lang: i18n.Language) -> list[tuple[str, str]]:
+    """The answers to the screening questions, each under its question, and the mark of a
+    knocked-out application first (C21)."""
+    _ = lang.gettext
+    rows: list[tuple[str, str]] = []
+    entries = questions.answers_of(copy.answers)
+    if copy.knocked_out_by is not None:
+        asked = next((e["question"] for e in entries if e["questionId"] == copy.knocked_out_by), "")
+        rows.append((_("Knocked out"), _("yes, by the answer to: %(q)s") % {"q": asked}))
+    for e in entries:
+        value = e["answer"]
+        if "labels" in e:
+            shown = ", ".join(e["labels"])
+        elif isinstance(value, bool):
+            shown = _("Yes") if value else _("No")
+        else:
+            shown = str(value)
+        rows.append((e["question"], shown))
+    return rows
 
 
 def text_body(

@@ -43,6 +43,7 @@ def job(**changes: object) -> StoredJob:
         workplace_type="onSite",
         applicant_locations="",
         taken_down=False,
+        questions=None,
         language="en",
         translation_title=None,
         translation_description=None,
