@@ -172,7 +172,7 @@ class Job(Base):
     # it active again. No Python default: the ORM then leaves it out of INSERTs, as schemas
     # before migration 0013 (tests of older migrations) need.
     taken_down: Mapped[bool] = mapped_column(Boolean, server_default=false())
-    # Its screening questions in read shape as JSON text, null for none (C21, migration 0031).
+    # Its screening questions in read shape as JSON text, null for none (C21, migration 0030).
     questions: Mapped[str | None] = mapped_column(Text)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
     # Left by a sync run's write (C11, models.syncs.digests): the digest of the item written and
@@ -307,7 +307,7 @@ class Application(Base):
     resume_content_type: Mapped[str | None] = mapped_column(String(100))
     resume_size: Mapped[int | None] = mapped_column(Integer)
     # The answers to the job's screening questions with their wording (JSON text, null for
-    # none), and the question whose answer knocked it out (C21, migration 0031). A knocked-out
+    # none), and the question whose answer knocked it out (C21, migration 0030). A knocked-out
     # application the employer does not want emailed has no outbox entry: no copy is sent.
     answers: Mapped[str | None] = mapped_column(Text)
     knocked_out_by: Mapped[str | None] = mapped_column(String(40))

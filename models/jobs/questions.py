@@ -1,7 +1,7 @@
 """Screening questions (C21): a job's questions, their write rules, and the applicant's answers
 checked against them, knock-outs found.
 
-A job's questions are stored with it as one JSON text (`jobs.questions`, migration 0031) in
+A job's questions are stored with it as one JSON text (`jobs.questions`, migration 0030) in
 their read shape, every member present, so a GET result PUT back compares equal to the stored
 job and is no write (C4, C10). No questions is stored as null and read as [].
 """

@@ -7,7 +7,7 @@
 stored. Nullable columns and a constant default: PostgreSQL 11+ adds them without rewriting a
 table, and SQLite adds them in place (no batch copy, so the jobs' triggers stay).
 
-Revision ID: 0031
+Revision ID: 0030
 Revises: 0029
 Create Date: 2026-12-04 19:30:00
 """
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0031"
+revision: str = "0030"
 down_revision: str | None = "0029"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
