@@ -15,8 +15,10 @@ from sqlalchemy import Row
 from models.applications.privacy import Export
 from models.core.dates import timestamp
 from models.db.entities import (
+    AddressFlag,
     AlertSubscription,
     Application,
+    Bounce,
     Category,
     Employer,
     Location,
@@ -220,7 +222,36 @@ def application(a: Application) -> dict[str, Any]:
         "attempts": a.outbox.attempts,
         "sentAt": timestamp(a.outbox.sent_at),
         "lastError": a.outbox.last_error,
+        "bounce": bounce(a.bounces[-1]) if a.bounces else None,
     }
+
+
+def bounce(b: Bounce) -> dict[str, Any]:
+    """The last failure reported of a copy after its send (C22)."""
+    return {
+        "permanent": b.permanent,
+        "status": b.status,
+        "reason": b.reason,
+        "diagnostic": b.diagnostic,
+        "source": b.source,
+        "receivedAt": timestamp(b.received_at),
+    }
+
+
+def flagged_address(flag: AddressFlag) -> dict[str, Any]:
+    """A flagged application address, as GET /employer lists it (C22)."""
+    return {
+        "address": flag.address,
+        "hardBounces": flag.hard_bounces,
+        "reason": flag.reason,
+        "lastBounceAt": timestamp(flag.last_bounce_at),
+        "flaggedAt": timestamp(flag.flagged_at),
+    }
+
+
+def address_flagged(flag: AddressFlag, jobs: list[Any]) -> dict[str, Any]:
+    """`employer.address_flagged`'s data (C22): the address, and the jobs that use it."""
+    return {**flagged_address(flag), "jobIds": [j.id for j in jobs]}
 
 
 def report(r: Shown) -> dict[str, Any]:
@@ -303,4 +334,5 @@ def employer(e: Employer) -> dict[str, Any]:
         "language": e.language,
         "compliance": e.compliance,
         "ontario25Plus": e.ontario25_plus,
+        "flaggedAddresses": [flagged_address(f) for f in e.flagged_addresses],
     }

@@ -47,7 +47,9 @@ EMPLOYERS = cast(Table, Employer.__table__)
 STATUSES = ("pending", "sending", "sent", "failed")
 # One kind of email in the outbox: its table, and the column naming what it is about.
 Box = leases.Queue
-COPIES = Box(OUTBOX, "application_id", STATUSES, finished=("sent", "failed"))  # C8
+# A copy the relay took may yet bounce (C22): undeliverable.
+COPY_STATUSES = (*STATUSES, "undeliverable")
+COPIES = Box(OUTBOX, "application_id", COPY_STATUSES, finished=("sent", "failed", "undeliverable"))
 REPORTS = Box(REPORT_MAILS, "report_id", STATUSES, finished=("sent", "failed"))  # C13
 ALERTS = Box(ALERT_MAILS, "id", STATUSES, finished=("sent", "failed"))  # C19
 RECEIPTS = Box(RECEIPT_MAILS, "id", STATUSES, finished=("sent", "failed"))  # C20
@@ -178,6 +180,15 @@ def mark_failed(
     session: Session, application_id: int, error: str, *, lease: datetime, box: Box = COPIES
 ) -> bool:
     return _finish(session, application_id, lease, box, status="failed", last_error=error[:2000])
+
+
+def mark_undeliverable(
+    session: Session, application_id: int, error: str, *, lease: datetime
+) -> bool:
+    """The relay refused the copy's recipient (C22): undeliverable, not failed."""
+    return _finish(
+        session, application_id, lease, COPIES, status="undeliverable", last_error=error[:2000]
+    )
 
 
 def backoff(attempts: int, timing: Timing, rng: random.Random | None = None) -> float:

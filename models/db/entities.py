@@ -72,6 +72,13 @@ class Employer(Base):
     # (`off`); and whether it has 25+ employees in Ontario, whose rules apply only then.
     compliance: Mapped[str] = mapped_column(String(8), default="warn", server_default="warn")
     ontario25_plus: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    # Its application addresses that hard-bounced FLAG_AFTER times (C22), by address.
+    flagged_addresses: Mapped[list[AddressFlag]] = relationship(
+        primaryjoin="and_(AddressFlag.employer_id == Employer.id,"
+        " AddressFlag.flagged_at.is_not(None))",
+        order_by="AddressFlag.address",
+        viewonly=True,
+    )
 
 
 class ApiKey(Base):
@@ -305,6 +312,10 @@ class Application(Base):
     outbox: Mapped[OutboxEntry] = relationship(
         back_populates="application", cascade="all, delete-orphan", lazy="joined"
     )
+    # What was reported of its copy after the send (C22), oldest first.
+    bounces: Mapped[list[Bounce]] = relationship(
+        order_by="Bounce.id", lazy="selectin", viewonly=True
+    )
     __table_args__ = (
         Index("ix_applications_employer_received", "employer_id", received_at.desc(), id.desc()),
         # A job's applications, and its feed by (received_at, id) (C10, migration 0009).
@@ -330,7 +341,7 @@ class OutboxEntry(Base):
     application_id: Mapped[int] = mapped_column(
         ForeignKey("applications.id", ondelete="CASCADE"), primary_key=True
     )
-    status: Mapped[str] = mapped_column(String(10), default="pending")
+    status: Mapped[str] = mapped_column(String(16), default="pending")
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime)
     enqueued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
@@ -702,3 +713,47 @@ class Receipt(Base):
         Index("ix_receipts_status_next", "status", "next_attempt_at"),
         {"sqlite_autoincrement": True},
     )
+
+
+class Bounce(Base):
+    """A failure reported for an employer's copy (C22): a delivery status notification that
+    `jobpost bounces` received, or the relay refusing the recipient at RCPT. It goes with its
+    application (an erasure)."""
+
+    __tablename__ = "bounces"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    application_id: Mapped[int] = mapped_column(ForeignKey("applications.id", ondelete="CASCADE"))
+    permanent: Mapped[bool] = mapped_column(Boolean)
+    status: Mapped[str] = mapped_column(String(9))  # RFC 3463: 5.1.1
+    reason: Mapped[str] = mapped_column(String(20))  # models.applications.bounces.REASONS
+    diagnostic: Mapped[str | None] = mapped_column(Text)
+    source: Mapped[str] = mapped_column(String(4))  # dsn, smtp
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    __table_args__ = (
+        Index("ix_bounces_application", "application_id", "id"),
+        {"sqlite_autoincrement": True},
+    )
+
+
+class BounceDrop(Base):
+    """What the bounce receiver took and dropped, counted by reason (C22)."""
+
+    __tablename__ = "bounce_drops"
+    reason: Mapped[str] = mapped_column(String(20), primary_key=True)
+    count: Mapped[int] = mapped_column(Integer)
+    last_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class AddressFlag(Base):
+    """An employer's application address that hard-bounced (C22): the bounces since the
+    employer last cleared it, and when it was flagged (at FLAG_AFTER of them)."""
+
+    __tablename__ = "address_flags"
+    employer_id: Mapped[int] = mapped_column(
+        ForeignKey("employers.id", ondelete="CASCADE"), primary_key=True
+    )
+    address: Mapped[str] = mapped_column(String(320), primary_key=True)  # lower-cased
+    hard_bounces: Mapped[int] = mapped_column(Integer)
+    reason: Mapped[str] = mapped_column(String(20))  # the last bounce's
+    last_bounce_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    flagged_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
