@@ -63,6 +63,7 @@ APPLICATION = {
     "attempts": 5,
     "sentAt": None,
     "lastError": "550 mailbox unavailable",
+    "bounce": None,
 }
 
 INVALID = {

@@ -69,6 +69,7 @@ def test_json_application_is_stored_and_shown_to_its_employer(
         "attempts": 0,
         "sentAt": None,
         "lastError": None,
+        "bounce": None,
     }
     assert listed(api, employer)["data"] == [item.json]
     assert listed(api, employer, f"{API}/jobs/{job['id']}/applications")["data"] == [item.json]

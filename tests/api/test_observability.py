@@ -388,6 +388,7 @@ def test_outbox_metrics_reflect_a_pending_application(
         (("status", "sending"),): 0,
         (("status", "sent"),): 0,
         (("status", "failed"),): 0,
+        (("status", "undeliverable"),): 0,
     }
     assert 600 <= value(text, "jobpost_outbox_oldest_pending_seconds") < 700
     assert value(text, "jobpost_queue_length", queue="email") == 3
