@@ -133,6 +133,14 @@ def parser() -> argparse.ArgumentParser:
     )
     cmd(sub, "beat", services.beat, "run the periodic task scheduler (exactly one per deployment)")
     c = cmd(
+        sub,
+        "bounces",
+        services.bounces,
+        "run the SMTP server of BOUNCE_DOMAIN, which takes the copies' delivery reports (C22)",
+    )
+    c.add_argument("--host", default="0.0.0.0")
+    c.add_argument("--port", type=int, default=2525)
+    c = cmd(
         sub, "dev", services.dev, "web, worker, beat and a local mail sink on embedded defaults"
     )
     c.add_argument("--host", default="127.0.0.1")
