@@ -160,10 +160,7 @@ class StateCollector(Collector):
             told,
             alerted,
             sent,
-            (
-                bounced,
-                dropped,
-            ),
+            (bounced, dropped, noticed),
         ) = read
         entries = GaugeMetricFamily(
             "jobpost_outbox_entries",
@@ -236,6 +233,11 @@ class StateCollector(Collector):
                 notifications.add_metric([channel, status], n)
         yield notifications
         yield from _bounces(bounced, dropped)
+        yield _by_status(
+            "jobpost_address_notices",
+            "The emails of flagged addresses to employers (C22), by status, as the outbox's.",
+            noticed,
+        )
 
     def _read_outbox(
         self,
@@ -248,7 +250,7 @@ class StateCollector(Collector):
         dict[str, dict[str, int]],
         dict[tuple[str, str], int],
         dict[str, int],
-        tuple[dict[tuple[bool, str], int], dict[str, int]],
+        tuple[dict[tuple[bool, str], int], dict[str, int], dict[str, int]],
     ]:
         """The outbox's figures, the webhook deliveries' (C12), the sync runs' (C11), the
         fraud reports' and their emails' (C13), the periodic tasks' last successes (C9), the

@@ -334,5 +334,6 @@ def employer(e: Employer) -> dict[str, Any]:
         "language": e.language,
         "compliance": e.compliance,
         "ontario25Plus": e.ontario25_plus,
+        "notificationEmail": e.notification_email,
         "flaggedAddresses": [flagged_address(f) for f in e.flagged_addresses],
     }

@@ -12,6 +12,7 @@ from typing import Any, cast
 from sqlalchemy import Connection, and_, bindparam, func, select
 from sqlalchemy.orm import Session, make_transient_to_detached
 
+from models.core import checks
 from models.core.dates import utcnow
 from models.core.errors import FieldError, NotFound, ValidationFailed
 from models.core.i18n import DEFAULT, LANGUAGES
@@ -101,7 +102,7 @@ def set_compliance(
 
 def update_settings(session: Session, employer_id: int, body: dict[str, Any]) -> Employer:
     """PUT /employer (C13): a partial update of the settings (language, compliance,
-    ontario25Plus); every bad member reported at
+    ontario25Plus, notificationEmail of C22); every bad member reported at
     once, and nothing changed then. Other members are read-only and ignored."""
     errors: list[FieldError] = []
     mode = body.get("compliance")
@@ -117,11 +118,26 @@ def update_settings(session: Session, employer_id: int, body: dict[str, Any]) ->
     if "language" in body and (not isinstance(language, str) or language not in LANGUAGES):
         code = "out_of_range" if isinstance(language, str) else "invalid_type"
         errors.append(FieldError("language", code, "language must be en or fr."))
+    notify = _notification_email(body, errors)
     if errors:
         raise ValidationFailed(errors, subject="employer")
     if language is not None:
         set_language(session, employer_id, language)
+    if "notificationEmail" in body:
+        get_employer(session, employer_id).notification_email = notify
     return set_compliance(session, employer_id, mode=mode, ontario25_plus=ontario)
+
+
+def _notification_email(body: dict[str, Any], errors: list[FieldError]) -> str | None:
+    """`notificationEmail` (C22): an address, or null to clear it."""
+    value = body.get("notificationEmail")
+    if value is None:
+        return None
+    try:
+        return checks.email(value, "notificationEmail", max_len=254)
+    except checks.Invalid as e:
+        errors.append(e.error)
+        return None
 
 
 def list_employers(session: Session) -> list[Employer]:

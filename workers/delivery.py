@@ -32,6 +32,7 @@ from models.db.unit_of_work import (
 from models.webhooks.secrets import MissingKey, load_key
 from workers.mail import alerts as alert_mail
 from workers.mail import mime, receipt, relay
+from workers.mail import notice as notice_mail
 from workers.mail import report as report_mail
 from workers.mail.content import ApplicationCopy
 
@@ -305,6 +306,36 @@ def deliver_receipt(sessions: sessionmaker[Session], settings: Settings, receipt
         return _attempt(s, steps, settings, t, row, message, since, box)
 
 
+def deliver_notice(sessions: sessionmaker[Session], settings: Settings, notice_id: int) -> str:
+    """One attempt of the notice of a flagged address (C22), as `deliver` makes a copy's:
+    "skipped", "sent", "retry" or "failed". An employer that cleared its notification
+    address since gets nothing ("failed", with the reason)."""
+    t = timing(settings)
+    steps = autocommit_sessions(sessions)
+    each_commits = steps is not sessions
+    box = outbox.NOTICES
+    with session_scope(steps) as s:
+        claimed = bounces.claim_notice(s, notice_id, now=utcnow(), timing=t)
+        if claimed is None:
+            return "skipped"
+        if not each_commits:
+            commit(s)
+        row = claimed.row
+        if row.notification_email is None:
+            return _refuse(s, row, "the employer has no notification address now", box, "notice")
+        message = _written(
+            s,
+            row,
+            box,
+            "notice",
+            lambda: notice_mail.render(row, claimed.jobs, mail_from=settings.mail_from),
+        )
+        if message is None:
+            return "failed"
+        since = row.retry_from or row.created_at
+        return _attempt(s, steps, settings, t, row, message, since, box)
+
+
 def _unsendable(token: str | None, settings: Settings, gone: str) -> str | None:
     """Why a claimed email with a link cannot be sent (no token: `gone`), or None."""
     if token is None:
@@ -413,6 +444,7 @@ WHAT = {
     id(outbox.COPIES): "application",
     id(outbox.ALERTS): "alert email",
     id(outbox.RECEIPTS): "receipt",
+    id(outbox.NOTICES): "notice",
 }
 
 

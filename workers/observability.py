@@ -46,6 +46,7 @@ DELIVERY_TASKS = (
     "jobpost.deliver",
     "jobpost.deliver_report",
     "jobpost.deliver_receipt",
+    "jobpost.deliver_notice",
     "jobpost.deliver_webhook",
 )
 DELIVERY_OUTCOMES = {

@@ -21,15 +21,18 @@ from email import message_from_bytes, policy
 from email.message import Message
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, func, insert, select, update
+from sqlalchemy import Table, and_, bindparam, func, insert, select, update
 from sqlalchemy.orm import Session
 
+from models.applications.outbox import NOTICE_MAILS, NOTICES
 from models.db import leases
 from models.db.entities import (
     AddressFlag,
+    AddressNotice,
     Application,
     Bounce,
     BounceDrop,
+    Employer,
     Job,
     OutboxEntry,
 )
@@ -307,7 +310,75 @@ def hard_bounced(
     session.flush()
     shown = payloads.installed().address_flagged(flag, jobs_using(session, flag))
     flagged = webhook_messages.emit(session, flag.employer_id, FLAGGED_EVENT, shown, now=now)
+    _notify(session, flag, now)
     return (told, flagged)
+
+
+def _notify(session: Session, flag: AddressFlag, now: datetime) -> None:
+    """The notice to the employer's notification address, if it set one: pending, for the
+    sweeper to enqueue (a flag is rare; a minute's wait is nothing beside its bounces)."""
+    employer = session.get_one(Employer, flag.employer_id)
+    if employer.notification_email is None:
+        return
+    notice = AddressNotice(
+        employer_id=employer.id,
+        address=flag.address,
+        created_at=now,
+        status="pending",
+        attempts=0,
+        next_attempt_at=now,
+    )
+    session.add(notice)
+    session.flush()
+
+
+_NOTICE_CLAIM = leases.claiming(NOTICES)
+_N = NOTICE_MAILS.c
+_NOTICE_READ = (
+    select(
+        _N.id,
+        _N.attempts,
+        _N.retry_from,
+        _N.lease_until,
+        _N.created_at,
+        _N.address,
+        _N.employer_id,
+        Employer.name.label("employer_name"),
+        Employer.language,
+        Employer.notification_email,
+        AddressFlag.hard_bounces,
+        AddressFlag.reason,
+    )
+    .join(Employer, Employer.id == _N.employer_id)
+    .outerjoin(
+        AddressFlag,
+        and_(AddressFlag.employer_id == _N.employer_id, AddressFlag.address == _N.address),
+    )
+    .where(_N.id == bindparam("entry"))
+)
+
+
+@dataclass(frozen=True)
+class ClaimedNotice:
+    """A claimed notice: its row (the outbox's claim columns, the employer's name, language
+    and notification address, the flag), and the titles of the jobs that use the address."""
+
+    row: Any
+    jobs: list[tuple[int, str]]
+
+
+def claim_notice(
+    session: Session, notice_id: int, *, now: datetime, timing: Any
+) -> ClaimedNotice | None:
+    """The claim of C8 on a notice, then what it says (None if not won)."""
+    params = {"entry": notice_id, "now": now, "lease": timing.lease_from(now)}
+    if leases.changed(session, _NOTICE_CLAIM, params) != 1:
+        return None
+    row = session.execute(_NOTICE_READ, {"entry": notice_id}).one()
+    using = select(Job.id, Job.title).where(
+        Job.employer_id == row.employer_id, func.lower(Job.application_email) == row.address
+    )
+    return ClaimedNotice(row, [(i, t) for i, t in session.execute(using.order_by(Job.id))])
 
 
 def _count(
@@ -353,11 +424,13 @@ def is_flagged(session: Session, employer_id: int, address: str | None) -> bool:
     return session.execute(select(FLAGS.c.flagged_at).where(*key)).scalar() is not None
 
 
-def counts(session: Session) -> tuple[dict[tuple[bool, str], int], dict[str, int]]:
-    """For /metrics: bounces by (permanent, reason), and drops by reason."""
+def counts(
+    session: Session,
+) -> tuple[dict[tuple[bool, str], int], dict[str, int], dict[str, int]]:
+    """For /metrics: bounces by (permanent, reason), drops by reason, notices by status."""
     by = select(BOUNCES.c.permanent, BOUNCES.c.reason, func.count()).group_by(
         BOUNCES.c.permanent, BOUNCES.c.reason
     )
     bounced = {(bool(p), r): n for p, r, n in session.execute(by)}
     dropped = {r: n for r, n in session.execute(select(DROPS.c.reason, DROPS.c.count))}
-    return bounced, dropped
+    return bounced, dropped, leases.counts(session, NOTICES)

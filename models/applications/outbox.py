@@ -1,10 +1,11 @@
 """The delivery outbox (C8): claims with a lease, retries kept in the database.
 
-It holds four kinds of email (`Box`): the employer's copy of an application (C8, the table
+It holds five kinds of email (`Box`): the employer's copy of an application (C8, the table
 `outbox`, by application), the operator's email of a fraud report (C13, `report_mails`, by
 report), the emails of job alerts (C19, `alert_mails`, by id; `models.alerts.mails`) and the
-applicants' receipts (C20, `receipts`, by id; `models.applications.receipts`). All have the
-same columns and go through the same transitions below.
+applicants' receipts (C20, `receipts`, by id; `models.applications.receipts`), and the
+notices of flagged addresses (C22, `address_notices`, by id; `models.applications.bounces`).
+All have the same columns and go through the same transitions below.
 
 The claims, leases, sweep and retries are models.db.leases's, on these two tables; what
 stays here is the outbox's own: the claim's joined read of the application, and retries for
@@ -25,6 +26,7 @@ from sqlalchemy.orm import Session
 
 from models.db import leases
 from models.db.entities import (
+    AddressNotice,
     AlertMail,
     Application,
     Employer,
@@ -40,6 +42,7 @@ OUTBOX = cast(Table, OutboxEntry.__table__)
 REPORT_MAILS = cast(Table, ReportMail.__table__)
 ALERT_MAILS = cast(Table, AlertMail.__table__)
 RECEIPT_MAILS = cast(Table, Receipt.__table__)
+NOTICE_MAILS = cast(Table, AddressNotice.__table__)
 APPLICATIONS = cast(Table, Application.__table__)
 RESUMES = cast(Table, Resume.__table__)
 EMPLOYERS = cast(Table, Employer.__table__)
@@ -53,6 +56,7 @@ COPIES = Box(OUTBOX, "application_id", COPY_STATUSES, finished=("sent", "failed"
 REPORTS = Box(REPORT_MAILS, "report_id", STATUSES, finished=("sent", "failed"))  # C13
 ALERTS = Box(ALERT_MAILS, "id", STATUSES, finished=("sent", "failed"))  # C19
 RECEIPTS = Box(RECEIPT_MAILS, "id", STATUSES, finished=("sent", "failed"))  # C20
+NOTICES = Box(NOTICE_MAILS, "id", STATUSES, finished=("sent", "failed"))  # C22
 
 
 @dataclass(frozen=True)
@@ -158,7 +162,7 @@ def _finishing(box: Box = COPIES, **values: object) -> Update:
 
 _SENT = {  # built once
     box: _finishing(box, status="sent", sent_at=bindparam("now"), last_error=None)
-    for box in (COPIES, REPORTS, ALERTS, RECEIPTS)
+    for box in (COPIES, REPORTS, ALERTS, RECEIPTS, NOTICES)
 }
 
 

@@ -72,6 +72,9 @@ class Employer(Base):
     # (`off`); and whether it has 25+ employees in Ontario, whose rules apply only then.
     compliance: Mapped[str] = mapped_column(String(8), default="warn", server_default="warn")
     ontario25_plus: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    # Where the service writes when one of its application addresses is flagged (C22),
+    # beside its webhooks; None: webhooks only.
+    notification_email: Mapped[str | None] = mapped_column(String(254))
     # Its application addresses that hard-bounced FLAG_AFTER times (C22), by address.
     flagged_addresses: Mapped[list[AddressFlag]] = relationship(
         primaryjoin="and_(AddressFlag.employer_id == Employer.id,"
@@ -757,3 +760,27 @@ class AddressFlag(Base):
     reason: Mapped[str] = mapped_column(String(20))  # the last bounce's
     last_bounce_at: Mapped[datetime] = mapped_column(UTCDateTime)
     flagged_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class AddressNotice(Base):
+    """The email telling an employer's notification address that one of its application
+    addresses was flagged (C22), the outbox's fifth kind: the outbox's columns and
+    transitions (models.applications.outbox.NOTICES), keyed by id."""
+
+    __tablename__ = "address_notices"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    employer_id: Mapped[int] = mapped_column(ForeignKey("employers.id", ondelete="CASCADE"))
+    address: Mapped[str] = mapped_column(String(320))  # the flagged one
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    status: Mapped[str] = mapped_column(String(10), default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    enqueued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    retry_from: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    __table_args__ = (
+        Index("ix_address_notices_status_next", "status", "next_attempt_at"),
+        {"sqlite_autoincrement": True},
+    )

@@ -43,7 +43,7 @@ def test_the_third_hard_bounce_flags_the_address_on_its_jobs_and_the_employer(
     theirs = api.post(JOBS, json=job_body(status="active"), key=other.key).json
     path = f"{JOBS}/{job['id']}"
     before = api.get(path, key=employer.key)
-    for n in range(3):
+    for _ in range(3):
         assert "warnings" not in api.get(path, key=employer.key).json
         taken = bounce_back(sessions, received(apply(api, job["id"])), "JOBS@maple.test")
         assert taken.undeliverable  # no endpoint: no event written
@@ -86,3 +86,23 @@ def test_an_undeliverable_application_shows_its_bounce(
     assert shown["bounce"]["reason"] == "mailbox_unknown" and shown["bounce"]["source"] == "dsn"
     listed = api.get(f"{API}/jobs/{job['id']}/applications", key=employer.key).json["data"]
     assert [a["status"] for a in listed] == ["undeliverable"]
+
+
+def test_the_notification_address_is_a_setting_checked_and_cleared(
+    api: Api, employer: Account
+) -> None:
+    def put(value: Any) -> Any:
+        return api.put(EMPLOYER, json={"notificationEmail": value}, key=employer.key)
+
+    assert put(" ops@maple.test ").json["notificationEmail"] == "ops@maple.test"
+    for bad, code in (("not an address", "invalid_format"), (7, "invalid_type")):
+        refused = put(bad)
+        assert refused.status_code == 422
+        [error] = refused.json["errors"]
+        assert (error["field"], error["code"]) == ("notificationEmail", code)
+    assert api.get(EMPLOYER, key=employer.key).json["notificationEmail"] == "ops@maple.test"
+    assert (
+        api.put(EMPLOYER, json={"language": "fr"}, key=employer.key).json["notificationEmail"]
+        == "ops@maple.test"
+    )
+    assert put(None).json["notificationEmail"] is None

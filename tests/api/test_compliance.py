@@ -211,6 +211,7 @@ def test_the_employer_reads_and_changes_its_settings(
         "language": "en",
         "compliance": "warn",
         "ontario25Plus": True,
+        "notificationEmail": None,
         "flaggedAddresses": [],
     }
     changed = api.put(

@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import update
 
 from api import representations
 from models.applications import bounces
-from models.db.entities import Application
+from models.core.dates import utcnow
+from models.db.entities import Application, Employer, OutboxEntry
 from models.db.unit_of_work import session_scope
 from models.webhooks.secrets import ensure_key_file, load_key
 from tests.harness import free_port, wait_for
@@ -196,6 +198,32 @@ def test_a_relay_refusing_the_recipient_makes_the_copy_undeliverable_at_once(
         "mailbox_unknown",
     )
     assert sink.sink.messages == []
+
+
+@pytest.mark.parametrize("stack", MAIN_STACKS, indirect=True)
+def test_a_flagged_address_is_told_to_the_employers_notification_address(
+    stack: Stack, sink: SinkServer
+) -> None:
+    received = sink.start()
+    job_id = open_job(stack, language="fr", title="Boulanger")
+    copies = apply(stack, job_id, 3)
+    [notice] = bounces.notices(dsn(FAILED.replace("jobs@upkeep.test", "jobs@maple.test")))
+    with session_scope(stack.sessions) as session:
+        employer = session.get_one(Application, copies[0]).employer_id
+        session.get_one(Employer, employer).notification_email = "ops@maple.test"
+        sent = update(OutboxEntry).where(OutboxEntry.application_id.in_(copies))
+        session.execute(sent.values(status="sent"))
+        for app_id in copies:
+            bounces.take(session, app_id, notice, now=utcnow())
+    stack.start_worker(sink.port)
+    wait_for(lambda: len(received.messages) == 1, timeout=60, what="the notice", every=stack.sweep)
+    [told] = received.messages
+    assert told["To"] == "ops@maple.test"
+    assert told["Subject"] == "Les candidatures envoyées à jobs@maple.test sont refusées"
+    text = told.get_content()
+    assert f"Boulanger (id {job_id})" in text and "mailbox_unknown" in text
+    assert stack.sweep() == 0
+    assert len(received.messages) == 1
 
 
 def test_the_receiver_refuses_to_start_without_a_bounce_domain(tmp_path: Path) -> None:

@@ -124,6 +124,7 @@ def test_employers_set_changes_the_c13_settings_and_prints_them(
         "language": "en",
         "compliance": "enforce",
         "ontario25Plus": False,
+        "notificationEmail": None,
         "flaggedAddresses": [],
     }
     assert main(["employers", "set", str(employer.id), "--ontario-25-plus", "yes"]) == 0

@@ -5,8 +5,9 @@ relay refusing the recipient at RCPT), permanent or temporary, with its status c
 it goes with its application (an erasure). `bounce_drops` counts, by reason, what the receiver
 took and dropped (not a DSN, forged, for no known copy). `address_flags` counts the hard
 bounces of each employer's application address since the employer last cleared it, and when
-it was flagged. A copy's status gains `undeliverable`, longer than the ten characters the
-column had.
+it was flagged; `address_notices`, the outbox's fifth kind, the emails telling an employer's
+`notification_email` (a new setting) of a flag. A copy's status gains `undeliverable`,
+longer than the ten characters the column had.
 
 Revision ID: 0030
 Revises: 0029
@@ -29,6 +30,34 @@ def upgrade() -> None:
         batch_op.alter_column(
             "status", existing_type=sa.String(length=10), type_=sa.String(length=16)
         )
+    with op.batch_alter_table("employers", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("notification_email", sa.String(length=254), nullable=True))
+    op.create_table(
+        "address_notices",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("employer_id", sa.Integer(), nullable=False),
+        sa.Column("address", sa.String(length=320), nullable=False),
+        sa.Column("created_at", sa.DateTime(), nullable=False),
+        sa.Column("status", sa.String(length=10), nullable=False),
+        sa.Column("attempts", sa.Integer(), nullable=False),
+        sa.Column("next_attempt_at", sa.DateTime(), nullable=False),
+        sa.Column("enqueued_at", sa.DateTime(), nullable=True),
+        sa.Column("lease_until", sa.DateTime(), nullable=True),
+        sa.Column("sent_at", sa.DateTime(), nullable=True),
+        sa.Column("last_error", sa.Text(), nullable=True),
+        sa.Column("retry_from", sa.DateTime(), nullable=True),
+        sa.ForeignKeyConstraint(
+            ["employer_id"],
+            ["employers.id"],
+            name=op.f("fk_address_notices_employer_id_employers"),
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_address_notices")),
+        sqlite_autoincrement=True,
+    )
+    op.create_index(
+        "ix_address_notices_status_next", "address_notices", ["status", "next_attempt_at"]
+    )
     op.create_table(
         "bounces",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -75,6 +104,10 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.drop_index("ix_address_notices_status_next", table_name="address_notices")
+    op.drop_table("address_notices")
+    with op.batch_alter_table("employers", schema=None) as batch_op:
+        batch_op.drop_column("notification_email")
     op.drop_table("address_flags")
     op.drop_table("bounce_drops")
     op.drop_index("ix_bounces_application", table_name="bounces")
