@@ -9,8 +9,8 @@ it was flagged; `address_notices`, the outbox's fifth kind, the emails telling a
 `notification_email` (a new setting) of a flag. A copy's status gains `undeliverable`,
 longer than the ten characters the column had.
 
-Revision ID: 0030
-Revises: 0029
+Revision ID: 0031
+Revises: 0030
 Create Date: 2026-12-04 19:45:00
 """
 
@@ -19,8 +19,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0030"
-down_revision: str | None = "0029"
+revision: str = "0031"
+down_revision: str | None = "0030"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
