@@ -18,7 +18,7 @@ from models.core.errors import FieldError, NotFound
 from models.idempotency import Scope
 from models.jobs import changes as job_changes
 from models.jobs import listing as job_listing
-from models.jobs import tallies, workplace
+from models.jobs import tallies, warnings, workplace
 from models.jobs import writes as jobs
 from models.jobs.rules import STATUSES
 
@@ -233,7 +233,11 @@ class JobItem(_JobResource):
             job = access.job or jobs.read(req.context.db.connection, access.employer_id, wanted)
             body = orjson.dumps(representations.job(job, access.employer_name))
             entry = self.kept.put(job.id, job.version, access.employer_name, body)
-        send_validated(req, resp, entry.body, entry.etag, PRIVATE)
+        body = entry.body
+        if access.flagged_address is not None:  # C22: beside the read shape, not in its ETag
+            notes = orjson.dumps([warnings.undeliverable(access.flagged_address).as_dict()])
+            body = body[:-1] + b',"warnings":' + notes + b"}"
+        send_validated(req, resp, body, entry.etag, PRIVATE)
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         body = read_json(req)  # 400 outranks 404 (C1)

@@ -35,7 +35,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from models import reports
 from models.alerts import mails as alert_mails
-from models.applications import outbox, receipts
+from models.applications import bounces, outbox, receipts
 from models.core import build, logs
 from models.core.dates import utcnow
 from models.db import heartbeats
@@ -151,9 +151,17 @@ class StateCollector(Collector):
             up.add_metric(["database"], 0)
             return
         up.add_metric(["database"], 1)
-        (counts, age), (hooks, hooks_age), runs, (reported, mails), beats, told, alerted, sent = (
-            read
-        )
+        (
+            (counts, age),
+            (hooks, hooks_age),
+            runs,
+            (reported, mails),
+            beats,
+            told,
+            alerted,
+            sent,
+            (bounced, dropped, noticed),
+        ) = read
         entries = GaugeMetricFamily(
             "jobpost_outbox_entries",
             "Outbox entries (copies to email), by status.",
@@ -224,6 +232,12 @@ class StateCollector(Collector):
             for status, n in by_status.items():
                 notifications.add_metric([channel, status], n)
         yield notifications
+        yield from _bounces(bounced, dropped)
+        yield _by_status(
+            "jobpost_address_notices",
+            "The emails of flagged addresses to employers (C22), by status, as the outbox's.",
+            noticed,
+        )
 
     def _read_outbox(
         self,
@@ -236,6 +250,7 @@ class StateCollector(Collector):
         dict[str, dict[str, int]],
         dict[tuple[str, str], int],
         dict[str, int],
+        tuple[dict[tuple[bool, str], int], dict[str, int], dict[str, int]],
     ]:
         """The outbox's figures, the webhook deliveries' (C12), the sync runs' (C11), the
         fraud reports' and their emails' (C13), the periodic tasks' last successes (C9), the
@@ -254,6 +269,7 @@ class StateCollector(Collector):
                 search_notifications.counts(session),  # C18
                 alert_mails.counts(session),  # C19
                 receipts.counts(session),  # C20
+                bounces.counts(session),  # C22
             )
 
     def _queues(self, up: GaugeMetricFamily) -> Iterator[Metric]:
@@ -271,6 +287,29 @@ class StateCollector(Collector):
         for name, n in depths.items():
             queues.add_metric([name], n)
         yield queues
+
+
+def _bounces(bounced: dict[tuple[bool, str], int], dropped: dict[str, int]) -> Iterator[Metric]:
+    """C22: the bounces recorded, every reason named, and what the receiver dropped."""
+    recorded = GaugeMetricFamily(
+        "jobpost_bounces",
+        "Failures reported of the employers' copies (C22), by permanence and reason.",
+        labels=["permanent", "reason"],
+    )
+    for permanent in (True, False):
+        for reason in bounces.REASONS:
+            recorded.add_metric(
+                [str(permanent).lower(), reason], bounced.get((permanent, reason), 0)
+            )
+    yield recorded
+    drops = GaugeMetricFamily(
+        "jobpost_bounces_dropped",
+        "Messages the bounce receiver took and dropped (C22), by reason.",
+        labels=["reason"],
+    )
+    for reason in bounces.DROP_REASONS:
+        drops.add_metric([reason], dropped.get(reason, 0))
+    yield drops
 
 
 class _Default(Collector):

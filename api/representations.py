@@ -15,8 +15,10 @@ from sqlalchemy import Row
 from models.applications.privacy import Export
 from models.core.dates import timestamp
 from models.db.entities import (
+    AddressFlag,
     AlertSubscription,
     Application,
+    Bounce,
     Category,
     Employer,
     Location,
@@ -226,6 +228,7 @@ def application(a: Application) -> dict[str, Any]:
         "answers": answers(a.answers),
         "knockedOut": a.knocked_out_by is not None,
         "knockedOutBy": a.knocked_out_by,
+        "bounce": bounce(a.bounces[-1]) if a.bounces else None,
     }
 
 
@@ -235,6 +238,34 @@ def answers(stored: str | None) -> list[dict[str, Any]]:
         {"questionId": e["questionId"], "question": e["question"], "answer": e["answer"]}
         for e in questions.answers_of(stored)
     ]
+
+
+def bounce(b: Bounce) -> dict[str, Any]:
+    """The last failure reported of a copy after its send (C22)."""
+    return {
+        "permanent": b.permanent,
+        "status": b.status,
+        "reason": b.reason,
+        "diagnostic": b.diagnostic,
+        "source": b.source,
+        "receivedAt": timestamp(b.received_at),
+    }
+
+
+def flagged_address(flag: AddressFlag) -> dict[str, Any]:
+    """A flagged application address, as GET /employer lists it (C22)."""
+    return {
+        "address": flag.address,
+        "hardBounces": flag.hard_bounces,
+        "reason": flag.reason,
+        "lastBounceAt": timestamp(flag.last_bounce_at),
+        "flaggedAt": timestamp(flag.flagged_at),
+    }
+
+
+def address_flagged(flag: AddressFlag, jobs: list[Any]) -> dict[str, Any]:
+    """`employer.address_flagged`'s data (C22): the address, and the jobs that use it."""
+    return {**flagged_address(flag), "jobIds": [j.id for j in jobs]}
 
 
 def report(r: Shown) -> dict[str, Any]:
@@ -319,4 +350,6 @@ def employer(e: Employer) -> dict[str, Any]:
         "compliance": e.compliance,
         "ontario25Plus": e.ontario25_plus,
         "emailKnockedOut": e.email_knocked_out,
+        "notificationEmail": e.notification_email,
+        "flaggedAddresses": [flagged_address(f) for f in e.flagged_addresses],
     }

@@ -9,13 +9,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Connection, and_, bindparam, select
+from sqlalchemy import Connection, and_, bindparam, func, select
 from sqlalchemy.orm import Session, make_transient_to_detached
 
+from models.core import checks
 from models.core.dates import utcnow
 from models.core.errors import FieldError, NotFound, ValidationFailed
 from models.core.i18n import DEFAULT, LANGUAGES
-from models.db.entities import ApiKey, Employer, Job
+from models.db.entities import AddressFlag, ApiKey, Employer, Job
 from models.db.fast_reads import Precompiled
 from models.jobs import compliance
 from models.jobs import rows as job_rows
@@ -101,7 +102,7 @@ def set_compliance(
 
 def update_settings(session: Session, employer_id: int, body: dict[str, Any]) -> Employer:
     """PUT /employer (C13): a partial update of the settings (language, compliance,
-    ontario25Plus, and C21's emailKnockedOut); every bad member reported at
+    ontario25Plus, C21's emailKnockedOut and C22's notificationEmail); every bad member reported at
     once, and nothing changed then. Other members are read-only and ignored."""
     errors: list[FieldError] = []
     mode = body.get("compliance")
@@ -122,6 +123,7 @@ def update_settings(session: Session, employer_id: int, body: dict[str, Any]) ->
     if "language" in body and (not isinstance(language, str) or language not in LANGUAGES):
         code = "out_of_range" if isinstance(language, str) else "invalid_type"
         errors.append(FieldError("language", code, "language must be en or fr."))
+    notify = _notification_email(body, errors)
     if errors:
         raise ValidationFailed(errors, subject="employer")
     if language is not None:
@@ -130,7 +132,21 @@ def update_settings(session: Session, employer_id: int, body: dict[str, Any]) ->
         found = session.get(Employer, employer_id)
         if found is not None:
             found.email_knocked_out = knocked
+    if "notificationEmail" in body:
+        get_employer(session, employer_id).notification_email = notify
     return set_compliance(session, employer_id, mode=mode, ontario25_plus=ontario)
+
+
+def _notification_email(body: dict[str, Any], errors: list[FieldError]) -> str | None:
+    """`notificationEmail` (C22): an address, or null to clear it."""
+    value = body.get("notificationEmail")
+    if value is None:
+        return None
+    try:
+        return checks.email(value, "notificationEmail", max_len=254)
+    except checks.Invalid as e:
+        errors.append(e.error)
+        return None
 
 
 def list_employers(session: Session) -> list[Employer]:
@@ -174,6 +190,8 @@ class Access:
     ontario25_plus: bool = True
     job_version: int | None = None
     job: StoredJob | None = None  # the job whole, when asked for (`authenticate`)
+    # The job's applicationEmail when it is flagged (C22): GET answers a warning of it.
+    flagged_address: str | None = None
 
 
 _keys, _employers, _jobs = ApiKey.__table__.c, Employer.__table__.c, Job.__table__.c
@@ -187,13 +205,25 @@ _KEY_COLUMNS = (
     _employers.ontario25_plus,
 )
 _KEYS = ApiKey.__table__.join(Employer.__table__, _keys.employer_id == _employers.id)
+_flags = AddressFlag.__table__.c
+# The named job's address when it is flagged (C22): a lookup by primary key, or null.
+_FLAGGED = (
+    select(_flags.address)
+    .where(
+        _flags.employer_id == _jobs.employer_id,
+        _flags.address == func.lower(_jobs.application_email),
+        _flags.flagged_at.is_not(None),
+    )
+    .correlate(Job.__table__)
+    .scalar_subquery()
+)
 _LIVE = _keys.revoked_at.is_(None)
 _LIVE_KEY = Precompiled(
     select(*_KEY_COLUMNS).select_from(_KEYS).where(_keys.prefix == bindparam("prefix"), _LIVE)
 )
 # GET one job is the call clients repeat most: the key and the job's version in one statement.
 _LIVE_KEY_AND_JOB = Precompiled(
-    select(*_KEY_COLUMNS, _jobs.version)
+    select(*_KEY_COLUMNS, _jobs.version, _FLAGGED)
     .select_from(
         _KEYS.outerjoin(
             Job.__table__,
@@ -207,7 +237,7 @@ _LIVE_KEY_AND_JOB = Precompiled(
 # A GET of a job the process keeps no copy of: the key and the whole job in one statement.
 _WHOLE_JOB = job_rows.whole_job()
 _LIVE_KEY_AND_WHOLE_JOB = Precompiled(
-    select(*_KEY_COLUMNS, *_WHOLE_JOB.columns)
+    select(*_KEY_COLUMNS, _FLAGGED, *_WHOLE_JOB.columns)
     .select_from(
         _KEYS.outerjoin(
             _WHOLE_JOB.tables,
@@ -242,20 +272,28 @@ def authenticate(
     if row is None or not hmac.compare_digest(row[0], _digest(key)):
         return None
     _, employer_id, name, plan, created_at, compliance, ontario25, *job = row
+    version, flagged = job if job else (None, None)
     return Access(
-        employer_id, name, plan, created_at, compliance, ontario25, job[0] if job else None
+        employer_id,
+        name,
+        plan,
+        created_at,
+        compliance,
+        ontario25,
+        version,
+        flagged_address=flagged,
     )
 
 
 def _with_job(key: str, rows: list[tuple[Any, ...]]) -> Access | None:
     """Access from rows of the key's columns and the job's (`job_rows.whole_job`)."""
-    width = len(_KEY_COLUMNS)
+    width = len(_KEY_COLUMNS) + 1  # and the flagged address
     if not rows or not hmac.compare_digest(rows[0][0], _digest(key)):
         return None
-    _, employer_id, name, plan, created_at, compliance, ontario25 = rows[0][:width]
+    _, employer_id, name, plan, created_at, compliance, ontario25, flagged = rows[0][:width]
     job = job_rows.gather([row[width:] for row in rows])
     version = None if job is None else job.version
-    return Access(employer_id, name, plan, created_at, compliance, ontario25, version, job)
+    return Access(employer_id, name, plan, created_at, compliance, ontario25, version, job, flagged)
 
 
 def attach(session: Session, access: Access) -> Employer:

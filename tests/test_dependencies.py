@@ -77,14 +77,16 @@ def test_the_image_lock_carries_what_the_extras_it_needs_bring() -> None:
     assert not absent, f"requirements.txt lacks {absent}, which the extras bring: run `make lock`"
 
 
-def test_the_image_lock_leaves_out_the_development_tools() -> None:
-    """The mail sink of `jobpost dev` is in requirements-test.txt (`make install`) only."""
+def test_the_image_lock_leaves_out_the_test_tools_and_ships_the_bounce_receiver() -> None:
+    """The test tools are in requirements-test.txt (`make install`) only; aiosmtpd, which
+    `jobpost bounces` serves with (C22), is in the image's too."""
     shipped = pins("requirements.txt")
-    assert DEV, "pyproject.toml has no `dev` extra"
-    for requirement in DEV:
-        name = canonicalize_name(requirement.name)
-        assert name not in shipped, f"requirements.txt ships {name}, a development tool"
+    for tool in ("pytest", "hypothesis", "schemathesis", "playwright", "fakeredis"):
+        name = canonicalize_name(tool)
+        assert any(canonicalize_name(r.name) == name for r in TEST), tool
+        assert name not in shipped, f"requirements.txt ships {name}, a test tool"
         assert name in pins("requirements-test.txt"), f"make install would lack {name}"
+    assert DEV == [] and canonicalize_name("aiosmtpd") in shipped
 
 
 def installed(name: str) -> Version | None:

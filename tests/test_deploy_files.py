@@ -25,12 +25,23 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # The `jobpost` subcommands the deployment files may use. Another test checks these against the
 # real command line, so a renamed command cannot leave a Procfile or compose file behind.
-JOBPOST_SUBCOMMANDS = frozenset({"db upgrade", "serve", "worker", "beat", "queues"})
+JOBPOST_SUBCOMMANDS = frozenset({"db upgrade", "serve", "worker", "beat", "bounces", "queues"})
 
 SERVICES = frozenset(
-    {"postgres", "redis", "migrate", "nginx", "web", "worker", "beat", "flower", "mailpit"}
+    {
+        "postgres",
+        "redis",
+        "migrate",
+        "nginx",
+        "web",
+        "worker",
+        "beat",
+        "bounces",
+        "flower",
+        "mailpit",
+    }
 )
-APP_SERVICES = ("migrate", "web", "worker", "beat")
+APP_SERVICES = ("migrate", "web", "worker", "beat", "bounces")
 APP_ENV = (
     "DATABASE_URL",
     "CELERY_BROKER_URL",
@@ -48,7 +59,7 @@ SHARED_ENV = ("DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL", "JOBPOST_TIMEZON
 # Services that run once and exit; only these can satisfy service_completed_successfully.
 ONE_SHOT_SERVICES = frozenset({"migrate"})
 PROCFILE_TYPES = frozenset({"web", "worker", "beat"})
-PROCFILE_OPTIONAL_TYPES = frozenset({"release"})
+PROCFILE_OPTIONAL_TYPES = frozenset({"release", "bounces"})
 MAILPIT_DEFAULT_SMTP_PORT = 1025
 WEB_PORT = 8000
 

@@ -67,6 +67,7 @@ APPLICATION = {
     "answers": [{"questionId": "workAuth", "question": "Work in Canada?", "answer": True}],
     "knockedOut": False,
     "knockedOutBy": None,
+    "bounce": None,
 }
 
 INVALID = {

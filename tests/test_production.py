@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import smtplib
 import socket
 import subprocess
 import sys
@@ -229,23 +230,34 @@ def topology(image_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
         yield running
 
 
-def test_jobpost_dev_without_the_dev_extra_says_so_in_one_line(
+def test_jobpost_bounces_runs_from_the_image_and_answers_smtp(
     image_bin: Path, tmp_path: Path
 ) -> None:
-    """The image has no aiosmtpd, the development mail sink: one line, not a traceback."""
-    env = image_env(image_bin, tmp_path)
-    done = subprocess.run(
-        [str(image_bin / "jobpost"), "dev", "--port", str(free_port())],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    """C22: the receiver needs aiosmtpd, which the image's requirements.txt now holds."""
+    port = free_port()
+    env = image_env(
+        image_bin,
+        tmp_path,
+        BOUNCE_DOMAIN="bounces.example.com",
+        DATABASE_URL=f"sqlite:///{tmp_path}/jobpost.db",
+        JOBPOST_SECRET_KEY="a" * 43 + "=",
     )
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "Traceback" not in done.stderr
-    (line,) = done.stderr.splitlines()
-    assert line.startswith("jobpost dev: its mail sink needs aiosmtpd"), line
+    command = [str(image_bin / "jobpost"), "bounces", "--host", "127.0.0.1", "--port", str(port)]
+    with subprocess.Popen(command, cwd=tmp_path, env=env, stderr=subprocess.PIPE) as running:
+        try:
+
+            def greets() -> bool:
+                assert running.poll() is None, running.stderr and running.stderr.read()
+                try:
+                    with smtplib.SMTP("127.0.0.1", port, timeout=2) as conn:
+                        return conn.noop()[0] == 250
+                except OSError:
+                    return False
+
+            wait_for(greets, timeout=60, what="jobpost bounces from the image")
+        finally:
+            running.terminate()
+            running.wait(timeout=10)
 
 
 def test_an_application_through_nginx_reaches_the_employer_by_mail_and_webhook(

@@ -202,6 +202,7 @@ def make_celery(
             "jobpost.deliver_report": {"queue": EMAIL_QUEUE},  # C13: the operator's email
             "jobpost.deliver_alert_mail": {"queue": EMAIL_QUEUE},  # C19: job alerts' emails
             "jobpost.deliver_receipt": {"queue": EMAIL_QUEUE},  # C20: applicants' receipts
+            "jobpost.deliver_notice": {"queue": EMAIL_QUEUE},  # C22: flagged addresses
             "jobpost.deliver_webhook": {"queue": WEBHOOKS_QUEUE},  # C12
             "jobpost.sync": {"queue": SYNCS_QUEUE},
             "jobpost.*": {"queue": MAINTENANCE_QUEUE},

@@ -8,7 +8,9 @@ import functools
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Row
@@ -17,7 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from models.alerts import digests
 from models.alerts import filters as alert_filters
 from models.alerts import mails as alert_mails
-from models.applications import outbox, receipts
+from models.applications import bounces, outbox, receipts
 from models.core.dates import today_in, utcnow
 from models.core.settings import Settings
 from models.db.entities import Application
@@ -27,8 +29,10 @@ from models.db.unit_of_work import (
     commit_within_lease,
     session_scope,
 )
+from models.webhooks.secrets import MissingKey, load_key
 from workers.mail import alerts as alert_mail
 from workers.mail import mime, receipt, relay
+from workers.mail import notice as notice_mail
 from workers.mail import report as report_mail
 from workers.mail.content import ApplicationCopy
 
@@ -91,6 +95,33 @@ def copy_of(
     )
 
 
+def bounce_sender(settings: Settings, application_id: int) -> str | None:
+    """The copy's VERP envelope sender under BOUNCE_DOMAIN (C22); None without one. With no
+    key to sign it (a worker that `jobpost worker` did not start), the copy still goes, from
+    MAIL_FROM, and the log says why."""
+    if settings.bounce_domain is None:
+        return None
+    try:
+        key = _verp_key(settings.secret_key, settings.var_dir)
+    except MissingKey as e:
+        log.error("application %s: sent without a bounce address: %s", application_id, e)
+        return None
+    return bounces.envelope_sender(application_id, domain=settings.bounce_domain, key=key)
+
+
+@functools.lru_cache(maxsize=4)
+def _verp_key(secret_key: str | None, var_dir: Path) -> bytes:
+    return bounces.verp_key(load_key(KeyOf(secret_key, var_dir)))
+
+
+@dataclass(frozen=True)
+class KeyOf:
+    """The settings a key is read from (models.webhooks.secrets.KeySource)."""
+
+    secret_key: str | None
+    var_dir: Path
+
+
 # The claim returns what the copy needs, so claiming and reading are one round trip (C8).
 claim_copy = outbox.Claim(
     "id",
@@ -115,6 +146,7 @@ claim_copy = outbox.Claim(
 
 def deliver(sessions: sessionmaker[Session], settings: Settings, application_id: int) -> str:
     """One attempt. Returns "skipped" (not claimable: sent, failed, or another worker's),
+    "undeliverable" (the relay refused the recipient, C22),
     "sent", "retry" (transient failure, due again later) or "failed"."""
     t = timing(settings)
     # Each step (the claim, then sent, retry or failed) is one statement, atomic by itself:
@@ -130,11 +162,12 @@ def deliver(sessions: sessionmaker[Session], settings: Settings, application_id:
             return "skipped"
         if not each_commits:
             commit(s)
-        return _send(s, steps, settings, t, claimed)
+        return _send(s, sessions, steps, settings, t, claimed)
 
 
 def _send(
     s: Session,
+    sessions: sessionmaker[Session],
     steps: sessionmaker[Session],
     settings: Settings,
     t: outbox.Timing,
@@ -145,7 +178,9 @@ def _send(
     resume = claimed.resume if claimed.resume_filename else None
     copy = copy_of(claimed, resume, claimed.language, settings.timezone)
     try:
-        message = mime.render(copy, mail_from=settings.mail_from)
+        message = mime.render(
+            copy, mail_from=settings.mail_from, bounces_to=bounce_sender(settings, application_id)
+        )
     except ValueError as e:  # the copy's own data makes no safe message: no retry mends it
         outbox.mark_failed(
             s, application_id, f"the copy could not be written: {e}", lease=claimed.lease_until
@@ -153,7 +188,8 @@ def _send(
         log.error("application %s: the copy could not be written: %s", application_id, e)
         return "failed"
     since = claimed.retry_from or copy.received_at
-    return _attempt(s, steps, settings, t, claimed, message, since, outbox.COPIES)
+    refused = functools.partial(_record_refused, s, sessions, claimed)
+    return _attempt(s, steps, settings, t, claimed, message, since, outbox.COPIES, refused=refused)
 
 
 def deliver_report(sessions: sessionmaker[Session], settings: Settings, report_id: int) -> str:
@@ -274,6 +310,36 @@ def deliver_receipt(sessions: sessionmaker[Session], settings: Settings, receipt
         return _attempt(s, steps, settings, t, row, message, since, box)
 
 
+def deliver_notice(sessions: sessionmaker[Session], settings: Settings, notice_id: int) -> str:
+    """One attempt of the notice of a flagged address (C22), as `deliver` makes a copy's:
+    "skipped", "sent", "retry" or "failed". An employer that cleared its notification
+    address since gets nothing ("failed", with the reason)."""
+    t = timing(settings)
+    steps = autocommit_sessions(sessions)
+    each_commits = steps is not sessions
+    box = outbox.NOTICES
+    with session_scope(steps) as s:
+        claimed = bounces.claim_notice(s, notice_id, now=utcnow(), timing=t)
+        if claimed is None:
+            return "skipped"
+        if not each_commits:
+            commit(s)
+        row = claimed.row
+        if row.notification_email is None:
+            return _refuse(s, row, "the employer has no notification address now", box, "notice")
+        message = _written(
+            s,
+            row,
+            box,
+            "notice",
+            lambda: notice_mail.render(row, claimed.jobs, mail_from=settings.mail_from),
+        )
+        if message is None:
+            return "failed"
+        since = row.retry_from or row.created_at
+        return _attempt(s, steps, settings, t, row, message, since, box)
+
+
 def _unsendable(token: str | None, settings: Settings, gone: str) -> str | None:
     """Why a claimed email with a link cannot be sent (no token: `gone`), or None."""
     if token is None:
@@ -382,6 +448,7 @@ WHAT = {
     id(outbox.COPIES): "application",
     id(outbox.ALERTS): "alert email",
     id(outbox.RECEIPTS): "receipt",
+    id(outbox.NOTICES): "notice",
 }
 
 
@@ -396,15 +463,24 @@ def _attempt(
     box: outbox.Box,
     *,
     record: Callable[[], None] | None = None,
+    refused: Callable[[bounces.Notice], None] | None = None,
 ) -> str:
     """Send a claimed entry's message and record how it went, in the claiming session
-    (`record`, when given, records it sent instead)."""
+    (`record`, when given, records it sent instead; `refused`, a recipient refused, C22)."""
     key, attempts = claimed.id, claimed.attempts
     what = WHAT.get(id(box), "report")
     lease_left = (claimed.lease_until - utcnow()).total_seconds()
     deadline = time.monotonic() + SEND_SHARE_OF_LEASE * lease_left
     try:
         relay.send(message, smtp_settings(settings), deadline=deadline)
+    except relay.RecipientRefused as e:
+        if refused is None:
+            outbox.mark_failed(s, key, str(e), lease=claimed.lease_until, box=box)
+            log.warning("%s %s: permanent failure: %s", what, key, e)
+            return "failed"
+        refused(bounces.refused(e.code, e.text))
+        log.warning("%s %s: undeliverable, the relay refused it: %s", what, key, e)
+        return "undeliverable"
     except relay.PermanentFailure as e:
         outbox.mark_failed(s, key, str(e), lease=claimed.lease_until, box=box)
         log.warning("%s %s: permanent failure: %s", what, key, e)
@@ -428,6 +504,33 @@ def _attempt(
     else:
         record()
     return "sent"
+
+
+def _record_refused(
+    s: Session, sessions: sessionmaker[Session], claimed: Row[Any], notice: bounces.Notice
+) -> None:
+    """The copy undeliverable, its bounce, its event and its address's count, in one
+    transaction within the lease (C22), as `_record_digest` records a digest."""
+    application_id, lease = claimed.id, claimed.lease_until
+
+    def mark(x: Session) -> bool:
+        """Its webhook messages are sent by the sweeper, as this process has no broker."""
+        error = f"{notice.status} {notice.diagnostic}"
+        if not outbox.mark_undeliverable(x, application_id, error, lease=lease):
+            return False
+        bounces.record_refused(x, application_id, notice, now=utcnow())
+        return True
+
+    own = autocommit_sessions(sessions) is not sessions
+    if own:
+        s.close()
+    tx = sessions() if own else s
+    try:
+        what = f"application {application_id} (undeliverable)"
+        commit_within_lease(tx, sessions, mark, lease=lease, what=what, logger=log)
+    finally:
+        if own:
+            tx.close()
 
 
 def _record_sent(

@@ -104,3 +104,12 @@ def deliver_receipt(app: Celery, receipt_id: int) -> bool:
     """Enqueue one applicant's receipt (C20); False (logged) when the broker is down: the
     outbox row is committed, and the sweeper enqueues it."""
     return send(app, DELIVER_RECEIPT, f"receipt {receipt_id}", receipt_id)
+
+
+DELIVER_NOTICE = "jobpost.deliver_notice"
+
+
+def deliver_notice(app: Celery, notice_id: int) -> bool:
+    """Enqueue one notice of a flagged address (C22); False (logged) when the broker is
+    down: the outbox row is committed, and the sweeper enqueues it."""
+    return send(app, DELIVER_NOTICE, f"notice {notice_id}", notice_id)

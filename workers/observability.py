@@ -46,9 +46,15 @@ DELIVERY_TASKS = (
     "jobpost.deliver",
     "jobpost.deliver_report",
     "jobpost.deliver_receipt",
+    "jobpost.deliver_notice",
     "jobpost.deliver_webhook",
 )
-DELIVERY_OUTCOMES = {"retry": RETRIED, "failed": FAILED, "disabled": FAILED}
+DELIVERY_OUTCOMES = {
+    "retry": RETRIED,
+    "failed": FAILED,
+    "disabled": FAILED,
+    "undeliverable": FAILED,
+}
 _running: dict[str, tuple[float, Any]] = {}  # task id → (start, log context token)
 
 

@@ -77,6 +77,13 @@ def deliver_alert_mail(task: Task, mail_id: int) -> str:
     return delivery.deliver_alert_mail(context.sessions(), context.settings, mail_id)
 
 
+@shared_task(name="jobpost.deliver_notice", bind=True)
+def deliver_notice(task: Task, notice_id: int) -> str:
+    """One attempt of the notice of a flagged address (C22), on the email queue."""
+    context = task_context(task.app)
+    return delivery.deliver_notice(context.sessions(), context.settings, notice_id)
+
+
 @shared_task(name="jobpost.deliver_receipt", bind=True)
 def deliver_receipt(task: Task, receipt_id: int) -> str:
     """One attempt of one applicant's receipt (C20), on the email queue."""
@@ -177,6 +184,7 @@ def run_sweep(
         receipts = outbox.sweep(
             session, now=utcnow(), timing=delivery.timing(s), box=outbox.RECEIPTS
         )
+        notices = outbox.sweep(session, now=utcnow(), timing=delivery.timing(s), box=outbox.NOTICES)
         hooks = webhook_deliveries.sweep(session, now=utcnow(), timing=webhook_delivery.timing(s))
         runs = sync_work.sweep(session, now=utcnow(), grace_seconds=s.outbox_sweep_grace_seconds)
     sender = celery or make_celery(s)
@@ -189,6 +197,8 @@ def run_sweep(
             enqueue.deliver_alert_mail(sender, mail_id)
         for receipt_id in receipts:  # C20: applicants' receipts
             enqueue.deliver_receipt(sender, receipt_id)
+        for notice_id in notices:  # C22: notices of flagged addresses
+            enqueue.deliver_notice(sender, notice_id)
         enqueue.deliver_webhooks(sender, hooks)
         for run_id in runs:  # C11: lost messages, leases run out
             enqueue.sync(sender, run_id)

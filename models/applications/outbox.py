@@ -1,10 +1,11 @@
 """The delivery outbox (C8): claims with a lease, retries kept in the database.
 
-It holds four kinds of email (`Box`): the employer's copy of an application (C8, the table
+It holds five kinds of email (`Box`): the employer's copy of an application (C8, the table
 `outbox`, by application), the operator's email of a fraud report (C13, `report_mails`, by
 report), the emails of job alerts (C19, `alert_mails`, by id; `models.alerts.mails`) and the
-applicants' receipts (C20, `receipts`, by id; `models.applications.receipts`). All have the
-same columns and go through the same transitions below.
+applicants' receipts (C20, `receipts`, by id; `models.applications.receipts`), and the
+notices of flagged addresses (C22, `address_notices`, by id; `models.applications.bounces`).
+All have the same columns and go through the same transitions below.
 
 The claims, leases, sweep and retries are models.db.leases's, on these two tables; what
 stays here is the outbox's own: the claim's joined read of the application, and retries for
@@ -25,6 +26,7 @@ from sqlalchemy.orm import Session
 
 from models.db import leases
 from models.db.entities import (
+    AddressNotice,
     AlertMail,
     Application,
     Employer,
@@ -40,6 +42,7 @@ OUTBOX = cast(Table, OutboxEntry.__table__)
 REPORT_MAILS = cast(Table, ReportMail.__table__)
 ALERT_MAILS = cast(Table, AlertMail.__table__)
 RECEIPT_MAILS = cast(Table, Receipt.__table__)
+NOTICE_MAILS = cast(Table, AddressNotice.__table__)
 APPLICATIONS = cast(Table, Application.__table__)
 RESUMES = cast(Table, Resume.__table__)
 EMPLOYERS = cast(Table, Employer.__table__)
@@ -47,10 +50,13 @@ EMPLOYERS = cast(Table, Employer.__table__)
 STATUSES = ("pending", "sending", "sent", "failed")
 # One kind of email in the outbox: its table, and the column naming what it is about.
 Box = leases.Queue
-COPIES = Box(OUTBOX, "application_id", STATUSES, finished=("sent", "failed"))  # C8
+# A copy the relay took may yet bounce (C22): undeliverable.
+COPY_STATUSES = (*STATUSES, "undeliverable")
+COPIES = Box(OUTBOX, "application_id", COPY_STATUSES, finished=("sent", "failed", "undeliverable"))
 REPORTS = Box(REPORT_MAILS, "report_id", STATUSES, finished=("sent", "failed"))  # C13
 ALERTS = Box(ALERT_MAILS, "id", STATUSES, finished=("sent", "failed"))  # C19
 RECEIPTS = Box(RECEIPT_MAILS, "id", STATUSES, finished=("sent", "failed"))  # C20
+NOTICES = Box(NOTICE_MAILS, "id", STATUSES, finished=("sent", "failed"))  # C22
 
 
 @dataclass(frozen=True)
@@ -156,7 +162,7 @@ def _finishing(box: Box = COPIES, **values: object) -> Update:
 
 _SENT = {  # built once
     box: _finishing(box, status="sent", sent_at=bindparam("now"), last_error=None)
-    for box in (COPIES, REPORTS, ALERTS, RECEIPTS)
+    for box in (COPIES, REPORTS, ALERTS, RECEIPTS, NOTICES)
 }
 
 
@@ -178,6 +184,15 @@ def mark_failed(
     session: Session, application_id: int, error: str, *, lease: datetime, box: Box = COPIES
 ) -> bool:
     return _finish(session, application_id, lease, box, status="failed", last_error=error[:2000])
+
+
+def mark_undeliverable(
+    session: Session, application_id: int, error: str, *, lease: datetime
+) -> bool:
+    """The relay refused the copy's recipient (C22): undeliverable, not failed."""
+    return _finish(
+        session, application_id, lease, COPIES, status="undeliverable", last_error=error[:2000]
+    )
 
 
 def backoff(attempts: int, timing: Timing, rng: random.Random | None = None) -> float:

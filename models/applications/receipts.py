@@ -161,7 +161,7 @@ def status(session: Session, token: str) -> Status | None:
         state = "delivered"
     elif row.accepted:
         state = "accepted"
-    elif row.status == "failed":
+    elif row.status in ("failed", "undeliverable"):  # C22: a bounce after the send too
         state = "undeliverable"
     else:
         state = "received"

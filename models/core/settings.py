@@ -190,6 +190,17 @@ def rate_limit(rule: str) -> tuple[int, int] | None:
 LOCAL_SENDER_DOMAIN = "localhost"
 
 
+def _bounce_domain(raw: str) -> str | None:
+    """BOUNCE_DOMAIN: a host name whose mail `jobpost bounces` receives (C22); empty: none."""
+    if not raw:
+        return None
+    labels = raw.lower().rstrip(".").split(".")
+    label = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+    if len(raw) > 200 or len(labels) < 2 or not all(label.fullmatch(x) for x in labels):
+        raise ValueError("not a domain name (bounces.example.com)")
+    return ".".join(labels)
+
+
 def _sender(raw: str) -> str:
     """MAIL_FROM: one address, bare or with a display name (`Jobs <jobs@example.com>`), by
     the address rules of C4 (models.core.checks.email). Checked at start: a sender the relay
@@ -488,6 +499,7 @@ class Settings:
     reports_email: str | None = None  # C13: where fraud reports go; None: no email
     report_review_days: int = 2  # C13: stated on the fraud policy page
     privacy_contact: str | None = None  # C13: None: "the operator of this service", MAIL_FROM
+    bounce_domain: str | None = None  # C22: the copies' VERP senders; None: MAIL_FROM
     # C18: each search engine is told of job pages only once configured.
     indexnow_key: str | None = None
     indexnow_endpoint: str = "https://api.indexnow.org/indexnow"
@@ -573,6 +585,7 @@ class Settings:
                 _read(e, "REPORT_REVIEW_DAYS", "2", _number(1, whole=True, most=365))
             ),
             privacy_contact=_read(e, "PRIVACY_CONTACT", "", _contact),
+            bounce_domain=_read(e, "BOUNCE_DOMAIN", "", _bounce_domain),
             **_search_engines(e),
         )
 

@@ -75,6 +75,16 @@ class Employer(Base):
     # Whether an application knocked out by a screening question is emailed (marked) as any
     # other, or only stored (C21).
     email_knocked_out: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    # Where the service writes when one of its application addresses is flagged (C22),
+    # beside its webhooks; None: webhooks only.
+    notification_email: Mapped[str | None] = mapped_column(String(254))
+    # Its application addresses that hard-bounced FLAG_AFTER times (C22), by address.
+    flagged_addresses: Mapped[list[AddressFlag]] = relationship(
+        primaryjoin="and_(AddressFlag.employer_id == Employer.id,"
+        " AddressFlag.flagged_at.is_not(None))",
+        order_by="AddressFlag.address",
+        viewonly=True,
+    )
 
 
 class ApiKey(Base):
@@ -315,6 +325,10 @@ class Application(Base):
     outbox: Mapped[OutboxEntry | None] = relationship(
         back_populates="application", cascade="all, delete-orphan", lazy="joined"
     )
+    # What was reported of its copy after the send (C22), oldest first.
+    bounces: Mapped[list[Bounce]] = relationship(
+        order_by="Bounce.id", lazy="selectin", viewonly=True
+    )
     __table_args__ = (
         Index("ix_applications_employer_received", "employer_id", received_at.desc(), id.desc()),
         # A job's applications, and its feed by (received_at, id) (C10, migration 0009).
@@ -340,7 +354,7 @@ class OutboxEntry(Base):
     application_id: Mapped[int] = mapped_column(
         ForeignKey("applications.id", ondelete="CASCADE"), primary_key=True
     )
-    status: Mapped[str] = mapped_column(String(10), default="pending")
+    status: Mapped[str] = mapped_column(String(16), default="pending")
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime)
     enqueued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
@@ -710,5 +724,73 @@ class Receipt(Base):
     retry_from: Mapped[datetime | None] = mapped_column(UTCDateTime)
     __table_args__ = (
         Index("ix_receipts_status_next", "status", "next_attempt_at"),
+        {"sqlite_autoincrement": True},
+    )
+
+
+class Bounce(Base):
+    """A failure reported for an employer's copy (C22): a delivery status notification that
+    `jobpost bounces` received, or the relay refusing the recipient at RCPT. It goes with its
+    application (an erasure)."""
+
+    __tablename__ = "bounces"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    application_id: Mapped[int] = mapped_column(ForeignKey("applications.id", ondelete="CASCADE"))
+    permanent: Mapped[bool] = mapped_column(Boolean)
+    status: Mapped[str] = mapped_column(String(9))  # RFC 3463: 5.1.1
+    reason: Mapped[str] = mapped_column(String(20))  # models.applications.bounces.REASONS
+    diagnostic: Mapped[str | None] = mapped_column(Text)
+    source: Mapped[str] = mapped_column(String(4))  # dsn, smtp
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    __table_args__ = (
+        Index("ix_bounces_application", "application_id", "id"),
+        {"sqlite_autoincrement": True},
+    )
+
+
+class BounceDrop(Base):
+    """What the bounce receiver took and dropped, counted by reason (C22)."""
+
+    __tablename__ = "bounce_drops"
+    reason: Mapped[str] = mapped_column(String(20), primary_key=True)
+    count: Mapped[int] = mapped_column(Integer)
+    last_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class AddressFlag(Base):
+    """An employer's application address that hard-bounced (C22): the bounces since the
+    employer last cleared it, and when it was flagged (at FLAG_AFTER of them)."""
+
+    __tablename__ = "address_flags"
+    employer_id: Mapped[int] = mapped_column(
+        ForeignKey("employers.id", ondelete="CASCADE"), primary_key=True
+    )
+    address: Mapped[str] = mapped_column(String(320), primary_key=True)  # lower-cased
+    hard_bounces: Mapped[int] = mapped_column(Integer)
+    reason: Mapped[str] = mapped_column(String(20))  # the last bounce's
+    last_bounce_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    flagged_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class AddressNotice(Base):
+    """The email telling an employer's notification address that one of its application
+    addresses was flagged (C22), the outbox's fifth kind: the outbox's columns and
+    transitions (models.applications.outbox.NOTICES), keyed by id."""
+
+    __tablename__ = "address_notices"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    employer_id: Mapped[int] = mapped_column(ForeignKey("employers.id", ondelete="CASCADE"))
+    address: Mapped[str] = mapped_column(String(320))  # the flagged one
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    status: Mapped[str] = mapped_column(String(10), default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    enqueued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    retry_from: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    __table_args__ = (
+        Index("ix_address_notices_status_next", "status", "next_attempt_at"),
         {"sqlite_autoincrement": True},
     )

@@ -19,6 +19,7 @@ LOCATION_ADDED = "location_added"
 AUTO_REFRESH_INACTIVE = "auto_refresh_inactive"
 CLOSES_SOON = "closes_soon"
 ALREADY_CLOSED = "already_closed"
+UNDELIVERABLE = "application_email_undeliverable"  # C22
 
 CLOSES_SOON_DAYS = 3  # closeDate today or within the next 3 days
 MAX_ALTERNATIVES = 3
@@ -100,4 +101,14 @@ def added(field: str, place: Place, *, dry_run: bool) -> Warning:
         f"{field}.description",
         LOCATION_ADDED,
         f"{place.description} was not in the locations list and {verb} to it.",
+    )
+
+
+def undeliverable(address: str) -> Warning:
+    """The job's applicationEmail hard-bounced again and again (C22): copies are not arriving."""
+    return Warning(
+        "applicationEmail",
+        UNDELIVERABLE,
+        f"{address} keeps bouncing: copies of applications sent to it are not delivered. "
+        "Use another address, or route applications by applicationUrl.",
     )

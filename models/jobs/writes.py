@@ -14,6 +14,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from models.applications import bounces
 from models.core import checks
 from models.core.dates import default_close
 from models.core.errors import (
@@ -173,9 +174,10 @@ def _compliance_warnings(
     today: date,
 ) -> list[warnings.Warning]:
     """The C13 warnings of the merged job, or in `enforce` mode the 422 of the rules it
-    breaks: after the 409 of a used referenceId, as every 422 (C1)."""
+    breaks: after the 409 of a used referenceId, as every 422 (C1); and C22's, when its
+    applicationEmail is flagged."""
     try:
-        return compliance.check(
+        found = compliance.check(
             session.connection(),
             job,
             mode=employer.compliance,
@@ -185,6 +187,10 @@ def _compliance_warnings(
     except ValidationFailed:
         _check_reference_free(session, employer, body, stored)
         raise
+    address = job.application_email
+    if address is not None and bounces.is_flagged(session, employer.id, address):
+        found.append(warnings.undeliverable(address))
+    return found
 
 
 def _insert(session: Session, job: StoredJob) -> tuple[StoredJob, list[int]] | None:

@@ -30,6 +30,8 @@ TEST = "webhook.test"
 # The event types an endpoint may subscribe to (C12); "*" alone means all of them.
 EVENT_TYPES = (
     "application.received",
+    "application.undeliverable",
+    "employer.address_flagged",
     "job.expired",
     "job.expiring",
     "job.refreshed",

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:  # types only: models.jobs imports this module
     from sqlalchemy import Row
 
+    from models.db.entities import AddressFlag, Application, Job
     from models.employers import Access
     from models.jobs.listing import Header
 
@@ -25,6 +26,10 @@ class Payloads(Protocol):
     ) -> dict[str, Any]: ...
 
     def sync_run(self, run: Row[Any]) -> dict[str, Any]: ...
+
+    def application(self, a: Application) -> dict[str, Any]: ...
+
+    def address_flagged(self, flag: AddressFlag, jobs: list[Job]) -> dict[str, Any]: ...
 
 
 _installed: list[Payloads] = []

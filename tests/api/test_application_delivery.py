@@ -106,16 +106,40 @@ def test_a_subject_without_reference_id_has_no_brackets(
     assert plain is not None and f"Job ID: {job['id']}" in plain.get_content()
 
 
-def test_a_permanent_refusal_fails_for_good(
+def test_a_recipient_refused_for_good_is_undeliverable_with_its_bounce(
     api: Api, employer: Any, job: dict[str, Any], smtp_sink: SmtpSink, deliver: Deliver
 ) -> None:
+    """C22: a 5xx to RCPT says the address is no good: the copy is undeliverable, for good."""
     app_id = received(apply(api, job["id"]))
     smtp_sink.reply = "550 5.1.1 Mailbox unavailable"
+    assert deliver(app_id) == "undeliverable"
+    shown = api.get(f"{API}/applications/{app_id}", key=employer.key).json
+    assert (shown["status"], shown["attempts"], shown["sentAt"]) == ("undeliverable", 1, None)
+    assert "550" in shown["lastError"]
+    bounce = shown["bounce"]
+    assert (bounce["permanent"], bounce["status"], bounce["reason"]) == (
+        True,
+        "5.1.1",
+        "mailbox_unknown",
+    )
+    assert bounce["source"] == "smtp" and bounce["diagnostic"] == "550 5.1.1 Mailbox unavailable"
+    smtp_sink.reply = None
+    assert deliver(app_id) == "skipped"
+    assert smtp_sink.messages == []
+    assert api.get(f"{API}/applications/{app_id}", key=employer.key).json == shown
+
+
+def test_a_message_refused_for_good_fails_for_good(
+    api: Api, employer: Any, job: dict[str, Any], smtp_sink: SmtpSink, deliver: Deliver
+) -> None:
+    """A 5xx to DATA refuses this message, not the address: failed, with no bounce (C8)."""
+    app_id = received(apply(api, job["id"]))
+    smtp_sink.data_reply = "554 5.6.0 Message refused"
     assert deliver(app_id) == "failed"
     shown = api.get(f"{API}/applications/{app_id}", key=employer.key).json
     assert (shown["status"], shown["attempts"], shown["sentAt"]) == ("failed", 1, None)
-    assert "550" in shown["lastError"]
-    smtp_sink.reply = None
+    assert "554" in shown["lastError"] and shown["bounce"] is None
+    smtp_sink.data_reply = None
     assert deliver(app_id) == "skipped"
     assert smtp_sink.messages == []
     assert api.get(f"{API}/applications/{app_id}", key=employer.key).json == shown

@@ -72,6 +72,7 @@ def test_json_application_is_stored_and_shown_to_its_employer(
         "answers": [],  # the job asks no screening question (C21)
         "knockedOut": False,
         "knockedOutBy": None,
+        "bounce": None,
     }
     assert listed(api, employer)["data"] == [item.json]
     assert listed(api, employer, f"{API}/jobs/{job['id']}/applications")["data"] == [item.json]

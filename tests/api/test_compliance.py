@@ -212,6 +212,8 @@ def test_the_employer_reads_and_changes_its_settings(
         "compliance": "warn",
         "ontario25Plus": True,
         "emailKnockedOut": True,
+        "notificationEmail": None,
+        "flaggedAddresses": [],
     }
     changed = api.put(
         EMPLOYER,

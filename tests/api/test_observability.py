@@ -31,13 +31,16 @@ from api.app import Collaborators, create_app
 from models import reports
 from models.alerts import mails as alert_mails
 from models.alerts import subscriptions as alerts
+from models.applications import bounces
 from models.core import logs
 from models.core.dates import utcnow
 from models.core.settings import Settings
-from models.db.entities import Application, WebhookDelivery, WebhookEndpoint
+from models.db.entities import Application, OutboxEntry, WebhookDelivery, WebhookEndpoint
 from models.jobs.feeds import Filters
+from tests.api.applying import apply, received
 from tests.conftest import Api, nowhere_url
 from tests.factories import create_job, problem
+from tests.models.applications.test_bounces import FAILED, dsn
 
 API = "/api/v1.1"
 RFC3339_UTC = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z")
@@ -362,6 +365,31 @@ def test_alert_mail_metrics_count_them_by_kind_and_status(
     assert value(text, "jobpost_alert_mails", kind="digest", status="pending") == 0
 
 
+def test_bounces_count_by_reason_and_drops_by_theirs(
+    settings: Settings, sessions: sessionmaker[Session], clock: Any, employer: Any
+) -> None:
+    """C22: every reason is named (0 when none), so a rate over it is never absent."""
+    api = build(settings, sessions, clock)
+    job = create_job(api, employer, status="active")
+    app_id = received(apply(api, job["id"]))
+    [notice] = bounces.notices(dsn(FAILED.replace("jobs@upkeep.test", "jobs@maple.test")))
+    with sessions() as s:
+        s.execute(
+            update(OutboxEntry).where(OutboxEntry.application_id == app_id).values(status="sent")
+        )
+        bounces.take(s, app_id, notice, now=utcnow())
+        bounces.drop(s, "forged", now=utcnow())
+        s.commit()
+    text = scrape(api)
+    assert value(text, "jobpost_bounces", permanent="true", reason="mailbox_unknown") == 1
+    assert value(text, "jobpost_bounces", permanent="false", reason="mailbox_unknown") == 0
+    assert len(samples(text, "jobpost_bounces")) == 2 * len(bounces.REASONS)
+    assert value(text, "jobpost_bounces_dropped", reason="forged") == 1
+    assert len(samples(text, "jobpost_bounces_dropped")) == len(bounces.DROP_REASONS)
+    assert value(text, "jobpost_outbox_entries", status="undeliverable") == 1
+    assert value(text, "jobpost_address_notices", status="pending") == 0
+
+
 def test_outbox_metrics_reflect_a_pending_application(
     settings: Settings, sessions: sessionmaker[Session], clock: Any, employer: Any
 ) -> None:
@@ -388,6 +416,7 @@ def test_outbox_metrics_reflect_a_pending_application(
         (("status", "sending"),): 0,
         (("status", "sent"),): 0,
         (("status", "failed"),): 0,
+        (("status", "undeliverable"),): 0,
     }
     assert 600 <= value(text, "jobpost_outbox_oldest_pending_seconds") < 700
     assert value(text, "jobpost_queue_length", queue="email") == 3

@@ -98,7 +98,7 @@ def test_the_status_page_says_received_then_delivered_or_undeliverable(
 
     second, other = applied_and_receipted(api, sessions, mail_settings, smtp_sink, job["id"])
     smtp_sink.reply = "550 5.1.1 no such mailbox"
-    assert delivery.deliver(sessions, mail_settings, second) == "failed"
+    assert delivery.deliver(sessions, mail_settings, second) == "undeliverable"
     page = status_page(app, other, lang)
     assert undeliverable in page.text and todo in page.text
     assert f'href="/jobs/{job["id"]}?lang={lang}"' in page.text  # the job is still open

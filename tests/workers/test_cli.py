@@ -81,6 +81,24 @@ def test_outbox_listing_prints_json(
     assert [e["application"] for e in entries] == ([] if "sent" in argv else [failed])
 
 
+def test_outbox_lists_undeliverable_copies_with_what_the_remote_server_said(
+    copy: sessionmaker[Session], capsys: Any
+) -> None:
+    """C22: a bounced copy is not at the employer: the default listing shows it too."""
+    bounced = failed_delivery(copy)
+    with copy() as s:
+        entry = s.get_one(OutboxEntry, bounced)
+        entry.status, entry.last_error = "undeliverable", "5.1.1 smtp; 550 5.1.1 User unknown"
+        s.commit()
+    for argv in (["outbox", "--json"], ["outbox", "--json", "--status", "undeliverable"]):
+        assert main(argv) == 0
+        [shown] = orjson.loads(capsys.readouterr().out)["entries"]
+        assert (shown["application"], shown["status"]) == (bounced, "undeliverable")
+        assert shown["lastError"] == "5.1.1 smtp; 550 5.1.1 User unknown"
+    assert main(["outbox"]) == 0
+    assert "undeliverable" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("where", "said"),
     [
@@ -125,6 +143,8 @@ def test_employers_set_changes_the_c13_settings_and_prints_them(
         "compliance": "enforce",
         "ontario25Plus": False,
         "emailKnockedOut": True,
+        "notificationEmail": None,
+        "flaggedAddresses": [],
     }
     assert main(["employers", "set", str(employer.id), "--email-knocked-out", "no", "--json"]) == 0
     assert orjson.loads(capsys.readouterr().out)["emailKnockedOut"] is False  # C21

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy.exc import DBAPIError
 
 from api import representations
+from models.applications import outbox
 from models.core import logs
 from models.core.errors import DomainError
 from models.core.i18n import DEFAULT, LANGUAGES
@@ -134,6 +135,14 @@ def parser() -> argparse.ArgumentParser:
     )
     cmd(sub, "beat", services.beat, "run the periodic task scheduler (exactly one per deployment)")
     c = cmd(
+        sub,
+        "bounces",
+        services.bounces,
+        "run the SMTP server of BOUNCE_DOMAIN, which takes the copies' delivery reports (C22)",
+    )
+    c.add_argument("--host", default="0.0.0.0")
+    c.add_argument("--port", type=int, default=2525)
+    c = cmd(
         sub, "dev", services.dev, "web, worker, beat and a local mail sink on embedded defaults"
     )
     c.add_argument("--host", default="127.0.0.1")
@@ -150,7 +159,7 @@ def parser() -> argparse.ArgumentParser:
     )
 
     c = cmd(sub, "outbox", operations.outbox_list, "deliveries not yet sent (or of one status)")
-    c.add_argument("--status", choices=("pending", "sending", "sent", "failed"))
+    c.add_argument("--status", choices=outbox.COPY_STATUSES)
     retry = c.add_subparsers(dest="sub").add_parser("retry", help="failed deliveries to pending")
     retry.set_defaults(handler=operations.outbox_retry)
     which = retry.add_mutually_exclusive_group(required=True)  # neither, or both: exit 2

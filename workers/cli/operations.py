@@ -17,7 +17,7 @@ from models.db.unit_of_work import session_scope
 from workers import broker, enqueue
 from workers.cli.command import Command, out
 
-UNSENT = ("pending", "sending", "failed")
+UNSENT = ("pending", "sending", "failed", "undeliverable")  # not at the employer (C8, C22)
 PERIODIC_TASKS = ("expire", "refresh", "sweep", "purge", "notify", "digests")
 # --today's years: the tasks count days and seconds back and forth from it (refresh's 7 days,
 # the purge's retention, the time zone's offset), which the first and last years cannot hold.
@@ -93,12 +93,12 @@ def outbox_list(args: argparse.Namespace, command: Command) -> int:
             for a, o in rows
         ]
     lines = [
-        f"{'application':>11}  {'job':>6}  {'status':<8} {'attempts':>8}  "
+        f"{'application':>11}  {'job':>6}  {'status':<13} {'attempts':>8}  "
         f"{'recipient':<30} last error"
     ]
     for e in entries:
         lines.append(
-            f"{e['application']:>11}  {e['job'] or '-':>6}  {e['status']:<8} "
+            f"{e['application']:>11}  {e['job'] or '-':>6}  {e['status']:<13} "
             f"{e['attempts']:>8}  {e['recipient']:<30} {e['lastError'] or ''}"
         )
     out(args, {"entries": entries}, "\n".join(lines))

@@ -1,5 +1,6 @@
-"""The long-running commands: `jobpost serve`, `worker`, `beat` and `dev` (C9). Each is the
-entry point of its process: it makes what the process runs from the settings `main` read.
+"""The long-running commands: `jobpost serve`, `worker`, `beat`, `bounces` and `dev` (C9).
+Each is the entry point of its process: it makes what the process runs from the settings
+`main` read.
 
 Nothing here imports prometheus_client at import time: `serve` and `worker` set
 PROMETHEUS_MULTIPROC_DIR first (api.server.prepare_metrics_dir).
@@ -94,6 +95,28 @@ def beat(args: argparse.Namespace, command: Command) -> int:
     schedule = str(settings.var_dir / "celerybeat-schedule")
     make_celery(settings).start(["beat", "--loglevel", "INFO", "--schedule", schedule])
     return 0
+
+
+def bounces(args: argparse.Namespace, command: Command) -> int:
+    """The bounce receiver (C22): for BOUNCE_DOMAIN, with the key the workers sign with."""
+    from models.applications.bounces import verp_key
+    from models.webhooks.secrets import load_key
+    from workers import enqueue
+    from workers.bounces import Receiver, serve
+
+    settings = command.settings
+    if settings.bounce_domain is None:
+        raise ValueError("jobpost bounces: set BOUNCE_DOMAIN, the domain whose mail it takes")
+    key_needed(command)
+    celery = command.celery
+
+    def deliveries(ids: list[int]) -> object:
+        return enqueue.deliver_webhooks(celery, ids)
+
+    receiver = Receiver(
+        command.sessions, settings.bounce_domain, verp_key(load_key(settings)), deliveries
+    )
+    return serve(receiver, args.host, args.port)
 
 
 def dev(args: argparse.Namespace, command: Command) -> int:

@@ -77,10 +77,12 @@ _SMTPUTF8 = _SMTP.clone(utf8=True)
 _TEXT_HEADERS = b'charset="utf-8"\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\n'
 
 
-def render(copy: ApplicationCopy, *, mail_from: str) -> Outgoing:
+def render(copy: ApplicationCopy, *, mail_from: str, bounces_to: str | None = None) -> Outgoing:
     """The copy as sent (C8): the message the tests' `build_message` builds, with its envelope as
-    smtplib's send_message would take it from the headers."""
+    smtplib's send_message would take it from the headers; its envelope sender `bounces_to`
+    when given (C22's VERP address)."""
     sender, from_line = _from(mail_from)
+    sender = bounces_to or sender
     to = _header("To", copy.to)
     recipients = tuple(address for _, address in getaddresses([str(to)]))
     reply_to = applicant_address(copy)

@@ -41,6 +41,14 @@ class PermanentFailure(Exception):
     """A 5xx reply: never retry (C8)."""
 
 
+class RecipientRefused(PermanentFailure):
+    """A 5xx reply to RCPT: the relay says the address itself is no good (C22)."""
+
+    def __init__(self, code: int, text: str) -> None:
+        super().__init__(_reply(code, text))
+        self.code, self.text = code, text
+
+
 class DeadlinePassed(TimeoutError):
     """The send's deadline came before the relay was done: a transient failure (C8)."""
 
@@ -189,6 +197,9 @@ class Relay:
                 self._keep(conn, smtp)
         except smtplib.SMTPRecipientsRefused as exc:
             code, text = next(iter(exc.recipients.values()))
+            if 500 <= code < 600:
+                said = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+                raise RecipientRefused(code, said) from exc
             raise _failure(code, text) from exc
         except smtplib.SMTPConnectError as exc:
             raise TransientFailure(_reply(exc.smtp_code, exc.smtp_error)) from exc
