@@ -441,7 +441,7 @@ def test_the_worker_counts_and_logs_each_delivery_with_the_request_id(
             timeout=30,
             what="the first copy sent",
         )
-        smtp_sink.reply = "550 5.1.1 No such user here"
+        smtp_sink.data_reply = "554 5.6.0 Message refused"  # not the address: failed (C22)
         refused = site.apply("apply-refused.2")
         wait_for(
             lambda: worker.alive() and site.status(refused) == "failed",
@@ -524,7 +524,7 @@ def test_outbox_and_queue_commands_on_pending_sent_and_failed_entries(
         wait_for(
             lambda: worker.alive() and site.status(sent) == "sent", timeout=30, what="a copy sent"
         )
-        smtp_sink.reply = "550 5.1.1 Mailbox unavailable"
+        smtp_sink.data_reply = "554 5.6.0 Mailbox unavailable"  # not the address: failed (C22)
         failed = site.apply("outbox-failed")
         wait_for(
             lambda: worker.alive() and site.status(failed) == "failed",
@@ -547,7 +547,7 @@ def test_outbox_and_queue_commands_on_pending_sent_and_failed_entries(
         assert sorted(rows) == [failed, pending]  # all but sent
         assert rows[pending][:4] == [str(quiet.job_id), "pending", "0", RECIPIENT]
         assert rows[failed][:4] == [str(site.job_id), "failed", "1", RECIPIENT]
-        assert "550 5.1.1 Mailbox unavailable" in " ".join(rows[failed][4:])
+        assert "554 5.6.0 Mailbox unavailable" in " ".join(rows[failed][4:])
         assert sorted(table(only_failed.stdout)) == [failed]
         assert len(as_json.stdout.splitlines()) == 1
         entries = {e["application"]: e for e in json.loads(as_json.stdout)["entries"]}
@@ -561,7 +561,7 @@ def test_outbox_and_queue_commands_on_pending_sent_and_failed_entries(
         assert usage.returncode == 2
 
         # The relay accepts again: retry sends the copy, once.
-        smtp_sink.reply = None
+        smtp_sink.data_reply = None
         retried = jobpost(env, "outbox", "retry", str(failed), "--json")
         assert retried.returncode == 0, retried.stderr
         assert json.loads(retried.stdout) == {"retried": [failed], "enqueued": 1}

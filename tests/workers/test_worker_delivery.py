@@ -254,9 +254,10 @@ def test_a_worker_killed_mid_way_loses_nothing_and_sends_at_most_one_copy_twice(
 
 
 @pytest.mark.parametrize("stack", MAIN_STACKS, indirect=True)
-def test_a_permanent_550_fails_with_the_error_and_is_never_tried_again(
+def test_a_recipient_refused_for_good_is_undeliverable_and_never_tried_again(
     stack: Stack, sink: SinkServer
 ) -> None:
+    """A 550 to RCPT: the address is no good (C22), the copy undeliverable for good (C8)."""
     received = sink.start()
     received.reply = "550 5.1.1 <jobs@maple.test>: mailbox unavailable"
     job_id = open_job(stack)
@@ -264,10 +265,12 @@ def test_a_permanent_550_fails_with_the_error_and_is_never_tried_again(
     worker = stack.start_worker(sink.port)
     stack.enqueue(app_id)
 
-    wait_for(lambda: entry(stack, app_id).status == "failed", timeout=60, what="failed")
+    wait_for(
+        lambda: entry(stack, app_id).status == "undeliverable", timeout=60, what="undeliverable"
+    )
     failed = entry(stack, app_id)
     assert failed.attempts == 1
-    assert failed.last_error is not None and failed.last_error.startswith("550 ")
+    assert failed.last_error is not None and failed.last_error.startswith("5.1.1 550 ")
     assert "mailbox unavailable" in failed.last_error
 
     # Neither the sweeper (past the grace and the lease) nor a stray task message tries again.
@@ -279,7 +282,7 @@ def test_a_permanent_550_fails_with_the_error_and_is_never_tried_again(
         time.sleep(0.5)
     wait_for(lambda: len(task_results(worker)) >= 2, timeout=30, what="the stray task run")
     assert sweeps == 0
-    assert task_results(worker) == ["failed", "skipped"]
+    assert task_results(worker) == ["undeliverable", "skipped"]
     assert entry(stack, app_id) == failed
     assert received.rcpt_count == 1
     assert received.messages == []
