@@ -33,6 +33,8 @@ from api import (
     syncs,
     webhooks,
 )
+from api import keys as api_keys
+from api.auth import API
 from api.middleware import Cors, MethodOverride, RequestId, SessionManager
 from api.openapi_resource import OpenApi
 from api.pages import AppliedPage, ApplyForm, JobPage, PageKey, serialize_error
@@ -47,7 +49,6 @@ from models.webhooks import payloads
 from models.webhooks.endpoints import UrlPolicy
 
 WsgiApp = falcon.App[falcon.Request, falcon.Response]
-API = "/api/v1.1"
 
 
 def _nothing(application_id: int, request_id: str | None) -> None:
@@ -174,6 +175,10 @@ def create_app(
         f"{API}/syncs/{{sync_id}}/items": syncs.SyncItems(*sync_parts),
         f"{API}/jobs/{{job_id}}/reports": reported,
         f"{API}/employer": employer.EmployerSettings(),
+        # C23: the employer's own keys, behind the `employer` scope.
+        f"{API}/keys": api_keys.Collection(parts.now, base),
+        f"{API}/keys/{{key_id}}": api_keys.Item(parts.now),
+        f"{API}/keys/{{key_id}}/rotate": api_keys.Rotate(parts.now, base),
         f"{API}/webhooks": webhooks.Collection(hooks),
         f"{API}/webhooks/{{webhook_id}}": webhooks.Item(hooks),
         f"{API}/webhooks/{{webhook_id}}/secret": webhooks.Secret(hooks),

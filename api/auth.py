@@ -8,7 +8,8 @@ import falcon
 
 from api.errors import Problem
 from api.responses import int32
-from models import employers
+from models import employers, keys
+from models.core.dates import utcnow
 from models.db.entities import Employer
 
 
@@ -32,7 +33,43 @@ def require_employer(
             "Send a valid API key in the API-Key header.",
             headers={"WWW-Authenticate": 'API-Key realm="jobpost"'},
         )
+    needed = scope_of(req.uri_template or req.path, req.method)
+    if not access.holds(needed):
+        raise Problem(
+            403,
+            "insufficient_scope",
+            f"This key does not hold {needed}, which {req.method} {req.path} needs.",
+            headers={
+                "WWW-Authenticate": f'API-Key realm="jobpost", error="insufficient_scope", '
+                f'scope="{needed}"'
+            },
+        )
     req.context.access = access
+    now = utcnow()
+    if keys.stale(access, now):
+        req.context.used_key = access.key_id  # recorded after the response (api/middleware)
+
+
+API = "/api/v1.1"  # the keyed API's paths, under it
+READS = frozenset({"GET", "HEAD"})
+# The scope each part of the keyed API needs (C23): (to read, to write).
+_SCOPES = {
+    "jobs": ("jobs:read", "jobs:write"),
+    "applications": ("applications:read", "applications:write"),
+    "syncs": ("syncs", "syncs"),
+    "webhooks": ("webhooks", "webhooks"),
+    "employer": ("employer", "employer"),
+    "keys": ("employer", "employer"),
+}
+
+
+def scope_of(template: str, method: str) -> str:
+    """The scope a keyed route needs for `method`: by the first part of its path under the
+    API's, a job's applications being applications (C23)."""
+    parts = template.removeprefix(API).strip("/").split("/")
+    part = "applications" if parts[:1] == ["jobs"] and parts[2:3] == ["applications"] else parts[0]
+    read, write = _SCOPES[part]
+    return read if method in READS else write
 
 
 def access_of(req: falcon.Request) -> employers.Access:

@@ -16,6 +16,7 @@ from models.core.errors import (
     DomainError,
     DuplicateReferenceId,
     FieldError,
+    InsufficientScope,
     JobGone,
     JobTakenDown,
     NotFound,
@@ -32,6 +33,7 @@ PROBLEM = "application/problem+json"
 
 DOMAIN_STATUS: dict[type[DomainError], int] = {
     NotFound: 404,
+    InsufficientScope: 403,
     DuplicateReferenceId: 409,
     ApplyViaUrl: 409,
     JobTakenDown: 409,

@@ -13,7 +13,6 @@ import base64
 import binascii
 import hashlib
 import hmac
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urlencode
@@ -21,15 +20,13 @@ from urllib.parse import urlencode
 import falcon
 
 from api import query
+from models.core import checks
 from models.core.errors import FieldError
 from models.db.feed import Position
 
 # Before the first change anyone made: a walk without `updatedSince` starts here.
 ORIGIN = Position(datetime(1970, 1, 1, tzinfo=UTC), 0)
 _CHECKSUM_KEY = b"jobpost change feed cursor v1"
-_RFC3339 = re.compile(
-    r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})", re.ASCII
-)
 _EPOCH = ORIGIN.at
 
 
@@ -50,17 +47,10 @@ def instant(req: falcon.Request, name: str, errors: list[FieldError]) -> datetim
         return None
     text = raw[:19] + raw[19:].replace(" ", "+")
     try:
-        if not _RFC3339.fullmatch(text):
-            raise ValueError
-        fraction = re.search(r"\.(\d+)", text)
-        if fraction:  # Python reads at most microseconds: the rest is cut, never rounded up
-            text = text.replace(fraction.group(0), "." + fraction.group(1)[:6].ljust(6, "0"))
-        moment = datetime.fromisoformat(text.upper().replace("Z", "+00:00")).astimezone(UTC)
-    except (ValueError, OverflowError):  # 25:00, February 30, a year past 9999 in UTC
-        message = f"{name} must be an RFC 3339 date-time, such as 2026-11-25T15:05:09.962Z."
-        errors.append(FieldError(name, "invalid_format", message))
+        return checks.instant(text, name)
+    except checks.Invalid as e:
+        errors.append(e.error)
         return None
-    return moment
 
 
 def sort(req: falcon.Request, wanted: str, errors: list[FieldError]) -> bool:

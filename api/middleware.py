@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import uuid
 from typing import Any
 
 import falcon
 from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.applications import Intake
 from api.auth import require_employer
 from api.body import read_json
 from api.errors import Problem
+from models import keys
+from models.core.dates import utcnow
 from models.db import unit_of_work
+
+log = logging.getLogger("jobpost.api")
 
 REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 OVERRIDABLE = ("post", "put", "delete")  # POST, and what an override may name (C7)
@@ -173,3 +179,17 @@ class SessionManager:
                 unit_of_work.discard(session)
         finally:
             database.close()
+            self._record_use(req)
+
+    def _record_use(self, req: falcon.Request) -> None:
+        """The key's use, in a transaction of its own after the request's (C23): a read
+        writes nothing in its own, and a failed write's rollback must not undo it."""
+        key_id = getattr(req.context, "used_key", None)
+        if key_id is None:
+            return
+        try:
+            with self.factory() as session:
+                keys.touch(session.connection(), key_id, now=utcnow())
+                unit_of_work.commit(session)
+        except SQLAlchemyError as e:  # the answer stands; the next request records it
+            log.warning("the key's last use was not recorded: %s", e)

@@ -12,11 +12,13 @@ from typing import Any
 
 from sqlalchemy import Row
 
+from models import keys
 from models.applications.privacy import Export
 from models.core.dates import timestamp
 from models.db.entities import (
     AddressFlag,
     AlertSubscription,
+    ApiKey,
     Application,
     Bounce,
     Category,
@@ -250,6 +252,24 @@ def bounce(b: Bounce) -> dict[str, Any]:
         "source": b.source,
         "receivedAt": timestamp(b.received_at),
     }
+
+
+def api_key(k: ApiKey) -> dict[str, Any]:
+    """A key as GET /keys lists it (C23): never its secret."""
+    return {
+        "id": k.id,
+        "prefix": k.prefix,
+        "description": k.description,
+        "scopes": keys.scopes_of(k),
+        "createdAt": timestamp(k.created_at),
+        "expiresAt": timestamp(k.expires_at),
+        "lastUsedAt": timestamp(k.last_used_at),
+    }
+
+
+def issued_key(k: ApiKey, secret: str) -> dict[str, Any]:
+    """A key just made (POST /keys, a rotation): the key, and its secret, shown this once."""
+    return {**api_key(k), "key": secret}
 
 
 def flagged_address(flag: AddressFlag) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Connection, and_, bindparam, func, select
+from sqlalchemy import Connection, and_, bindparam, func, or_, select
 from sqlalchemy.orm import Session, make_transient_to_detached
 
 from models.core import checks
@@ -34,7 +34,7 @@ class IssuedKey:
     key: str  # shown once, never stored
 
 
-def _digest(key: str) -> str:
+def key_digest(key: str) -> str:
     # 32 random bytes leave nothing to brute-force, so a fast hash is enough here.
     return hashlib.sha256(key.encode()).hexdigest()
 
@@ -159,7 +159,7 @@ def issue_key(session: Session, employer_id: int) -> IssuedKey:
     key = KEY_SCHEME + secrets.token_urlsafe(32)  # 256 bits of entropy
     prefix = key[:PREFIX_LEN]
     session.add(
-        ApiKey(employer_id=employer_id, prefix=prefix, digest=_digest(key), created_at=utcnow())
+        ApiKey(employer_id=employer_id, prefix=prefix, digest=key_digest(key), created_at=utcnow())
     )
     session.flush()
     return IssuedKey(employer_id=employer_id, prefix=prefix, key=key)
@@ -192,20 +192,38 @@ class Access:
     job: StoredJob | None = None  # the job whole, when asked for (`authenticate`)
     # The job's applicationEmail when it is flagged (C22): GET answers a warning of it.
     flagged_address: str | None = None
+    # C23: the key's id, its scopes (None: every scope), and when it was last used.
+    key_id: int = 0
+    scopes: frozenset[str] | None = None
+    last_used_at: datetime | None = None
+    any_flagged: bool = True  # C22: whether any of its addresses is flagged (True: not known)
+
+    def holds(self, scope: str) -> bool:
+        return self.scopes is None or scope in self.scopes
 
 
 _keys, _employers, _jobs = ApiKey.__table__.c, Employer.__table__.c, Job.__table__.c
+_flags = AddressFlag.__table__.c
+# Whether the employer has a flagged address at all (C22): a write asks which only then.
+_ANY_FLAGGED = (
+    select(_flags.employer_id)
+    .where(_flags.employer_id == _employers.id, _flags.flagged_at.is_not(None))
+    .exists()
+)
 _KEY_COLUMNS = (
     _keys.digest,
+    _keys.id,
+    _keys.scopes,
+    _keys.last_used_at,
     _employers.id,
     _employers.name,
     _employers.plan,
     _employers.created_at,
     _employers.compliance,
     _employers.ontario25_plus,
+    _ANY_FLAGGED,
 )
 _KEYS = ApiKey.__table__.join(Employer.__table__, _keys.employer_id == _employers.id)
-_flags = AddressFlag.__table__.c
 # The named job's address when it is flagged (C22): a lookup by primary key, or null.
 _FLAGGED = (
     select(_flags.address)
@@ -217,7 +235,11 @@ _FLAGGED = (
     .correlate(Job.__table__)
     .scalar_subquery()
 )
-_LIVE = _keys.revoked_at.is_(None)
+# Not revoked, and not expired (C23): `now` is bound by each request.
+_LIVE = and_(
+    _keys.revoked_at.is_(None),
+    or_(_keys.expires_at.is_(None), _keys.expires_at > bindparam("now")),
+)
 _LIVE_KEY = Precompiled(
     select(*_KEY_COLUMNS).select_from(_KEYS).where(_keys.prefix == bindparam("prefix"), _LIVE)
 )
@@ -261,18 +283,38 @@ def authenticate(
     """
     if not key or len(key) < PREFIX_LEN or len(key) > 200 or not key.isprintable():
         return None
-    prefix = key[:PREFIX_LEN]
+    params: dict[str, Any] = {"prefix": key[:PREFIX_LEN], "now": utcnow()}
     if job_id is None:
-        row = _LIVE_KEY.first(connection, {"prefix": prefix})
+        row = _LIVE_KEY.first(connection, params)
     elif whole:
-        rows = _LIVE_KEY_AND_WHOLE_JOB.all(connection, {"prefix": prefix, "job_id": job_id})
+        rows = _LIVE_KEY_AND_WHOLE_JOB.all(connection, {**params, "job_id": job_id})
         return _with_job(key, rows)
     else:
-        row = _LIVE_KEY_AND_JOB.first(connection, {"prefix": prefix, "job_id": job_id})
-    if row is None or not hmac.compare_digest(row[0], _digest(key)):
+        row = _LIVE_KEY_AND_JOB.first(connection, {**params, "job_id": job_id})
+    if row is None or not hmac.compare_digest(row[0], key_digest(key)):
         return None
-    _, employer_id, name, plan, created_at, compliance, ontario25, *job = row
-    version, flagged = job if job else (None, None)
+    width = len(_KEY_COLUMNS)
+    version, flagged = row[width:] if len(row) > width else (None, None)
+    return _access(row[:width], version, None, flagged)
+
+
+def _access(
+    key_row: tuple[Any, ...], version: int | None, job: StoredJob | None, flagged: str | None
+) -> Access:
+    """Access from the key's columns (`_KEY_COLUMNS`) and the job's."""
+    (
+        _,
+        key_id,
+        scopes,
+        last_used,
+        employer_id,
+        name,
+        plan,
+        created_at,
+        compliance,
+        ontario25,
+        any_flagged,
+    ) = key_row
     return Access(
         employer_id,
         name,
@@ -281,19 +323,24 @@ def authenticate(
         compliance,
         ontario25,
         version,
-        flagged_address=flagged,
+        job,
+        flagged,
+        key_id=key_id,
+        scopes=None if scopes is None else frozenset(scopes.split()),
+        last_used_at=last_used,
+        any_flagged=bool(any_flagged),
     )
 
 
 def _with_job(key: str, rows: list[tuple[Any, ...]]) -> Access | None:
     """Access from rows of the key's columns and the job's (`job_rows.whole_job`)."""
-    width = len(_KEY_COLUMNS) + 1  # and the flagged address
-    if not rows or not hmac.compare_digest(rows[0][0], _digest(key)):
+    width = len(_KEY_COLUMNS)
+    if not rows or not hmac.compare_digest(rows[0][0], key_digest(key)):
         return None
-    _, employer_id, name, plan, created_at, compliance, ontario25, flagged = rows[0][:width]
-    job = job_rows.gather([row[width:] for row in rows])
+    flagged = rows[0][width]  # the flagged address, then the job's columns
+    job = job_rows.gather([row[width + 1 :] for row in rows])
     version = None if job is None else job.version
-    return Access(employer_id, name, plan, created_at, compliance, ontario25, version, job, flagged)
+    return _access(rows[0][:width], version, job, flagged)
 
 
 def attach(session: Session, access: Access) -> Employer:
@@ -311,4 +358,13 @@ def attach(session: Session, access: Access) -> Employer:
     )
     make_transient_to_detached(employer)
     session.add(employer)
+    if not access.any_flagged:  # C22: the writes need not ask which of its addresses are
+        flagged_of(session)[employer.id] = frozenset()
     return employer
+
+
+def flagged_of(session: Session) -> dict[int, frozenset[str]]:
+    """The flagged addresses of employers, as `session` knows them (C22): written by
+    `attach` when the key's statement said there are none, read by the job writes."""
+    known: dict[int, frozenset[str]] = session.info.setdefault("flagged_addresses", {})
+    return known

@@ -103,6 +103,12 @@ STATUSES = {
     ("get", "/healthz"): {200, 500},
     ("get", "/readyz"): {200, 500, 503},
     ("get", "/metrics"): {200, 500},
+    # C23
+    ("get", f"{V}/keys"): {200, 401, 500, 503},
+    ("post", f"{V}/keys"): {201, 400, 401, 413, 415, 422, 500, 503},
+    ("get", f"{V}/keys/{{id}}"): {200, 401, 404, 500, 503},
+    ("delete", f"{V}/keys/{{id}}"): {204, 400, 401, 404, 413, 415, 500, 503},
+    ("post", f"{V}/keys/{{id}}/rotate"): {201, 400, 401, 404, 413, 415, 422, 500, 503},
     # C11
     ("post", f"{V}/syncs"): {202, 400, 401, 409, 413, 415, 422, 500, 503},
     ("get", f"{V}/syncs"): {200, 400, 401, 500, 503},
@@ -344,7 +350,7 @@ def test_path_ids_are_int32_integers_from_1() -> None:
     tests/api/test_errors_and_bodies.py asks each templated path."""
     found = document()["components"]["parameters"]
     params = [p for n, p in found.items() if p["in"] == "path" and n != "MessageId"]
-    assert len(params) == 5  # jobs, applications, locations, webhooks, sync runs
+    assert len(params) == 6  # jobs, applications, locations, webhooks, sync runs, keys
     for param in params:
         schema = {"type": "integer", "format": "int32", "minimum": 1, "maximum": INT32_MAX}
         assert param["schema"] == schema

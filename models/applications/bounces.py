@@ -24,6 +24,7 @@ from typing import Any, cast
 from sqlalchemy import Table, and_, bindparam, func, insert, select, update
 from sqlalchemy.orm import Session
 
+from models import employers
 from models.applications.outbox import NOTICE_MAILS, NOTICES
 from models.db import leases
 from models.db.entities import (
@@ -307,6 +308,7 @@ def hard_bounced(
     if flag.flagged_at is not None or flag.hard_bounces < FLAG_AFTER:
         return (told,)
     flag.flagged_at = now
+    employers.flagged_of(session).pop(flag.employer_id, None)  # no longer what it knew
     session.flush()
     shown = payloads.installed().address_flagged(flag, jobs_using(session, flag))
     flagged = webhook_messages.emit(session, flag.employer_id, FLAGGED_EVENT, shown, now=now)
@@ -418,10 +420,18 @@ def flags_of(session: Session, employer_id: int) -> list[AddressFlag]:
 
 
 def is_flagged(session: Session, employer_id: int, address: str | None) -> bool:
+    """Whether the employer's `address` is flagged: read once per session and employer, and
+    not at all when the request's key said the employer has none (models.employers.attach)."""
     if address is None:
         return False
-    key = (FLAGS.c.employer_id == employer_id, FLAGS.c.address == address.lower())
-    return session.execute(select(FLAGS.c.flagged_at).where(*key)).scalar() is not None
+    known = employers.flagged_of(session)
+    found = known.get(employer_id)
+    if found is None:
+        flagged = select(FLAGS.c.address).where(
+            FLAGS.c.employer_id == employer_id, FLAGS.c.flagged_at.is_not(None)
+        )
+        found = known[employer_id] = frozenset(session.scalars(flagged))
+    return address.lower() in found
 
 
 def counts(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
-from datetime import date
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
@@ -112,6 +112,29 @@ def iso_date(value: Any, field: str) -> date:
         return date.fromisoformat(value)
     except ValueError:
         raise Invalid(field, "invalid_format", f"{field} must be a date as YYYY-MM-DD.") from None
+
+
+_RFC3339 = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})", re.ASCII
+)
+
+
+def instant(value: Any, field: str) -> datetime:
+    """An RFC 3339 date-time with its offset (`2026-11-25T15:05:09.962Z`), as an aware UTC
+    instant; fractions past microseconds are cut, never rounded up (C10)."""
+    if not isinstance(value, str):
+        raise Invalid(field, "invalid_type", f"{field} must be a string.")
+    text = value
+    try:
+        if not _RFC3339.fullmatch(text):
+            raise ValueError
+        fraction = re.search(r"\.(\d+)", text)
+        if fraction:  # Python reads at most microseconds
+            text = text.replace(fraction.group(0), "." + fraction.group(1)[:6].ljust(6, "0"))
+        return datetime.fromisoformat(text.upper().replace("Z", "+00:00")).astimezone(UTC)
+    except (ValueError, OverflowError):  # 25:00, February 30, a year past 9999 in UTC
+        message = f"{field} must be an RFC 3339 date-time, such as 2026-11-25T15:05:09.962Z."
+        raise Invalid(field, "invalid_format", message) from None
 
 
 def amount(value: Any, field: str) -> Decimal:

@@ -96,3 +96,13 @@ class ValidationFailed(DomainError):
         n = len(self.errors)
         self.detail = f"The {self.subject} has {n} invalid field{'s' if n != 1 else ''}."
         Exception.__init__(self, self.detail)
+
+
+class InsufficientScope(DomainError):
+    """The key lacks a scope it would need, or would grant (C23): 403."""
+
+    code = "insufficient_scope"
+
+    def __init__(self, scope: str, detail: str) -> None:
+        super().__init__(detail)
+        self.scope = scope

@@ -95,6 +95,12 @@ class ApiKey(Base):
     digest: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # C23: its scopes, space-separated (None: every scope, as keys made before scopes had),
+    # when it stops working, when it was last used (to the minute), the employer's label.
+    scopes: Mapped[str | None] = mapped_column(Text)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    description: Mapped[str | None] = mapped_column(String(200))
     employer: Mapped[Employer] = relationship(lazy="joined")
 
 

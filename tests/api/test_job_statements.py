@@ -25,7 +25,14 @@ from tests.factories import JOBS, job_body, read_shape
 pytestmark = pytest.mark.parametrize("engine", ["postgresql"], indirect=True)
 
 # The transaction's own savepoints: the tests' sessions run in one rolled-back transaction.
-HARNESS = ("SAVEPOINT", "RELEASE SAVEPOINT", "ROLLBACK TO SAVEPOINT")
+# And a key's last use, recorded at most once a minute in a transaction of its own after the
+# request's answer (C23): what the request runs is what comes before it.
+HARNESS = (
+    "SAVEPOINT",
+    "RELEASE SAVEPOINT",
+    "ROLLBACK TO SAVEPOINT",
+    "UPDATE api_keys SET last_used_at",
+)
 PLACES = [
     {"description": "Toronto, ON"},
     {"id": 6077243, "description": "Montréal, QC"},  # as a GET answers it: both

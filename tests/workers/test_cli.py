@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from models import employers
 from models.db.entities import Application, OutboxEntry
+from models.keys import SCOPES
 from tests.conftest import nowhere_url
 from workers.cli import main
 
@@ -233,3 +234,27 @@ def test_employers_create_and_set_choose_the_language_of_the_emails(
     with pytest.raises(SystemExit):
         main(["employers", "set", str(created), "--language", "de"])
     capsys.readouterr()
+
+
+def test_keys_are_made_with_scopes_and_an_expiry_and_listed(
+    copy: sessionmaker[Session], capsys: Any
+) -> None:
+    """C23: an operator's key with some scopes; without them, every scope."""
+    with copy() as s:
+        employer = employers.create_employer(s, "Keys Ltd", "standard")
+        s.commit()
+        employer_id = employer.id
+    argv = ["keys", "create", str(employer_id), "--scopes", "jobs:read, syncs", "--json"]
+    assert main([*argv, "--expires", "2028-01-01T00:00:00Z"]) == 0
+    made = orjson.loads(capsys.readouterr().out)
+    assert made["apiKey"].startswith("jp_") and made["id"] is not None
+    assert main(["keys", "create", str(employer_id), "--json"]) == 0
+    everything = orjson.loads(capsys.readouterr().out)["apiKey"]
+    assert main(["keys", "list", str(employer_id), "--json"]) == 0
+    listed = orjson.loads(capsys.readouterr().out)["data"]
+    assert [k["scopes"] for k in listed] == [["jobs:read", "syncs"], list(SCOPES)]
+    assert listed[0]["expiresAt"] == "2028-01-01T00:00:00.000Z"
+    assert listed[1]["prefix"] == everything[:12]
+    assert main(["keys", "create", str(employer_id), "--scopes", "admin"]) == 1
+    said = capsys.readouterr().err
+    assert "invalid field" in said and "scopes[0]: scopes[0] is one of jobs:read" in said

@@ -19,7 +19,7 @@ from sqlalchemy.exc import DBAPIError
 from api import representations
 from models.applications import outbox
 from models.core import logs
-from models.core.errors import DomainError
+from models.core.errors import DomainError, ValidationFailed
 from models.core.i18n import DEFAULT, LANGUAGES
 from models.core.settings import Settings
 from models.db.engines import database_said
@@ -87,6 +87,10 @@ def parser() -> argparse.ArgumentParser:
 
     keys = sub.add_parser("keys", help="API keys").add_subparsers(dest="sub", required=True)
     c = cmd(keys, "create", employers.keys_create, "issue a new key to an employer")
+    c.add_argument("employer_id", type=int)
+    c.add_argument("--scopes", help="comma-separated (C23); default: every scope")
+    c.add_argument("--expires", help="RFC 3339, e.g. 2027-06-30T00:00:00Z; default: never")
+    c = cmd(keys, "list", employers.keys_list, "an employer's live keys (C23)")
     c.add_argument("employer_id", type=int)
     c = cmd(keys, "revoke", employers.keys_revoke, "revoke a key by its 12-character prefix")
     c.add_argument("prefix")
@@ -244,7 +248,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         search_engines.install(search_engines.of_settings(command.settings))  # C18
         return int(args.handler(args, command))
     except (DomainError, ValueError, MissingKey) as e:
-        print(f"jobpost: {e}", file=sys.stderr)
+        entries = e.errors if isinstance(e, ValidationFailed) else []
+        print(
+            f"jobpost: {e}",
+            *(f"  {x.field}: {x.message}" for x in entries),
+            file=sys.stderr,
+            sep="\n",
+        )
         return 1
     except DBAPIError as e:  # the driver's own words, not a traceback of ours
         print(f"jobpost: {database_trouble(e)}", file=sys.stderr)

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
+
+from sqlalchemy.orm import Session
 
 from api import representations
-from models import employers
+from models import employers, keys
+from models.core.dates import utcnow
 from models.db.unit_of_work import session_scope
 from workers.cli.command import Command, out
 
@@ -73,13 +77,41 @@ def employers_set(args: argparse.Namespace, command: Command) -> int:
 
 
 def keys_create(args: argparse.Namespace, command: Command) -> int:
+    """A key with every scope, or with `--scopes` and `--expires` by C23's rules."""
     with session_scope(command.sessions) as s:
-        issued = employers.issue_key(s, args.employer_id)
+        if args.scopes is None and args.expires is None:
+            issued = employers.issue_key(s, args.employer_id)
+            secret, key_id = issued.key, None
+        else:
+            body: dict[str, Any] = {"expiresAt": args.expires}
+            if args.scopes is not None:
+                body["scopes"] = [x.strip() for x in args.scopes.split(",") if x.strip()]
+            made = keys.create(s, operator_of(s, args.employer_id), body, now=utcnow())
+            secret, key_id = made.secret, made.key.id
     out(
         args,
-        {"employerId": issued.employer_id, "apiKey": issued.key},
-        f"API key for employer {issued.employer_id} (shown once): {issued.key}",
+        {"employerId": args.employer_id, "apiKey": secret, "id": key_id},
+        f"API key for employer {args.employer_id} (shown once): {secret}",
     )
+    return 0
+
+
+def operator_of(session: Session, employer_id: int) -> employers.Access:
+    """The operator acting for an employer: every scope, so it may grant any (C23)."""
+    e = employers.get_employer(session, employer_id)
+    return employers.Access(e.id, e.name, e.plan, e.created_at)
+
+
+def keys_list(args: argparse.Namespace, command: Command) -> int:
+    with session_scope(command.sessions) as s:
+        employers.get_employer(s, args.employer_id)
+        shown = [representations.api_key(k) for k in keys.live(s, args.employer_id, now=utcnow())]
+    lines = [
+        f"{k['id']:>6}  {k['prefix']}  {','.join(k['scopes'])}  expires {k['expiresAt'] or 'never'}"
+        f"  last used {k['lastUsedAt'] or 'never'}"
+        for k in shown
+    ]
+    out(args, {"data": shown}, "\n".join(lines) or "no live keys")
     return 0
 
 

@@ -1,0 +1,37 @@
+"""key scopes: what each API key may do, when it expires, when it was last used (C23)
+
+`scopes` is the key's scopes as a space-separated list (OAuth 2.0's `scope` syntax); null is
+every scope, which keys made before this revision keep. `expires_at` ends a key (a rotation
+sets the old key's to the end of its overlap); `last_used_at` is kept to the minute;
+`description` is the employer's own label for the key.
+
+Revision ID: 0033
+Revises: 0031
+Create Date: 2026-12-04 20:00:00
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0033"
+down_revision: str | None = "0031"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("api_keys", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("scopes", sa.Text(), nullable=True))
+        batch_op.add_column(sa.Column("expires_at", sa.DateTime(), nullable=True))
+        batch_op.add_column(sa.Column("last_used_at", sa.DateTime(), nullable=True))
+        batch_op.add_column(sa.Column("description", sa.String(length=200), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("api_keys", schema=None) as batch_op:
+        batch_op.drop_column("description")
+        batch_op.drop_column("last_used_at")
+        batch_op.drop_column("expires_at")
+        batch_op.drop_column("scopes")
