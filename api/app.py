@@ -22,6 +22,7 @@ from api import (
     idempotency,
     jobs,
     observability,
+    quotas,
     ratelimit,
     reference,
     report_pages,
@@ -35,7 +36,7 @@ from api import (
 )
 from api import keys as api_keys
 from api.auth import API
-from api.middleware import Cors, MethodOverride, RequestId, SessionManager
+from api.middleware import Cors, Links, MethodOverride, RequestId, SessionManager
 from api.openapi_resource import OpenApi
 from api.pages import AppliedPage, ApplyForm, JobPage, PageKey, serialize_error
 from api.server import DEFAULT_LISTEN_URL
@@ -77,6 +78,7 @@ class Collaborators:
     enqueue_alert_mail: alert_pages.EnqueueAlertMail = alert_pages.no_mail  # C19's confirmation
     enqueue_receipt: applications.EnqueueReceipt = applications.no_receipt_broker  # C20
     resend_limiter: ratelimit.Limiter | None = None  # webhook tests and retries (C12)
+    quotas: quotas.Quotas | None = None  # the keyed API's limits (C23); tests: their own
     # Where the server listens (api.server.listen_url): the base of absolute URLs when
     # PUBLIC_BASE_URL is unset. Never the request's Host or X-Forwarded-Host (C9).
     listen_url: str = DEFAULT_LISTEN_URL
@@ -101,6 +103,8 @@ def create_app(
         RequestId(),
         MethodOverride(),
         Cors(),
+        Links(),
+        quotas.Limits(parts.quotas or quotas.build(settings)),  # C23
         idempotency.Keys(sessions, parts.now),  # releases keys after SessionManager ends
         SessionManager(sessions),
     ]

@@ -45,6 +45,9 @@ def require_employer(
             },
         )
     req.context.access = access
+    quotas = getattr(req.context, "quotas", None)
+    if quotas is not None:  # C23: after 401 and 403, before the body is read
+        quotas.charge(req)
     now = utcnow()
     if keys.stale(access, now):
         req.context.used_key = access.key_id  # recorded after the response (api/middleware)

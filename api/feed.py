@@ -136,10 +136,9 @@ def paging(
             "cursor": encode(kind, employer_id, resume),
         }
     )
-    return {
-        "pageSize": page_size,
-        "next": f"{public_base_url}{req.path}?{link}",
-    }
+    following = f"{public_base_url}{req.path}?{link}"
+    query.links(req, next=following)
+    return {"pageSize": page_size, "next": following}
 
 
 def _checksum(payload: str) -> str:

@@ -82,6 +82,20 @@ class MethodOverride:
         raise problem
 
 
+class Links:
+    """RFC 8288 `Link` on a successful page of a list or a feed, from the links its paging
+    member carries (api.query.links): `<…>; rel="next", <…>; rel="prev"` (C23)."""
+
+    def process_response(
+        self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool
+    ) -> None:
+        found: dict[str, str] | None = getattr(req.context, "links", None)
+        if found and req_succeeded and resp.status_code < 300:
+            resp.set_header(
+                "Link", ", ".join(f'<{url}>; rel="{rel}"' for rel, url in found.items())
+            )
+
+
 class Cors:
     """Any origin may call the API from a browser; preflights allow our headers (C2)."""
 
@@ -91,7 +105,8 @@ class Cors:
         resp.set_header("Access-Control-Allow-Origin", "*")
         resp.set_header(
             "Access-Control-Expose-Headers",
-            "Location, X-Request-ID, ETag, Retry-After, Idempotent-Replayed",
+            "Location, X-Request-ID, ETag, Retry-After, Idempotent-Replayed, Link, RateLimit, "
+            "RateLimit-Policy",
         )
         if req.method == "OPTIONS" and req.get_header("Access-Control-Request-Method"):
             allow = resp.get_header("Allow") or "GET, POST, PUT, DELETE"

@@ -118,11 +118,20 @@ def paging_object(
         query = urlencode({**carried, "pageSize": p.page_size, "page": page})
         return f"{public_base_url}{req.path}?{query}"
 
+    previous = link(p.page - 1) if p.page > 1 else None
+    following = link(p.page + 1) if p.page < pages else None
+    links(req, prev=previous, next=following)
     return {
         "total": total,
         "page": p.page,
         "pages": pages,
         "pageSize": p.page_size,
-        "previous": link(p.page - 1) if p.page > 1 else None,
-        "next": link(p.page + 1) if p.page < pages else None,
+        "previous": previous,
+        "next": following,
     }
+
+
+def links(req: falcon.Request, **targets: str | None) -> None:
+    """The page's RFC 8288 links by relation (`next`, `prev`), for the Link header that
+    api.middleware.Links writes on a successful answer (C23)."""
+    req.context.links = {rel: url for rel, url in targets.items() if url is not None}

@@ -9,7 +9,7 @@ from typing import Any
 import falcon
 from sqlalchemy import Row
 
-from api import query, representations
+from api import query, quotas, representations
 from api.auth import access_of, employer_of, require_employer
 from api.body import JOB_BODY_LIMIT, MiB, media_type, parse_json_streamed, read_bytes
 from api.errors import Problem
@@ -93,6 +93,7 @@ class SyncCollection(_Syncs):
     @idempotent(KEYED)
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = sync_body(req)
+        quotas.charge(req, _items(body) - 1)  # C23: each job counts, the request was one
         dry = dry_run(req)
         session, employer = req.context.db.session, employer_of(req)
         syncs.lock_intake(session, employer)  # 409 before 422 (C1)
@@ -135,8 +136,15 @@ class SyncRunResource(_Syncs):
 class SyncJobs(_Syncs):
     def on_post(self, req: falcon.Request, resp: falcon.Response, sync_id: str) -> None:
         body = sync_body(req)  # 400 outranks 404 (C1)
+        quotas.charge(req, _items(body) - 1)  # C23: each job counts, the request was one
         run_id = path_id(sync_id, "sync run")
         _send(resp, syncs.add(req.context.db.session, employer_of(req), run_id, body))
+
+
+def _items(body: dict[str, Any]) -> int:
+    """How many jobs a sync request carries, for the limits (C23); its checks come after."""
+    jobs = body.get("jobs")
+    return len(jobs) if isinstance(jobs, list) else 1
 
 
 @falcon.before(require_employer)

@@ -136,8 +136,13 @@ def clock() -> Clock:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
+    """The defaults, but the keyed API's limits (C23): off, as a test sends thousands of
+    sync items and requests a second; tests/api/test_limits.py sets its own."""
+    off = (("standard", "off", "off"), ("unlimited", "off", "off"))
     return dataclasses.replace(
-        Settings.from_env({"JOBPOST_VAR_DIR": str(tmp_path)}), public_base_url=None
+        Settings.from_env({"JOBPOST_VAR_DIR": str(tmp_path)}),
+        public_base_url=None,
+        api_rate_limits=off,
     )
 
 

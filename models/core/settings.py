@@ -190,6 +190,25 @@ def rate_limit(rule: str) -> tuple[int, int] | None:
 LOCAL_SENDER_DOMAIN = "localhost"
 
 
+def _api_limits(e: Mapping[str, str]) -> tuple[tuple[str, str, str], ...]:
+    """C23's limits by plan: API_RATE_LIMIT_STANDARD and API_RATE_LIMIT_UNLIMITED."""
+    # A sync run's 10,000 jobs count one each (C11): a minute's quota holds one run.
+    standard = _read(e, "API_RATE_LIMIT_STANDARD", "12000/minute,24000/minute", _pair)
+    unlimited = _read(e, "API_RATE_LIMIT_UNLIMITED", "48000/minute,96000/minute", _pair)
+    return (("standard", *standard), ("unlimited", *unlimited))
+
+
+def _pair(raw: str) -> tuple[str, str]:
+    """API_RATE_LIMIT_<PLAN>: the limit per key, then per employer (C23), each N/second,
+    N/minute, N/hour or off: `12000/minute,24000/minute`."""
+    parts = [p.strip() for p in raw.split(",")]
+    if len(parts) != 2 or not all(p.lower() == "off" or RULE.fullmatch(p) for p in parts):
+        raise ValueError("two rules, per key then per employer, such as 600/minute,1200/minute")
+    if any(p.lower() != "off" and int(p.split("/")[0]) < 1 for p in parts):
+        raise ValueError("a limit is at least 1")
+    return parts[0], parts[1]
+
+
 def _bounce_domain(raw: str) -> str | None:
     """BOUNCE_DOMAIN: a host name whose mail `jobpost bounces` receives (C22); empty: none."""
     if not raw:
@@ -500,6 +519,11 @@ class Settings:
     report_review_days: int = 2  # C13: stated on the fraud policy page
     privacy_contact: str | None = None  # C13: None: "the operator of this service", MAIL_FROM
     bounce_domain: str | None = None  # C22: the copies' VERP senders; None: MAIL_FROM
+    # C23: (plan, per key, per employer) limits of the keyed API, each a rule or "off".
+    api_rate_limits: tuple[tuple[str, str, str], ...] = (
+        ("standard", "12000/minute", "24000/minute"),
+        ("unlimited", "48000/minute", "96000/minute"),
+    )
     # C18: each search engine is told of job pages only once configured.
     indexnow_key: str | None = None
     indexnow_endpoint: str = "https://api.indexnow.org/indexnow"
@@ -586,6 +610,16 @@ class Settings:
             ),
             privacy_contact=_read(e, "PRIVACY_CONTACT", "", _contact),
             bounce_domain=_read(e, "BOUNCE_DOMAIN", "", _bounce_domain),
+            api_rate_limits=(
+                (
+                    "standard",
+                    *_read(e, "API_RATE_LIMIT_STANDARD", "1200/minute,2400/minute", _pair),
+                ),
+                (
+                    "unlimited",
+                    *_read(e, "API_RATE_LIMIT_UNLIMITED", "4800/minute,9600/minute", _pair),
+                ),
+            ),
             **_search_engines(e),
         )
 

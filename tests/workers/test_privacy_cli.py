@@ -119,6 +119,7 @@ def test_export_prints_everything_held_for_the_address_in_any_case(
     assert set(first) == {
         "id", "jobId", "name", "email", "phone", "coverLetter", "receivedAt", "resume",
         "status", "attempts", "sentAt", "lastError", "answers", "knockedOut", "knockedOutBy",
+        "bounce",
     }  # fmt: skip
     kinds = sorted((d["kind"], d["applicationId"]) for d in found["deliveries"])
     assert kinds == [("email", ada), ("email", ada + 1), ("webhook", ada), ("webhook", ada + 1)]

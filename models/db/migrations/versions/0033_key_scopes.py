@@ -22,16 +22,13 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("api_keys", schema=None) as batch_op:
-        batch_op.add_column(sa.Column("scopes", sa.Text(), nullable=True))
-        batch_op.add_column(sa.Column("expires_at", sa.DateTime(), nullable=True))
-        batch_op.add_column(sa.Column("last_used_at", sa.DateTime(), nullable=True))
-        batch_op.add_column(sa.Column("description", sa.String(length=200), nullable=True))
+    # Nullable columns added in place (SQLite's ADD COLUMN): the table is not copied.
+    op.add_column("api_keys", sa.Column("scopes", sa.Text(), nullable=True))
+    op.add_column("api_keys", sa.Column("expires_at", sa.DateTime(), nullable=True))
+    op.add_column("api_keys", sa.Column("last_used_at", sa.DateTime(), nullable=True))
+    op.add_column("api_keys", sa.Column("description", sa.String(length=200), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("api_keys", schema=None) as batch_op:
-        batch_op.drop_column("description")
-        batch_op.drop_column("last_used_at")
-        batch_op.drop_column("expires_at")
-        batch_op.drop_column("scopes")
+    for column in ("description", "last_used_at", "expires_at", "scopes"):
+        op.drop_column("api_keys", column)
