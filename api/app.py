@@ -161,6 +161,7 @@ def create_app(
         f"{API}/jobs": jobs.JobCollection(
             clock, base, now=parts.now, lag=settings.change_feed_lag_seconds
         ),
+        f"{API}/jobs/digest": jobs.JobDigest(),  # C24; a literal segment wins over {job_id}
         f"{API}/jobs/{{job_id}}": jobs.JobItem(clock, base, kept),
         f"{API}/jobs/{{job_id}}/applications": applications.Submissions(intake, base, changes),
         f"{API}/applications": applications.Collection(base, changes),

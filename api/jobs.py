@@ -17,6 +17,7 @@ from models.core.dates import utcnow
 from models.core.errors import FieldError, NotFound
 from models.idempotency import Scope
 from models.jobs import changes as job_changes
+from models.jobs import digest as job_digest
 from models.jobs import listing as job_listing
 from models.jobs import tallies, workplace
 from models.jobs import writes as jobs
@@ -70,7 +71,8 @@ def _send_job(
     answer is 200, a would-be create too."""
     read = orjson.dumps(representations.job(applied.job, access_of(req).employer_name))
     if not trial:
-        resp.set_header("ETag", cache.etag(read))
+        name = access_of(req).employer_name
+        resp.set_header("ETag", job_digest.etag(applied.job.id, applied.job.version, name))
     notes = orjson.dumps([w.as_dict() for w in applied.warnings])
     created = applied.outcome == "created" and not trial
     resp.status, resp.content_type = 201 if created else 200, "application/json"
@@ -189,7 +191,7 @@ class JobCollection(_JobResource):
     def on_put(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req)
         trial = dry_run(req)
-        expected = preconditions.of_request(req, self.kept, create_only_allowed=True)
+        expected = preconditions.of_request(req, create_only_allowed=True)
         applied = jobs.apply(
             req.context.db.session,
             employer_of(req),
@@ -202,7 +204,7 @@ class JobCollection(_JobResource):
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req, optional=True)
-        expected = preconditions.of_request(req, self.kept)
+        expected = preconditions.of_request(req)
         jobs.delete_by_reference(
             req.context.db.session,
             employer_of(req),
@@ -232,7 +234,8 @@ class JobItem(_JobResource):
         if entry is None:
             job = access.job or jobs.read(req.context.db.connection, access.employer_id, wanted)
             body = orjson.dumps(representations.job(job, access.employer_name))
-            entry = self.kept.put(job.id, job.version, access.employer_name, body)
+            tag = job_digest.etag(job.id, job.version, access.employer_name)
+            entry = self.kept.put(job.id, job.version, access.employer_name, body, tag)
         send_validated(req, resp, entry.body, entry.etag, PRIVATE)
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
@@ -240,13 +243,13 @@ class JobItem(_JobResource):
         trial = dry_run(req)
         session, employer = req.context.db.session, employer_of(req)
         job = jobs.locked(session, employer, path_id(job_id), known=access_of(req).job)
-        preconditions.of_request(req, self.kept).check(job)  # 412 after 404, before 409, 422
+        preconditions.of_request(req).check(job)  # 412 after 404, before 409, 422
         applied = jobs.put(session, employer, job, body, today=self.today(), dry_run=trial)
         _send_job(req, resp, applied, trial=trial)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         read_json(req, optional=True)  # a body is not needed, but must be JSON if sent (C1)
-        expected = preconditions.of_request(req, self.kept)
+        expected = preconditions.of_request(req)
         jobs.delete_by_id(
             req.context.db.session,
             employer_of(req),
@@ -254,3 +257,33 @@ class JobItem(_JobResource):
             expect=expected.check if expected.any else None,
         )
         resp.status = 204
+
+
+@falcon.before(require_employer)
+class JobDigest:
+    """GET /jobs/digest (C24): the hash of each status's (referenceId, ETag) lines; with
+    `status`, that status's buckets; with `bucket` too, the bucket's jobs."""
+
+    requires_employer = True
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        errors: list[FieldError] = []
+        status = query.choice(req, "status", STATUSES, errors)
+        bucket = query.number(req, "bucket", 0, job_digest.BUCKETS - 1, errors)
+        if bucket is not None and status is None and not errors:
+            message = "bucket names a bucket of one status: send status too."
+            errors.append(FieldError("status", "required", message))
+        if errors:
+            raise query.invalid(errors)
+        access = access_of(req)
+        rows = job_digest.held(req.context.db.connection, access.employer_id, status)
+        name = access.employer_name
+        resp.set_header("Cache-Control", PRIVATE)
+        if status is None:
+            send_json(resp, representations.digest(job_digest.statuses(rows, name, STATUSES)))
+        elif bucket is None:
+            found = job_digest.with_buckets(rows, name, status)
+            send_json(resp, representations.status_digest(found))
+        else:
+            whole, jobs = job_digest.in_bucket(rows, name, bucket)
+            send_json(resp, representations.bucket_digest(status, bucket, whole, jobs))

@@ -24,6 +24,7 @@ from models.db.entities import (
     WebhookEndpoint,
 )
 from models.employers import Access
+from models.jobs import digest as job_digest
 from models.jobs import workplace
 from models.jobs.listing import Header
 from models.jobs.rows import StoredJob
@@ -122,6 +123,30 @@ def job(j: StoredJob, employer_name: str) -> dict[str, Any]:
         "existingVacancy": j.existing_vacancy,
         "takenDown": j.taken_down,
     }
+
+
+def digest(parts: list[job_digest.Status]) -> dict[str, Any]:
+    """GET /jobs/digest (C24): each status's count and hash."""
+    return {"statuses": [{"status": p.status, **_part(p.whole)} for p in parts]}
+
+
+def status_digest(part: job_digest.Status) -> dict[str, Any]:
+    """GET /jobs/digest?status= (C24): the status's count and hash, and its buckets that
+    hold jobs."""
+    buckets = [{"bucket": b, **_part(p)} for b, p in part.buckets.items()]
+    return {"status": part.status, **_part(part.whole), "buckets": buckets}
+
+
+def bucket_digest(
+    status: str, bucket: int, whole: job_digest.Part, jobs: list[job_digest.Held]
+) -> dict[str, Any]:
+    """GET /jobs/digest?status=&bucket= (C24): the bucket's count, hash and jobs."""
+    listed = [{"referenceId": h.reference_id, "id": h.id, "etag": h.etag} for h in jobs]
+    return {"status": status, "bucket": bucket, **_part(whole), "jobs": listed}
+
+
+def _part(part: job_digest.Part) -> dict[str, Any]:
+    return {"count": part.count, "hash": part.hash}
 
 
 def translation(j: StoredJob) -> dict[str, str] | None:

@@ -204,6 +204,16 @@ class Job(Base):
         Index("uq_jobs_employer_reference", "employer_id", "reference_id", unique=True),
         # The change feed's walk by (updated_at, id) from a position (C10, migration 0009).
         Index("ix_jobs_employer_updated", "employer_id", "updated_at", "id"),
+        # The digest's read of an employer's jobs, from the index alone (C24, migration 0032);
+        # SQLite's indexes hold the rowid (id) anyway.
+        Index(
+            "ix_jobs_employer_digest",
+            "employer_id",
+            "status",
+            "reference_id",
+            "version",
+            postgresql_include=["id"],
+        ),
         Index("ix_jobs_status_close", "status", "close_date"),
         # The public search's two orders over the open jobs (C17, migration 0022).
         Index(
