@@ -176,7 +176,7 @@ class JobCollection(_JobResource):
         )
         send_json(
             resp,
-            {"data": [representations.header(j, access) for j in found.jobs], "paging": paging},
+            {"data": [representations.change(j, access) for j in found.jobs], "paging": paging},
         )
 
     @idempotent(KEYED)

@@ -28,6 +28,7 @@ from models.jobs import digest as job_digest
 from models.jobs import workplace
 from models.jobs.listing import Header
 from models.jobs.rows import StoredJob
+from models.jobs.tombstones import Deleted
 from models.reference.lists import (
     CATEGORY_NAMES,
     POSITION_TYPE_NAMES,
@@ -89,6 +90,19 @@ def header(job: Header, employer: Access) -> dict[str, Any]:
         "confidential": job.confidential,
         "status": job.status,
         "updatedAt": timestamp(job.updated_at),
+    }
+
+
+def change(item: Header | Deleted, employer: Access) -> dict[str, Any]:
+    """An element of the change feed (C10): a job's header, or a deleted job's tombstone,
+    its `updatedAt` the time of the deletion."""
+    if isinstance(item, Header):
+        return header(item, employer)
+    return {
+        "id": item.id,
+        "referenceId": item.reference_id,
+        "deleted": True,
+        "updatedAt": timestamp(item.deleted_at),
     }
 
 

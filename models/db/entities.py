@@ -712,3 +712,22 @@ class Receipt(Base):
         Index("ix_receipts_status_next", "status", "next_attempt_at"),
         {"sqlite_autoincrement": True},
     )
+
+
+class JobTombstone(Base):
+    """A deleted job, as the change feed tells of it (C10): its id and referenceId, and when
+    it was deleted (stamped as every change is, `models.db.feed.stamp`), kept for
+    CHANGE_FEED_TOMBSTONE_DAYS. Written by the DELETE's own transaction (migration 0032)."""
+
+    __tablename__ = "job_tombstones"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    employer_id: Mapped[int] = mapped_column(ForeignKey("employers.id", ondelete="CASCADE"))
+    job_id: Mapped[int] = mapped_column(Integer)  # the job's, gone: no foreign key
+    reference_id: Mapped[str | None] = mapped_column(String(50))
+    deleted_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    __table_args__ = (
+        # The feed's walk by (deleted_at, job_id) from a position, beside the jobs'.
+        Index("ix_job_tombstones_employer_deleted", "employer_id", "deleted_at", "job_id"),
+        Index("ix_job_tombstones_deleted_at", "deleted_at"),  # the daily purge
+        {"sqlite_autoincrement": True},
+    )

@@ -25,7 +25,7 @@ from models.core.errors import (
 )
 from models.db.entities import Employer
 from models.db.feed import stamp
-from models.jobs import compliance, warnings, workplace
+from models.jobs import compliance, tombstones, warnings, workplace
 from models.jobs import rows as job_rows
 from models.jobs import rules as job_rules
 from models.jobs.rows import StoredJob
@@ -561,6 +561,7 @@ def delete_by_id(
     gone = job_rows.delete_job(session.connection(), employer.id, job_id=job_id)
     if gone is None:
         raise NotFound(f"No job has id {job_id}.")
+    tombstones.record(session, employer.id, gone[0], gone[2])
     notifications.job_written(session, job_id, was_public=gone[1] == "active", is_public=False)
 
 
@@ -587,4 +588,5 @@ def delete_by_reference(
     gone = job_rows.delete_job(session.connection(), employer.id, reference_id=ref)
     if gone is None:
         raise NotFound(f"No job has referenceId {ref!r}.")
+    tombstones.record(session, employer.id, gone[0], gone[2])
     notifications.job_written(session, gone[0], was_public=gone[1] == "active", is_public=False)

@@ -151,10 +151,14 @@ def test_a_kept_job_is_read_whole_once_then_checked_by_its_version(
     assert shown == job and len(changed) == 2, changed  # the version, then the job
 
 
-def test_a_delete_is_the_key_and_one_statement(api: Api, employer: Any, sent: Sent) -> None:
+def test_a_delete_is_the_key_the_delete_and_its_tombstone(
+    api: Api, employer: Any, sent: Sent
+) -> None:
+    """The tombstone (C10) is a statement of its own: its stamp is taken after the DELETE
+    has waited for a write in flight, as every change's is, rather than before it."""
     _statements, job = sent(lambda: api.post(JOBS, json=_body(referenceId="D-1"), key=employer.key))
     by_id = sent(lambda: api.delete(f"{JOBS}/{job['id']}", key=employer.key))[0]
-    assert len(by_id) == 2, by_id
+    assert len(by_id) == 3 and "job_tombstones" in by_id[2], by_id
     sent(lambda: api.post(JOBS, json=_body(referenceId="D-1"), key=employer.key))
     by_reference = sent(lambda: api.delete(JOBS, json={"referenceId": "D-1"}, key=employer.key))[0]
-    assert len(by_reference) == 2, by_reference
+    assert len(by_reference) == 3, by_reference

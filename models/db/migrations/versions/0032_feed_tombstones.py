@@ -1,4 +1,8 @@
-"""feed tombstones: the digest's covering index (C24)
+"""feed tombstones: deleted jobs in the change feed (C10), and the digest's covering index (C24)
+
+`job_tombstones` keeps a deleted job's id, referenceId and the moment it was deleted, for
+CHANGE_FEED_TOMBSTONE_DAYS, so the change feed tells its readers of deletions; written in the
+DELETE's transaction, and gone with its employer. No foreign key to the job: it is gone.
 
 `ix_jobs_employer_digest` lets GET /jobs/digest read an employer's jobs (status,
 referenceId, version, id) from the index alone: at 200,000 jobs, 20 ms where the table's rows
@@ -11,6 +15,7 @@ Create Date: 2026-12-04 20:00:00
 
 from collections.abc import Sequence
 
+import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0032"
@@ -20,6 +25,28 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
+    op.create_table(
+        "job_tombstones",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("employer_id", sa.Integer(), nullable=False),
+        sa.Column("job_id", sa.Integer(), nullable=False),
+        sa.Column("reference_id", sa.String(length=50), nullable=True),
+        sa.Column("deleted_at", sa.DateTime(), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["employer_id"],
+            ["employers.id"],
+            name=op.f("fk_job_tombstones_employer_id_employers"),
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_job_tombstones")),
+        sqlite_autoincrement=True,
+    )
+    op.create_index(
+        "ix_job_tombstones_employer_deleted",
+        "job_tombstones",
+        ["employer_id", "deleted_at", "job_id"],
+    )
+    op.create_index("ix_job_tombstones_deleted_at", "job_tombstones", ["deleted_at"])
     op.create_index(
         "ix_jobs_employer_digest",
         "jobs",
@@ -29,4 +56,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.drop_index("ix_job_tombstones_deleted_at", table_name="job_tombstones")
+    op.drop_index("ix_job_tombstones_employer_deleted", table_name="job_tombstones")
+    op.drop_table("job_tombstones")
     op.drop_index("ix_jobs_employer_digest", table_name="jobs")
