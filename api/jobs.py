@@ -76,7 +76,13 @@ def _send_job(
     notes = orjson.dumps([w.as_dict() for w in applied.warnings])
     created = applied.outcome == "created" and not trial
     resp.status, resp.content_type = 201 if created else 200, "application/json"
-    resp.data = read[:-1] + b',"warnings":' + notes + b"}"  # one more member of the object
+    more = b',"warnings":' + notes  # members beyond the read shape's
+    if trial:
+        name = access_of(req).employer_name
+        more += b',"changes":' + orjson.dumps(
+            representations.changes(applied.stored, applied.job, name)
+        )
+    resp.data = read[:-1] + more + b"}"
 
 
 @falcon.before(require_employer)

@@ -163,6 +163,26 @@ def _part(part: job_digest.Part) -> dict[str, Any]:
     return {"count": part.count, "hash": part.hash}
 
 
+# Members a write never changes, or that every stored change moves: not in `changes`.
+_NOT_CHANGES = ("id", "employer", "updatedAt")
+
+
+def changes(
+    stored: StoredJob | None, written: StoredJob, employer_name: str
+) -> list[dict[str, Any]]:
+    """What a write changes (C10): each member of the read shape whose value differs between
+    the job as stored and as written, `{"field", "from", "to"}`, in the shape's order; none
+    for a create (`stored` None) or an unchanged write."""
+    if stored is None:
+        return []
+    before, after = job(stored, employer_name), job(written, employer_name)
+    return [
+        {"field": name, "from": before[name], "to": value}
+        for name, value in after.items()
+        if name not in _NOT_CHANGES and before[name] != value
+    ]
+
+
 def translation(j: StoredJob) -> dict[str, str] | None:
     """The job's title and description in the other language (C13), or null."""
     if j.translation_title is None or j.translation_description is None:

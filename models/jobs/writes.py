@@ -132,6 +132,9 @@ class Applied:
     job: StoredJob
     outcome: Outcome
     warnings: list[warnings.Warning]
+    # A dry run's update: the job as stored, whole, which its answer's `changes` compare
+    # `job` with (C10). None otherwise.
+    stored: StoredJob | None = None
 
 
 def create(session: Session, employer: Employer, body: dict[str, Any], *, today: date) -> StoredJob:
@@ -324,7 +327,8 @@ def put(
         ids = [p.id for p in merged.locations] if "locations" in planned.changes else []
         listed = job_rows.unlisted(session.connection(), ids) if ids else []
         notes = planned.notes
-        return _applied(employer, merged, "updated", notes, listed, today=today, dry_run=True)
+        trial = _applied(employer, merged, "updated", notes, listed, today=today, dry_run=True)
+        return replace(trial, stored=_whole(session.connection(), job, merged, planned.changes))
     return write_update(session, employer, planned, today=today)
 
 
@@ -442,6 +446,18 @@ def new_row(change: Change, kept: Kept) -> dict[str, Any]:
     }
 
 
+def _whole(
+    connection: Connection, job: StoredJob, merged: StoredJob, changes: dict[str, Any]
+) -> StoredJob:
+    """The stored `job` with its arrays: read only when the change replaces one the lock
+    did not read; an array the change keeps is the merged job's."""
+    if job.locations is None and "locations" in changes:
+        return job_rows.complete(connection, job)
+    if job.category_ids is None and "category_ids" in changes:
+        return job_rows.complete(connection, job)
+    return _with_stored_arrays(job, merged)
+
+
 def _with_stored_arrays(job: StoredJob, stored: StoredJob) -> StoredJob:
     """`job` with the stored arrays where it has none (the write left them as they were)."""
     return replace(
@@ -554,8 +570,9 @@ def delete_by_id(
 ) -> None:
     """DELETE /jobs/{id}: 404 when unknown. One statement, which waits for a write of the
     job in flight: of two DELETEs at once, the second finds the job gone (C4: a 404, where
-    reading it unlocked first answered 204 twice for one job). With `expect` (C10), the job
-    is locked and `expect` asked of it first."""
+    reading it unlocked first answered 204 twice for one job); then the job's tombstone for
+    the change feed (C10). With `expect` (C10), the job is locked and `expect` asked of it
+    first."""
     if expect is not None:
         expect(locked(session, employer, job_id))
     gone = job_rows.delete_job(session.connection(), employer.id, job_id=job_id)
