@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import date, datetime, timedelta
 
 import falcon
@@ -13,8 +13,10 @@ from api.auth import access_of, employer_of, require_employer
 from api.body import JOB_BODY_LIMIT, read_json
 from api.idempotency import Endpoint, dry_run, idempotent
 from api.responses import path_id, send_json, send_validated
+from api.webhooks import EnqueueWebhooks, nothing
 from models.core.dates import utcnow
 from models.core.errors import FieldError, NotFound
+from models.db.unit_of_work import after_commit
 from models.idempotency import Scope
 from models.jobs import changes as job_changes
 from models.jobs import digest as job_digest
@@ -22,6 +24,7 @@ from models.jobs import listing as job_listing
 from models.jobs import tallies, workplace
 from models.jobs import writes as jobs
 from models.jobs.rules import STATUSES
+from models.webhooks import messages as webhook_messages
 
 # An employer's own jobs, one or a page, behind a key no cache takes for Authorization: no
 # shared cache may keep them for another employer (PrivateNoCache in openapi.json).
@@ -45,10 +48,22 @@ class _JobResource:
         today: Callable[[], date],
         public_base_url: str,
         kept: cache.Representations[int] | None = None,
+        *,
+        enqueue_webhooks: EnqueueWebhooks = nothing,
     ) -> None:
         self.today = today
         self.public_base_url = public_base_url
         self.kept = kept if kept is not None else cache.Representations[int](0)
+        self.enqueue_webhooks = enqueue_webhooks
+
+    def _enqueue(self, req: falcon.Request, messages: Sequence[str]) -> None:
+        """The deliveries of the write's events (C12), handed to the workers once it commits."""
+        if not messages:
+            return
+        session = req.context.db.session
+        deliveries = webhook_messages.pending_of(session, list(messages), now=utcnow())
+        if deliveries:
+            after_commit(session, lambda: self.enqueue_webhooks(deliveries))
 
     def _location(self, req: falcon.Request, job_id: int) -> str:
         return f"{self.public_base_url}/api/v1.1/jobs/{job_id}"
@@ -59,6 +74,7 @@ class _JobResource:
         """A job created answers its absolute Location with its 201 (C4)."""
         if applied.outcome == "created" and not trial:
             resp.location = self._location(req, applied.job.id)
+        self._enqueue(req, applied.messages)
         _send_job(req, resp, applied, trial=trial)
 
 
@@ -95,8 +111,9 @@ class JobCollection(_JobResource):
         *,
         now: Callable[[], datetime] = utcnow,
         lag: float = 5.0,
+        enqueue_webhooks: EnqueueWebhooks = nothing,
     ) -> None:
-        super().__init__(today, public_base_url)
+        super().__init__(today, public_base_url, enqueue_webhooks=enqueue_webhooks)
         self.now, self.lag = now, lag  # the change feed's clock and CHANGE_FEED_LAG_SECONDS
         # The totals of searches, kept per process (C6: exact, and recounted after a change).
         self.searches = searches if searches is not None else tallies.SearchTotals()
@@ -211,12 +228,13 @@ class JobCollection(_JobResource):
     def on_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req, optional=True)
         expected = preconditions.of_request(req)
-        jobs.delete_by_reference(
+        messages = jobs.delete_by_reference(
             req.context.db.session,
             employer_of(req),
             body,
             expect=expected.check if expected.any else None,
         )
+        self._enqueue(req, messages)
         resp.status = 204
 
 
@@ -251,17 +269,19 @@ class JobItem(_JobResource):
         job = jobs.locked(session, employer, path_id(job_id), known=access_of(req).job)
         preconditions.of_request(req).check(job)  # 412 after 404, before 409, 422
         applied = jobs.put(session, employer, job, body, today=self.today(), dry_run=trial)
+        self._enqueue(req, applied.messages)
         _send_job(req, resp, applied, trial=trial)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         read_json(req, optional=True)  # a body is not needed, but must be JSON if sent (C1)
         expected = preconditions.of_request(req)
-        jobs.delete_by_id(
+        messages = jobs.delete_by_id(
             req.context.db.session,
             employer_of(req),
             path_id(job_id),
             expect=expected.check if expected.any else None,
         )
+        self._enqueue(req, messages)
         resp.status = 204
 
 

@@ -29,7 +29,7 @@ class Deleted:
     deleted_at: datetime
 
 
-def record(session: Session, employer_id: int, job_id: int, reference_id: str | None) -> None:
+def record(session: Session, employer_id: int, job_id: int, reference_id: str | None) -> Deleted:
     """Note the job just deleted, stamped after the DELETE's wait for the job's lock as any
     change is (`models.db.feed.stamp`), so the commit's lag check covers it."""
     at = feed.stamp(session)
@@ -38,6 +38,7 @@ def record(session: Session, employer_id: int, job_id: int, reference_id: str | 
             employer_id=employer_id, job_id=job_id, reference_id=reference_id, deleted_at=at
         )
     )
+    return Deleted(job_id, reference_id, at)
 
 
 def after(

@@ -26,6 +26,7 @@ from models.core.errors import (
 from models.db.entities import Employer
 from models.db.feed import stamp
 from models.jobs import compliance, tombstones, warnings, workplace
+from models.jobs import events as job_events
 from models.jobs import rows as job_rows
 from models.jobs import rules as job_rules
 from models.jobs.rows import StoredJob
@@ -135,6 +136,8 @@ class Applied:
     # A dry run's update: the job as stored, whole, which its answer's `changes` compare
     # `job` with (C10). None otherwise.
     stored: StoredJob | None = None
+    # The webhook messages the write emitted (C12), for the caller to enqueue after commit.
+    messages: tuple[str, ...] = ()
 
 
 def create(session: Session, employer: Employer, body: dict[str, Any], *, today: date) -> StoredJob:
@@ -163,7 +166,33 @@ def post(
     if written is None:
         raise _reference_taken(changes.get("reference_id"))
     job, listed = written
-    return _applied(employer, job, "created", notes, listed, today=today)
+    return _announced(
+        session, employer, _applied(employer, job, "created", notes, listed, today=today)
+    )
+
+
+def _announced(
+    session: Session,
+    employer: Employer,
+    applied: Applied,
+    stored: StoredJob | None = None,
+    ears: frozenset[str] | None = None,
+) -> Applied:
+    """`applied` with its `job.created` or `job.updated` emitted (C12): an update's with the
+    job as `stored` (whole) before it."""
+    job = applied.job
+    assert job.updated_at is not None
+    if applied.outcome == "created":
+        ids = job_events.written(
+            session, employer.id, employer.name, created=[job], now=job.updated_at, ears=ears
+        )
+    else:
+        assert stored is not None
+        pair = [(stored, job)]
+        ids = job_events.written(
+            session, employer.id, employer.name, updated=pair, now=job.updated_at, ears=ears
+        )
+    return replace(applied, messages=tuple(ids)) if ids else applied
 
 
 def _compliance_warnings(
@@ -329,7 +358,13 @@ def put(
         notes = planned.notes
         trial = _applied(employer, merged, "updated", notes, listed, today=today, dry_run=True)
         return replace(trial, stored=_whole(session.connection(), job, merged, planned.changes))
-    return write_update(session, employer, planned, today=today)
+    # Who hears the update, asked before it writes: the job's arrays as stored are read then.
+    ears = job_events.heard(session, employer.id)
+    stored = job
+    if "job.updated" in ears:
+        stored = _whole(session.connection(), job, planned.job, planned.changes)
+    applied = write_update(session, employer, planned, today=today)
+    return _announced(session, employer, applied, stored, ears)
 
 
 @dataclass(frozen=True)
@@ -514,7 +549,8 @@ def apply(
     written = _insert(session, change.job)
     if written is not None:
         job, listed = written
-        return _applied(employer, job, "created", change.notes, listed, today=today)
+        applied = _applied(employer, job, "created", change.notes, listed, today=today)
+        return _announced(session, employer, applied)
     job = job_rows.lock(connection, employer.id, reference_id=ref)
     if job is None:  # the winner was deleted meanwhile: nothing sensible but to retry
         raise DuplicateReferenceId("The referenceId is being changed; retry the request.")
@@ -567,26 +603,30 @@ def _derived(job: StoredJob, at: datetime, kept: Kept = NOTHING_KEPT) -> dict[st
 
 def delete_by_id(
     session: Session, employer: Employer, job_id: int, *, expect: Expect | None = None
-) -> None:
+) -> list[str]:
     """DELETE /jobs/{id}: 404 when unknown. One statement, which waits for a write of the
     job in flight: of two DELETEs at once, the second finds the job gone (C4: a 404, where
     reading it unlocked first answered 204 twice for one job); then the job's tombstone for
     the change feed (C10). With `expect` (C10), the job is locked and `expect` asked of it
-    first."""
+    first. Returns the `job.deleted` messages (C12)."""
     if expect is not None:
         expect(locked(session, employer, job_id))
     gone = job_rows.delete_job(session.connection(), employer.id, job_id=job_id)
     if gone is None:
         raise NotFound(f"No job has id {job_id}.")
-    tombstones.record(session, employer.id, gone[0], gone[2])
+    deleted = tombstones.record(session, employer.id, gone[0], gone[2])
     notifications.job_written(session, job_id, was_public=gone[1] == "active", is_public=False)
+    return job_events.written(
+        session, employer.id, employer.name, deleted=[deleted], now=deleted.deleted_at
+    )
 
 
 def delete_by_reference(
     session: Session, employer: Employer, body: dict[str, Any], *, expect: Expect | None = None
-) -> None:
+) -> list[str]:
     """DELETE /jobs with {"referenceId": …}: 404 when unknown; the referenceId is then free.
-    With `expect` (C10), the job is locked and `expect` asked of it first."""
+    With `expect` (C10), the job is locked and `expect` asked of it first. Returns the
+    `job.deleted` messages (C12)."""
     try:
         ref = checks.string(body.get("referenceId"), "referenceId", max_len=50)
     except checks.Invalid as e:
@@ -605,5 +645,8 @@ def delete_by_reference(
     gone = job_rows.delete_job(session.connection(), employer.id, reference_id=ref)
     if gone is None:
         raise NotFound(f"No job has referenceId {ref!r}.")
-    tombstones.record(session, employer.id, gone[0], gone[2])
+    deleted = tombstones.record(session, employer.id, gone[0], gone[2])
     notifications.job_written(session, gone[0], was_public=gone[1] == "active", is_public=False)
+    return job_events.written(
+        session, employer.id, employer.name, deleted=[deleted], now=deleted.deleted_at
+    )

@@ -19,7 +19,7 @@ oldest change for as long as its writes take, not its checks.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime
 from typing import Any
 
@@ -37,6 +37,7 @@ from models.core.errors import (
 from models.db import json_rows, leases
 from models.db.entities import Employer
 from models.db.feed import stamp
+from models.jobs import events as job_events
 from models.jobs import rows as job_rows
 from models.jobs import writes as jobs
 from models.jobs.rows import StoredJob
@@ -79,6 +80,8 @@ class _Item:
     # checked it (the planner, where the CPU is free), written by the run's session.
     answered: list[Warning] | None = None
     row: dict[str, Any] | None = None
+    # Its job as stored (None: created) and as written, for the batch's events (C12).
+    written: tuple[StoredJob | None, StoredJob] | None = None
 
 
 def _outcome_of(applied: jobs.Applied) -> Outcome:
@@ -143,8 +146,23 @@ def apply_prepared(
         item.body, item.job_id = read_item(item.pending.body), job.id if job else None
         _plan(session, employer, item, job, today)
     _write(session, employer, items, prepared.digests, today)
+    _announce(session, employer, items)
     _record(connection, run, items, lease_until)
     return [item.done.outcome for item in items if item.done is not None]
+
+
+def _announce(session: Session, employer: Employer, items: list[_Item]) -> None:
+    """The batch's `job.created` and `job.updated` (C12), each type one statement for the
+    whole batch (`models.jobs.events.written`); the sweeper hands them to the workers."""
+    pairs = [item.written for item in items if item.written is not None]
+    if not pairs:
+        return
+    created = [w for s, w in pairs if s is None]
+    updated = [(s, w) for s, w in pairs if s is not None]
+    last = max(w.updated_at for _s, w in pairs if w.updated_at is not None)
+    job_events.written(
+        session, employer.id, employer.name, created=created, updated=updated, now=last
+    )
 
 
 def _resent(digests: Digests, pending: Pending, last: job_rows.Written | None) -> _Item:
@@ -195,6 +213,7 @@ def _write(
         written = jobs.write_update(session, employer, item.change, today=today, kept=kept)
         item.done = _outcome_of(written)
         item.job_id = item.done.job_id
+        item.written = (item.change.stored, written.job)
     _insert(session, employer, creates, digests, today)
 
 
@@ -224,6 +243,7 @@ def _insert(
             job_id, listed = found[ref]
             said = jobs.with_location_added(item.change.job, item.answered, listed)
             item.done = Outcome("created", job_id, [], [w.as_dict() for w in said])
+            item.written = (None, replace(item.change.job, id=job_id, updated_at=at))
             continue
         # Created meanwhile by another writer: applied to that job, as PUT /jobs would be.
         try:

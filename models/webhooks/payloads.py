@@ -15,6 +15,8 @@ if TYPE_CHECKING:  # types only: models.jobs imports this module
 
     from models.employers import Access
     from models.jobs.listing import Header
+    from models.jobs.rows import StoredJob
+    from models.jobs.tombstones import Deleted
 
 
 class Payloads(Protocol):
@@ -25,6 +27,12 @@ class Payloads(Protocol):
     ) -> dict[str, Any]: ...
 
     def sync_run(self, run: Row[Any]) -> dict[str, Any]: ...
+
+    def changes(
+        self, stored: StoredJob | None, written: StoredJob, employer_name: str
+    ) -> list[dict[str, Any]]: ...
+
+    def change(self, item: Header | Deleted, employer: Access) -> dict[str, Any]: ...
 
 
 _installed: list[Payloads] = []
