@@ -224,6 +224,7 @@ def sync_item(row: Row[Any]) -> dict[str, Any]:
         "jobId": row.job_id,
         "errors": json.loads(row.errors) if row.errors else [],
         "warnings": json.loads(row.warnings) if row.warnings else [],
+        "changes": json.loads(row.changes) if row.changes else [],
     }
 
 

@@ -560,6 +560,8 @@ class SyncItem(Base):
     job_id: Mapped[int | None] = mapped_column(Integer)
     errors: Mapped[str | None] = mapped_column(Text)  # JSON list; None: empty
     warnings: Mapped[str | None] = mapped_column(Text)  # JSON list; None: empty
+    # An update's changed members, {field, from, to} (C11, migration 0032); None: empty.
+    changes: Mapped[str | None] = mapped_column(Text)
     attempts: Mapped[int] = mapped_column(Integer, default=0)  # workers it ended (C11)
     __table_args__ = (
         Index("uq_sync_items_run_reference", "run_id", "reference_id", unique=True),

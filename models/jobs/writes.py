@@ -341,11 +341,14 @@ def put(
     *,
     today: date,
     dry_run: bool = False,
+    whole: bool = False,
 ) -> Applied:
     """PUT: a partial update of `job`, read locked (`locked`); the merged job must satisfy
     every rule (C4). A merged job equal to the stored one, in the stored form of every
     field, is not written: its version, updatedAt and publishDate stay (C10). A dry run
-    answers the same errors, the 409 of a used referenceId too, and writes nothing."""
+    answers the same errors, the 409 of a used referenceId too, and writes nothing. An
+    update's `stored` is the job before it, whole, when `whole` asks it (a sync item's
+    `changes`, C11) or its `job.updated` needs it (C12)."""
     planned = plan_put(session, employer, job, body, today=today, dry_run=dry_run)
     if isinstance(planned, Applied):
         return planned
@@ -361,10 +364,11 @@ def put(
     # Who hears the update, asked before it writes: the job's arrays as stored are read then.
     ears = job_events.heard(session, employer.id)
     stored = job
-    if "job.updated" in ears:
+    if whole or "job.updated" in ears:
         stored = _whole(session.connection(), job, planned.job, planned.changes)
     applied = write_update(session, employer, planned, today=today)
-    return _announced(session, employer, applied, stored, ears)
+    announced = _announced(session, employer, applied, stored, ears)
+    return replace(announced, stored=stored) if whole else announced
 
 
 @dataclass(frozen=True)
@@ -528,9 +532,11 @@ def apply(
     today: date,
     dry_run: bool = False,
     expect: Expect = _anything,
+    whole: bool = False,
 ) -> Applied:
     """PUT without id: update the job with this referenceId, or create it (C4). The one
-    entry point of such a write, for the API and for sync runs' items (C11).
+    entry point of such a write, for the API and for sync runs' items (C11); `whole` as
+    `put`'s.
 
     Idempotent, and safe when several requests create one new referenceId at once: the
     losers update the winner's job. `expect` is asked of the job as locked, or of None
@@ -542,7 +548,7 @@ def apply(
     job = job_rows.lock(connection, employer.id, reference_id=ref)
     expect(job)
     if job is not None:
-        return put(session, employer, job, body, today=today, dry_run=dry_run)
+        return put(session, employer, job, body, today=today, dry_run=dry_run, whole=whole)
     change = plan_create(session, employer, body, today=today)
     if dry_run:
         return _would_create(session, employer, change.job, change.notes, today=today)
@@ -555,7 +561,7 @@ def apply(
     if job is None:  # the winner was deleted meanwhile: nothing sensible but to retry
         raise DuplicateReferenceId("The referenceId is being changed; retry the request.")
     expect(job)  # If-None-Match: * loses to the concurrent create
-    return put(session, employer, job, body, today=today)
+    return put(session, employer, job, body, today=today, whole=whole)
 
 
 def _required_reference(

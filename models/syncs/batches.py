@@ -50,6 +50,7 @@ from models.syncs.processing import (
     Lost,
     Outcome,
     Pending,
+    changes_of,
     failed,
     holder,
     holding,
@@ -84,8 +85,10 @@ class _Item:
     written: tuple[StoredJob | None, StoredJob] | None = None
 
 
-def _outcome_of(applied: jobs.Applied) -> Outcome:
-    return Outcome(applied.outcome, applied.job.id, [], [w.as_dict() for w in applied.warnings])
+def _outcome_of(applied: jobs.Applied, employer: Employer) -> Outcome:
+    changed = changes_of(applied.stored, applied.job, employer.name)
+    warned = [w.as_dict() for w in applied.warnings]
+    return Outcome(applied.outcome, applied.job.id, [], warned, changed)
 
 
 @dataclass
@@ -188,7 +191,7 @@ def _plan(
         item.done = failed(errors_of(e), item.job_id)
         return
     if isinstance(planned, jobs.Applied):
-        item.done = _outcome_of(planned)
+        item.done = _outcome_of(planned, employer)
     else:
         item.change = planned
 
@@ -211,7 +214,7 @@ def _write(
         answered = jobs.write_warnings(employer, item.change.job, item.change.notes, today=today)
         kept = digests.kept(item.change, item.pending.body, answered)
         written = jobs.write_update(session, employer, item.change, today=today, kept=kept)
-        item.done = _outcome_of(written)
+        item.done = _outcome_of(replace(written, stored=item.change.stored), employer)
         item.job_id = item.done.job_id
         item.written = (item.change.stored, written.job)
     _insert(session, employer, creates, digests, today)
@@ -247,7 +250,8 @@ def _insert(
             continue
         # Created meanwhile by another writer: applied to that job, as PUT /jobs would be.
         try:
-            item.done = _outcome_of(jobs.apply(session, employer, item.body, today=today))
+            applied = jobs.apply(session, employer, item.body, today=today, whole=True)
+            item.done = _outcome_of(applied, employer)
         except DomainError as e:
             holder = job_rows.holder(session.connection(), employer.id, ref)
             item.done = failed(errors_of(e), holder)
@@ -271,6 +275,7 @@ def _record(
                 "job_id": done.job_id,
                 "errors": _text([e.as_dict() for e in done.errors]),
                 "warnings": _text(done.warnings),
+                "changes": _text(done.changes),
             }
         )
     moved = holding(
@@ -297,6 +302,7 @@ def _record_params(run: Claimed, row: dict[str, Any]) -> dict[str, Any]:
         "job": row["job_id"],
         "new_errors": row["errors"],
         "new_warnings": row["warnings"],
+        "new_changes": row["changes"],
     }
 
 
@@ -323,6 +329,7 @@ def _record_many() -> Any:
             job_id=given.c.job_id,
             errors=given.c.errors,
             warnings=given.c.warnings,
+            changes=given.c.changes,
         )
     )
 
