@@ -164,9 +164,16 @@ def create_app(
     )
     routes: dict[str, object] = {
         f"{API}/jobs": jobs.JobCollection(
-            clock, base, now=parts.now, lag=settings.change_feed_lag_seconds
+            clock,
+            base,
+            now=parts.now,
+            lag=settings.change_feed_lag_seconds,
+            enqueue_webhooks=parts.enqueue_webhooks,
         ),
-        f"{API}/jobs/{{job_id}}": jobs.JobItem(clock, base, kept),
+        f"{API}/jobs/digest": jobs.JobDigest(),  # C24; a literal segment wins over {job_id}
+        f"{API}/jobs/{{job_id}}": jobs.JobItem(
+            clock, base, kept, enqueue_webhooks=parts.enqueue_webhooks
+        ),
         f"{API}/jobs/{{job_id}}/applications": applications.Submissions(intake, base, changes),
         f"{API}/applications": applications.Collection(base, changes),
         f"{API}/applications/{{application_id}}": applications.Item(),

@@ -55,8 +55,12 @@ class Representations(Generic[Key]):
             self._entries.move_to_end(job_id)
             return entry
 
-    def put(self, job_id: Key, version: int, employer_name: str, body: bytes) -> Entry:
-        entry = Entry(version, employer_name, body, etag(body))
+    def put(
+        self, job_id: Key, version: int, employer_name: str, body: bytes, tag: str | None = None
+    ) -> Entry:
+        """Keep `body`, with its ETag: `tag` when given (a job's, `models.jobs.digest.etag`),
+        else the body's hash (a page's)."""
+        entry = Entry(version, employer_name, body, tag if tag is not None else etag(body))
         if _size(entry) > self.max_entry:
             return entry
         with self._lock:
@@ -86,7 +90,8 @@ class Representations(Generic[Key]):
 
 
 def etag(body: bytes) -> str:
-    """The strong validator of a job's JSON: the same for GET and for the write that made it."""
+    """A strong validator of a page's bytes. A job's is derived from what is stored instead
+    (`models.jobs.digest.etag`), so the digest of C24 needs no job's JSON."""
     return '"' + hashlib.blake2b(body, digest_size=16).hexdigest() + '"'
 
 

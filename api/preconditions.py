@@ -12,12 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import falcon
-import orjson
 
-from api import cache, representations
 from api.auth import access_of
 from models.core.errors import PreconditionFailed
-from models.jobs import rows as job_rows
+from models.jobs import digest as job_digest
 from models.jobs.rows import StoredJob
 
 # An entity-tag (RFC 9110 section 8.8.3): the strong ones are compared, weak ones never match.
@@ -80,25 +78,18 @@ class Preconditions:
             raise PreconditionFailed("If-Match does not match the job's current ETag.", etag)
 
 
-def of_request(
-    req: falcon.Request, kept: cache.Representations[int], *, create_only_allowed: bool = False
-) -> Preconditions:
+def of_request(req: falcon.Request, *, create_only_allowed: bool = False) -> Preconditions:
     """The preconditions of a job write; If-None-Match counts only where `create_only_allowed`
     (PUT /jobs), and is ignored on the other writes (C10)."""
     none_match = req.get_header("If-None-Match") if create_only_allowed else None
     return Preconditions(
         if_match=req.get_header("If-Match"),
         create_only=none_match is not None and none_match.strip(" \t") == ANY,
-        etag_of=lambda job: _etag(req, kept, job),
+        etag_of=lambda job: _etag(req, job),
     )
 
 
-def _etag(req: falcon.Request, kept: cache.Representations[int], job: StoredJob) -> str:
-    """The ETag a GET of `job` answers: the kept copy's while its version holds, else that of
-    its read representation, built from the job as locked (`api.jobs`)."""
-    name = access_of(req).employer_name
-    entry = kept.get(job.id, job.version, name)
-    if entry is not None:
-        return entry.etag
-    whole = job_rows.complete(req.context.db.session.connection(), job)
-    return cache.etag(orjson.dumps(representations.job(whole, name)))
+def _etag(req: falcon.Request, job: StoredJob) -> str:
+    """The ETag a GET of `job` answers, from the job as locked: its id and version, and the
+    employer's name (`models.jobs.digest.etag`)."""
+    return job_digest.etag(job.id, job.version, access_of(req).employer_name)

@@ -81,6 +81,23 @@ def _bounded(
     return value
 
 
+def number(
+    req: falcon.Request, name: str, low: int, top: int, errors: list[FieldError]
+) -> int | None:
+    """A whole number from `low` to `top`, or None when absent."""
+    raw = param(req, name, errors)
+    if raw is None:
+        return None
+    if not DIGITS.fullmatch(raw):
+        errors.append(FieldError(name, "invalid_type", f"{name} must be a whole number."))
+        return None
+    value = int(raw)
+    if not low <= value <= top:
+        errors.append(FieldError(name, "out_of_range", f"{name} must be {low} to {top}."))
+        return None
+    return value
+
+
 def choice(
     req: falcon.Request, name: str, allowed: tuple[str, ...], errors: list[FieldError]
 ) -> str | None:

@@ -28,9 +28,11 @@ from models.db.entities import (
     WebhookEndpoint,
 )
 from models.employers import Access
+from models.jobs import digest as job_digest
 from models.jobs import questions, workplace
 from models.jobs.listing import Header
 from models.jobs.rows import StoredJob
+from models.jobs.tombstones import Deleted
 from models.reference.lists import (
     CATEGORY_NAMES,
     POSITION_TYPE_NAMES,
@@ -96,6 +98,19 @@ def header(job: Header, employer: Access) -> dict[str, Any]:
     }
 
 
+def change(item: Header | Deleted, employer: Access) -> dict[str, Any]:
+    """An element of the change feed (C10): a job's header, or a deleted job's tombstone,
+    its `updatedAt` the time of the deletion."""
+    if isinstance(item, Header):
+        return header(item, employer)
+    return {
+        "id": item.id,
+        "referenceId": item.reference_id,
+        "deleted": True,
+        "updatedAt": timestamp(item.deleted_at),
+    }
+
+
 def job(j: StoredJob, employer_name: str) -> dict[str, Any]:
     """The complete job in read shape, including employer, names and units. A job that a
     dry run would create has no id yet (0): null (C10)."""
@@ -128,6 +143,50 @@ def job(j: StoredJob, employer_name: str) -> dict[str, Any]:
         "takenDown": j.taken_down,
         "questions": questions.listed(j.questions),
     }
+
+
+def digest(parts: list[job_digest.Status]) -> dict[str, Any]:
+    """GET /jobs/digest (C24): each status's count and hash."""
+    return {"statuses": [{"status": p.status, **_part(p.whole)} for p in parts]}
+
+
+def status_digest(part: job_digest.Status) -> dict[str, Any]:
+    """GET /jobs/digest?status= (C24): the status's count and hash, and its buckets that
+    hold jobs."""
+    buckets = [{"bucket": b, **_part(p)} for b, p in part.buckets.items()]
+    return {"status": part.status, **_part(part.whole), "buckets": buckets}
+
+
+def bucket_digest(
+    status: str, bucket: int, whole: job_digest.Part, jobs: list[job_digest.Held]
+) -> dict[str, Any]:
+    """GET /jobs/digest?status=&bucket= (C24): the bucket's count, hash and jobs."""
+    listed = [{"referenceId": h.reference_id, "id": h.id, "etag": h.etag} for h in jobs]
+    return {"status": status, "bucket": bucket, **_part(whole), "jobs": listed}
+
+
+def _part(part: job_digest.Part) -> dict[str, Any]:
+    return {"count": part.count, "hash": part.hash}
+
+
+# Members a write never changes, or that every stored change moves: not in `changes`.
+_NOT_CHANGES = ("id", "employer", "updatedAt")
+
+
+def changes(
+    stored: StoredJob | None, written: StoredJob, employer_name: str
+) -> list[dict[str, Any]]:
+    """What a write changes (C10): each member of the read shape whose value differs between
+    the job as stored and as written, `{"field", "from", "to"}`, in the shape's order; none
+    for a create (`stored` None) or an unchanged write."""
+    if stored is None:
+        return []
+    before, after = job(stored, employer_name), job(written, employer_name)
+    return [
+        {"field": name, "from": before[name], "to": value}
+        for name, value in after.items()
+        if name not in _NOT_CHANGES and before[name] != value
+    ]
 
 
 def translation(j: StoredJob) -> dict[str, str] | None:
@@ -171,6 +230,7 @@ def sync_item(row: Row[Any]) -> dict[str, Any]:
         "jobId": row.job_id,
         "errors": json.loads(row.errors) if row.errors else [],
         "warnings": json.loads(row.warnings) if row.warnings else [],
+        "changes": json.loads(row.changes) if row.changes else [],
     }
 
 

@@ -86,9 +86,9 @@ EVERY_FILTER_QUERY = (
 
 def read_shape(written: dict[str, Any]) -> dict[str, Any]:
     """A write's answer as a GET shows the job: without `warnings`, which every successful
-    write answers (C10) and no read does."""
+    write answers (C10) and no read does, nor a dry run's `changes`."""
     assert isinstance(written.get("warnings"), list), written
-    return {k: v for k, v in written.items() if k != "warnings"}
+    return {k: v for k, v in written.items() if k not in ("warnings", "changes")}
 
 
 def problem(result: Any, status: int, code: str) -> dict[str, Any]:

@@ -19,6 +19,7 @@ KEYED: dict[str, list[str]] = {"ApiKey": []}
 # The eight job operations of the v1.1 interface, then C3, C8 and C9 (docs/reference.md).
 ENDPOINTS = [
     ("get", f"{V}/jobs/{{id}}"),
+    ("get", f"{V}/jobs/digest"),
     ("post", f"{V}/jobs"),
     ("put", f"{V}/jobs/{{id}}"),
     ("put", f"{V}/jobs"),

@@ -32,7 +32,7 @@ OUTSIDE = ("../" + "shared", "shared" + "/spec", "interface-v1.1" + ".md", "cont
 CITATION = re.compile(r"(?<![%\\\w])C([1-9][0-9]?)\b")
 HEADING = re.compile(r"^(#{1,6}) +(.+?) *#*$", re.MULTILINE)
 LINK = re.compile(r"\]\(([^)\s]+)\)")
-SECTIONS = range(1, 24)  # C1 to C23
+SECTIONS = range(1, 25)  # C1 to C24
 
 
 def section(text: str, heading: str) -> str:

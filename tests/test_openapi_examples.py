@@ -150,6 +150,7 @@ def test_each_event_has_the_standard_webhooks_headers_and_a_signature_that_verif
     [
         ("ApplicationReceivedData", "Application", "resumeUrl"),
         ("JobHeaderWithCloseDate", "JobHeader", "closeDate"),
+        ("JobHeaderWithChanges", "JobHeader", "changes"),
     ],
 )
 def test_an_events_data_is_its_resource_and_one_member_more(

@@ -23,7 +23,7 @@ from models.core.dates import on_day, today_in, utcnow
 from models.core.settings import Settings
 from models.db import heartbeats
 from models.db.unit_of_work import session_scope
-from models.jobs import upkeep
+from models.jobs import tombstones, upkeep
 from models.notifications import queue as search_notifications
 from models.syncs import processing as sync_work
 from models.webhooks import delivery as webhook_deliveries
@@ -158,14 +158,17 @@ def run_purge(factory: sessionmaker[Session], s: Settings, today: Any = None) ->
         webhook_deliveries.disable_failing(session, now=now, timing=webhook_delivery.timing(s))
         runs = sync_work.purge(session, now=now, retention_days=s.sync_retention_days)  # C11
         told = search_notifications.purge(session, now=now, retention_days=days)  # C18
+        gone_days = s.change_feed_tombstone_days
+        gone = tombstones.purge(session, now=now, retention_days=gone_days)  # C10
     what = (
         f"rows deleted ({count} finished applications older than {days} days, "
         f"{keys} idempotency keys past their 24 hours, "
         f"{hooks} finished webhook deliveries older than {days} days, "
         f"{runs} sync runs finished {s.sync_retention_days} days ago, "
-        f"{told} search-engine notifications finished {days} days ago)"
+        f"{told} search-engine notifications finished {days} days ago, "
+        f"{gone} deleted jobs' tombstones older than {gone_days} days)"
     )
-    return changed("purge", count + keys + hooks + runs + told, what)
+    return changed("purge", count + keys + hooks + runs + told + gone, what)
 
 
 def run_sweep(

@@ -36,6 +36,7 @@ VARIABLES = (
     "WEBHOOK_ALLOW_HTTP", "WEBHOOK_ALLOW_PRIVATE", "WEBHOOK_ALLOWED_PORTS",
     "WEBHOOK_ENDPOINT_IN_FLIGHT", "WEBHOOK_EMPLOYER_IN_FLIGHT", "WEBHOOK_TEST_RATE_LIMIT",
     "WEBHOOK_RETRY_SCHEDULE", "JOBPOST_SECRET_KEY", "CHANGE_FEED_LAG_SECONDS",
+    "CHANGE_FEED_TOMBSTONE_DAYS",
     "REPORTS_EMAIL", "REPORT_REVIEW_DAYS", "PRIVACY_CONTACT",
     "INDEXNOW_KEY", "INDEXNOW_ENDPOINT", "GOOGLE_SERVICE_ACCOUNT_FILE", "GOOGLE_INDEXING_ENDPOINT",
     "GOOGLE_INDEXING_DAILY_QUOTA",
@@ -505,6 +506,7 @@ class Settings:
     # C10: how far behind the present the change feeds stay, and so how long a transaction
     # that changes jobs or applications may last (models.db.feed).
     change_feed_lag_seconds: float = 5.0
+    change_feed_tombstone_days: int = 30  # C10, C14: deleted jobs stay in the feed this long
     sync_retention_days: int = 30  # C11, C14: finished runs are purged after this
     sync_lease_seconds: float = 300  # C11, C14: a running sync's lease
     webhook_allow_http: bool = False  # C12: development and tests only
@@ -585,6 +587,9 @@ class Settings:
             gunicorn_cmd_args=_read(e, "GUNICORN_CMD_ARGS", "", _words),
             change_feed_lag_seconds=_read(
                 e, "CHANGE_FEED_LAG_SECONDS", "5", _number(0, above=True, most=3600)
+            ),
+            change_feed_tombstone_days=int(
+                _read(e, "CHANGE_FEED_TOMBSTONE_DAYS", "30", _span(86400, above=True, whole=True))
             ),
             sync_retention_days=int(
                 _read(e, "SYNC_RETENTION_DAYS", "30", _span(86400, whole=True))

@@ -225,6 +225,16 @@ class Job(Base):
         Index("uq_jobs_employer_reference", "employer_id", "reference_id", unique=True),
         # The change feed's walk by (updated_at, id) from a position (C10, migration 0009).
         Index("ix_jobs_employer_updated", "employer_id", "updated_at", "id"),
+        # The digest's read of an employer's jobs, from the index alone (C24, migration 0032);
+        # SQLite's indexes hold the rowid (id) anyway.
+        Index(
+            "ix_jobs_employer_digest",
+            "employer_id",
+            "status",
+            "reference_id",
+            "version",
+            postgresql_include=["id"],
+        ),
         Index("ix_jobs_status_close", "status", "close_date"),
         # The public search's two orders over the open jobs (C17, migration 0022).
         Index(
@@ -580,6 +590,8 @@ class SyncItem(Base):
     job_id: Mapped[int | None] = mapped_column(Integer)
     errors: Mapped[str | None] = mapped_column(Text)  # JSON list; None: empty
     warnings: Mapped[str | None] = mapped_column(Text)  # JSON list; None: empty
+    # An update's changed members, {field, from, to} (C11, migration 0032); None: empty.
+    changes: Mapped[str | None] = mapped_column(Text)
     attempts: Mapped[int] = mapped_column(Integer, default=0)  # workers it ended (C11)
     __table_args__ = (
         Index("uq_sync_items_run_reference", "run_id", "reference_id", unique=True),
@@ -798,5 +810,24 @@ class AddressNotice(Base):
     retry_from: Mapped[datetime | None] = mapped_column(UTCDateTime)
     __table_args__ = (
         Index("ix_address_notices_status_next", "status", "next_attempt_at"),
+        {"sqlite_autoincrement": True},
+    )
+
+
+class JobTombstone(Base):
+    """A deleted job, as the change feed tells of it (C10): its id and referenceId, and when
+    it was deleted (stamped as every change is, `models.db.feed.stamp`), kept for
+    CHANGE_FEED_TOMBSTONE_DAYS. Written by the DELETE's own transaction (migration 0032)."""
+
+    __tablename__ = "job_tombstones"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    employer_id: Mapped[int] = mapped_column(ForeignKey("employers.id", ondelete="CASCADE"))
+    job_id: Mapped[int] = mapped_column(Integer)  # the job's, gone: no foreign key
+    reference_id: Mapped[str | None] = mapped_column(String(50))
+    deleted_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    __table_args__ = (
+        # The feed's walk by (deleted_at, job_id) from a position, beside the jobs'.
+        Index("ix_job_tombstones_employer_deleted", "employer_id", "deleted_at", "job_id"),
+        Index("ix_job_tombstones_deleted_at", "deleted_at"),  # the daily purge
         {"sqlite_autoincrement": True},
     )

@@ -1,4 +1,5 @@
-"""The change feed (C10): the employer's jobs changed after a position, oldest first."""
+"""The change feed (C10): the employer's jobs changed, and those deleted, after a position,
+oldest first."""
 
 from __future__ import annotations
 
@@ -21,13 +22,15 @@ from sqlalchemy import (
 from models.db.entities import Job, JobLocation, Location
 from models.db.fast_reads import Precompiled
 from models.db.feed import Position
-from models.jobs.listing import FEED_AT, HEADER, PLACE, Header, headers_of
+from models.jobs import tombstones
+from models.jobs.listing import HEADER, PLACE, Header, headers_of
 from models.jobs.search import fold_for_search, like_pattern
+from models.jobs.tombstones import Deleted
 
 
 @dataclass(frozen=True)
 class Changes:
-    jobs: list[Header]
+    jobs: list[Header | Deleted]  # in position order: (updatedAt or deletedAt, id)
     resume: Position  # where the next page starts: after the last job, or where this started
 
 
@@ -43,7 +46,9 @@ def changes(
 ) -> Changes:
     """The change feed (C10): the employer's jobs changed after `after`, by (updatedAt, id)
     ascending, up to `until` (the present less the lag: no transaction still open can commit
-    a change stamped before it), at most `limit`. A job changed again later comes again."""
+    a change stamped before it), at most `limit`. A job changed again later comes again.
+    The deletions kept (`models.jobs.tombstones`) come in the same order, whatever `q` and
+    `status`: a deleted job matches no filter, and a copy kept by one may hold it."""
     folded = fold_for_search(q) if q else ""
     params = {
         "employer_id": employer_id,
@@ -56,8 +61,16 @@ def changes(
     }
     rows = _feed_statement(bool(status), bool(folded)).all(connection, params)
     found = headers_of(rows)
-    resume = Position(rows[-1][FEED_AT], found[-1].id) if found else after
-    return Changes(found, resume)
+    placed: list[tuple[datetime, int, Header | Deleted]] = [(j.updated_at, j.id, j) for j in found]
+    gone = tombstones.after(connection, employer_id, after, until, limit)
+    placed += [(d.deleted_at, d.id, d) for d in gone]
+    placed.sort(key=lambda p: (p[0], p[1]))
+    page = placed[:limit]
+    resume = Position(page[-1][0], page[-1][1]) if page else after
+    return Changes([item for _at, _id, item in page], resume)
+
+
+_EMPTY = (null(), null(), null())  # the list's tally and matches
 
 
 @functools.lru_cache(maxsize=8)
@@ -77,7 +90,7 @@ def _feed_statement(status: bool, search: bool) -> Precompiled:
         where.append(Job.search_text.contains(bindparam("pattern", type_=Text), escape="/"))
     ids = select(Job.id).where(*where).order_by(Job.updated_at, Job.id)
     chosen = ids.limit(bindparam("limit", type_=Integer)).subquery("chosen")
-    empty = (null(), null(), null())  # the list's tally and matches
+    empty = _EMPTY
     statement: Any = (
         select(*empty, Job.id, *HEADER, *PLACE)
         .select_from(chosen)

@@ -1,6 +1,8 @@
-"""Job events pushed to webhooks (C12): `job.expired` and `job.refreshed` from upkeep's
-set-based changes, and the daily `job.expiring` scan. Each batch costs a fixed number of
-statements whatever its size: who listens, the headers of the jobs, then emit_batch.
+"""Job events pushed to webhooks (C12): `job.created`, `job.updated` and `job.deleted` from
+the writes (the API's one by one, a sync run's a batch at a time), `job.expired` and
+`job.refreshed` from upkeep's set-based changes, and the daily `job.expiring` scan. Each
+batch costs a fixed number of statements whatever its size: who listens, the headers of the
+jobs (a write has them), then emit_batch.
 
 The data is exactly a job list element (the API's own serializer, installed as
 models.webhooks.payloads, so a member added to list elements is added here too), plus
@@ -10,18 +12,22 @@ models.webhooks.payloads, so a member added to list elements is added here too),
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 from collections.abc import Sequence
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, null, select
+from sqlalchemy import Integer, and_, bindparam, null, select
 from sqlalchemy.orm import Session
 
 from models.db.entities import Employer, Job, JobLocation, Location
+from models.db.fast_reads import Precompiled
 from models.employers import Access
 from models.jobs import listing as job_listing
 from models.jobs.listing import Header
+from models.jobs.rows import StoredJob
+from models.jobs.tombstones import Deleted
 from models.webhooks import messages as webhook_messages
 from models.webhooks import payloads
 from models.webhooks.tables import ENDPOINTS, MESSAGES
@@ -44,6 +50,97 @@ def listening(session: Session, employer_ids: set[int], type: str) -> set[int]:
         .distinct()
     )
     return set(found)
+
+
+WRITTEN = ("job.created", "job.updated", "job.deleted")
+
+
+def heard(session: Session, employer_id: int) -> frozenset[str]:
+    """Which of a write's events (`WRITTEN`) the employer's enabled endpoints take: one
+    statement on the driver, as every API write asks it."""
+    found = _endpoint_events().all(session.connection(), {"employer_id": employer_id})
+    return frozenset(
+        t for t in WRITTEN if any(webhook_messages.subscribes(events, t) for (events,) in found)
+    )
+
+
+@functools.cache
+def _endpoint_events() -> Precompiled:
+    e = ENDPOINTS.c
+    return Precompiled(
+        select(e.events).where(
+            e.employer_id == bindparam("employer_id", type_=Integer), e.status == "enabled"
+        )
+    )
+
+
+def header_of(job: StoredJob) -> Header:
+    """A written job's list header, from the job itself (no read)."""
+    assert job.updated_at is not None  # written: stamped
+    return Header(
+        job.id,
+        job.reference_id,
+        job.title,
+        job.publish_date,
+        job.confidential,
+        job.status,
+        job.workplace_type,
+        job.applicant_locations,
+        job.questions,
+        job.updated_at,
+        list(job.locations or ()),
+    )
+
+
+def _as(employer_id: int, name: str) -> Access:
+    return Access(employer_id, name, plan="", created_at=datetime.min)  # id and name only
+
+
+def written(
+    session: Session,
+    employer_id: int,
+    employer_name: str,
+    *,
+    created: Sequence[StoredJob] = (),
+    updated: Sequence[tuple[StoredJob, StoredJob]] = (),
+    deleted: Sequence[Deleted] = (),
+    now: datetime,
+    ears: frozenset[str] | None = None,
+) -> list[str]:
+    """`job.created` for `created`, `job.updated` for the (stored, written) pairs with the
+    members that changed (`changes`, C12), `job.deleted` for `deleted`, in the writes' own
+    transaction: one statement when no endpoint of the employer takes any of them, then two
+    a type taken. `updated`'s stored jobs are whole (their arrays read). `ears`: `heard`,
+    when the caller asked it already. The message ids."""
+    if not (created or updated or deleted):
+        return []
+    if ears is None:
+        ears = heard(session, employer_id)
+    if not ears:
+        return []
+    render, access, ids = payloads.installed(), _as(employer_id, employer_name), []
+    events: dict[str, list[tuple[int, Any]]] = {
+        "job.created": [
+            (employer_id, render.job_event(header_of(j), access, None)) for j in created
+        ],
+        "job.updated": [
+            (
+                employer_id,
+                {
+                    **render.job_event(header_of(w), access, None),
+                    "changes": render.changes(s, w, employer_name),
+                },
+            )
+            for s, w in updated
+        ],
+        "job.deleted": [(employer_id, render.change(d, access)) for d in deleted],
+    }
+    for type, made in events.items():
+        if made and type in ears:
+            ids += webhook_messages.emit_batch(
+                session, type, made, now=now, listening={employer_id}
+            )
+    return ids
 
 
 def headers(session: Session, job_ids: Sequence[int]) -> dict[int, tuple[Header, Access]]:

@@ -353,16 +353,17 @@ def delete_job(
     *,
     job_id: int | None = None,
     reference_id: str | None = None,
-) -> tuple[int, str] | None:
+) -> tuple[int, str, str | None] | None:
     """Delete the employer's job by id or referenceId (its items, and the job id of its
-    applications, go with it by the foreign keys); its id and the status it had, None when
-    there was none. A job locked by a
+    applications, go with it by the foreign keys); its id, the status it had and its
+    referenceId, None when there was none. A job locked by a
     write in flight is waited for and then matched as that write left it: the DELETE of a
     referenceId that a concurrent PUT gives up deletes nothing (C4)."""
     found = _jobs.c.id == job_id if job_id is not None else _jobs.c.reference_id == reference_id
     statement = delete(_jobs).where(_jobs.c.employer_id == employer_id, found)
-    row = connection.execute(statement.returning(_jobs.c.id, _jobs.c.status)).first()
-    return None if row is None else (int(row[0]), str(row[1]))
+    gone = statement.returning(_jobs.c.id, _jobs.c.status, _jobs.c.reference_id)
+    row = connection.execute(gone).first()
+    return None if row is None else (int(row[0]), str(row[1]), row[2])
 
 
 def _column_values() -> dict[str, Any]:

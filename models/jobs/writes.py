@@ -26,7 +26,8 @@ from models.core.errors import (
 )
 from models.db.entities import Employer
 from models.db.feed import stamp
-from models.jobs import compliance, warnings, workplace
+from models.jobs import compliance, tombstones, warnings, workplace
+from models.jobs import events as job_events
 from models.jobs import rows as job_rows
 from models.jobs import rules as job_rules
 from models.jobs.rows import StoredJob
@@ -133,6 +134,11 @@ class Applied:
     job: StoredJob
     outcome: Outcome
     warnings: list[warnings.Warning]
+    # A dry run's update: the job as stored, whole, which its answer's `changes` compare
+    # `job` with (C10). None otherwise.
+    stored: StoredJob | None = None
+    # The webhook messages the write emitted (C12), for the caller to enqueue after commit.
+    messages: tuple[str, ...] = ()
 
 
 def create(session: Session, employer: Employer, body: dict[str, Any], *, today: date) -> StoredJob:
@@ -161,7 +167,33 @@ def post(
     if written is None:
         raise _reference_taken(changes.get("reference_id"))
     job, listed = written
-    return _applied(employer, job, "created", notes, listed, today=today)
+    return _announced(
+        session, employer, _applied(employer, job, "created", notes, listed, today=today)
+    )
+
+
+def _announced(
+    session: Session,
+    employer: Employer,
+    applied: Applied,
+    stored: StoredJob | None = None,
+    ears: frozenset[str] | None = None,
+) -> Applied:
+    """`applied` with its `job.created` or `job.updated` emitted (C12): an update's with the
+    job as `stored` (whole) before it."""
+    job = applied.job
+    assert job.updated_at is not None
+    if applied.outcome == "created":
+        ids = job_events.written(
+            session, employer.id, employer.name, created=[job], now=job.updated_at, ears=ears
+        )
+    else:
+        assert stored is not None
+        pair = [(stored, job)]
+        ids = job_events.written(
+            session, employer.id, employer.name, updated=pair, now=job.updated_at, ears=ears
+        )
+    return replace(applied, messages=tuple(ids)) if ids else applied
 
 
 def _compliance_warnings(
@@ -316,11 +348,14 @@ def put(
     *,
     today: date,
     dry_run: bool = False,
+    whole: bool = False,
 ) -> Applied:
     """PUT: a partial update of `job`, read locked (`locked`); the merged job must satisfy
     every rule (C4). A merged job equal to the stored one, in the stored form of every
     field, is not written: its version, updatedAt and publishDate stay (C10). A dry run
-    answers the same errors, the 409 of a used referenceId too, and writes nothing."""
+    answers the same errors, the 409 of a used referenceId too, and writes nothing. An
+    update's `stored` is the job before it, whole, when `whole` asks it (a sync item's
+    `changes`, C11) or its `job.updated` needs it (C12)."""
     planned = plan_put(session, employer, job, body, today=today, dry_run=dry_run)
     if isinstance(planned, Applied):
         return planned
@@ -331,8 +366,16 @@ def put(
         ids = [p.id for p in merged.locations] if "locations" in planned.changes else []
         listed = job_rows.unlisted(session.connection(), ids) if ids else []
         notes = planned.notes
-        return _applied(employer, merged, "updated", notes, listed, today=today, dry_run=True)
-    return write_update(session, employer, planned, today=today)
+        trial = _applied(employer, merged, "updated", notes, listed, today=today, dry_run=True)
+        return replace(trial, stored=_whole(session.connection(), job, merged, planned.changes))
+    # Who hears the update, asked before it writes: the job's arrays as stored are read then.
+    ears = job_events.heard(session, employer.id)
+    stored = job
+    if whole or "job.updated" in ears:
+        stored = _whole(session.connection(), job, planned.job, planned.changes)
+    applied = write_update(session, employer, planned, today=today)
+    announced = _announced(session, employer, applied, stored, ears)
+    return replace(announced, stored=stored) if whole else announced
 
 
 @dataclass(frozen=True)
@@ -449,6 +492,18 @@ def new_row(change: Change, kept: Kept) -> dict[str, Any]:
     }
 
 
+def _whole(
+    connection: Connection, job: StoredJob, merged: StoredJob, changes: dict[str, Any]
+) -> StoredJob:
+    """The stored `job` with its arrays: read only when the change replaces one the lock
+    did not read; an array the change keeps is the merged job's."""
+    if job.locations is None and "locations" in changes:
+        return job_rows.complete(connection, job)
+    if job.category_ids is None and "category_ids" in changes:
+        return job_rows.complete(connection, job)
+    return _with_stored_arrays(job, merged)
+
+
 def _with_stored_arrays(job: StoredJob, stored: StoredJob) -> StoredJob:
     """`job` with the stored arrays where it has none (the write left them as they were)."""
     return replace(
@@ -484,9 +539,11 @@ def apply(
     today: date,
     dry_run: bool = False,
     expect: Expect = _anything,
+    whole: bool = False,
 ) -> Applied:
     """PUT without id: update the job with this referenceId, or create it (C4). The one
-    entry point of such a write, for the API and for sync runs' items (C11).
+    entry point of such a write, for the API and for sync runs' items (C11); `whole` as
+    `put`'s.
 
     Idempotent, and safe when several requests create one new referenceId at once: the
     losers update the winner's job. `expect` is asked of the job as locked, or of None
@@ -498,19 +555,20 @@ def apply(
     job = job_rows.lock(connection, employer.id, reference_id=ref)
     expect(job)
     if job is not None:
-        return put(session, employer, job, body, today=today, dry_run=dry_run)
+        return put(session, employer, job, body, today=today, dry_run=dry_run, whole=whole)
     change = plan_create(session, employer, body, today=today)
     if dry_run:
         return _would_create(session, employer, change.job, change.notes, today=today)
     written = _insert(session, change.job)
     if written is not None:
         job, listed = written
-        return _applied(employer, job, "created", change.notes, listed, today=today)
+        applied = _applied(employer, job, "created", change.notes, listed, today=today)
+        return _announced(session, employer, applied)
     job = job_rows.lock(connection, employer.id, reference_id=ref)
     if job is None:  # the winner was deleted meanwhile: nothing sensible but to retry
         raise DuplicateReferenceId("The referenceId is being changed; retry the request.")
     expect(job)  # If-None-Match: * loses to the concurrent create
-    return put(session, employer, job, body, today=today)
+    return put(session, employer, job, body, today=today, whole=whole)
 
 
 def _required_reference(
@@ -558,24 +616,30 @@ def _derived(job: StoredJob, at: datetime, kept: Kept = NOTHING_KEPT) -> dict[st
 
 def delete_by_id(
     session: Session, employer: Employer, job_id: int, *, expect: Expect | None = None
-) -> None:
+) -> list[str]:
     """DELETE /jobs/{id}: 404 when unknown. One statement, which waits for a write of the
     job in flight: of two DELETEs at once, the second finds the job gone (C4: a 404, where
-    reading it unlocked first answered 204 twice for one job). With `expect` (C10), the job
-    is locked and `expect` asked of it first."""
+    reading it unlocked first answered 204 twice for one job); then the job's tombstone for
+    the change feed (C10). With `expect` (C10), the job is locked and `expect` asked of it
+    first. Returns the `job.deleted` messages (C12)."""
     if expect is not None:
         expect(locked(session, employer, job_id))
     gone = job_rows.delete_job(session.connection(), employer.id, job_id=job_id)
     if gone is None:
         raise NotFound(f"No job has id {job_id}.")
+    deleted = tombstones.record(session, employer.id, gone[0], gone[2])
     notifications.job_written(session, job_id, was_public=gone[1] == "active", is_public=False)
+    return job_events.written(
+        session, employer.id, employer.name, deleted=[deleted], now=deleted.deleted_at
+    )
 
 
 def delete_by_reference(
     session: Session, employer: Employer, body: dict[str, Any], *, expect: Expect | None = None
-) -> None:
+) -> list[str]:
     """DELETE /jobs with {"referenceId": …}: 404 when unknown; the referenceId is then free.
-    With `expect` (C10), the job is locked and `expect` asked of it first."""
+    With `expect` (C10), the job is locked and `expect` asked of it first. Returns the
+    `job.deleted` messages (C12)."""
     try:
         ref = checks.string(body.get("referenceId"), "referenceId", max_len=50)
     except checks.Invalid as e:
@@ -594,4 +658,8 @@ def delete_by_reference(
     gone = job_rows.delete_job(session.connection(), employer.id, reference_id=ref)
     if gone is None:
         raise NotFound(f"No job has referenceId {ref!r}.")
+    deleted = tombstones.record(session, employer.id, gone[0], gone[2])
     notifications.job_written(session, gone[0], was_public=gone[1] == "active", is_public=False)
+    return job_events.written(
+        session, employer.id, employer.name, deleted=[deleted], now=deleted.deleted_at
+    )

@@ -19,7 +19,7 @@ oldest change for as long as its writes take, not its checks.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime
 from typing import Any
 
@@ -37,6 +37,7 @@ from models.core.errors import (
 from models.db import json_rows, leases
 from models.db.entities import Employer
 from models.db.feed import stamp
+from models.jobs import events as job_events
 from models.jobs import rows as job_rows
 from models.jobs import writes as jobs
 from models.jobs.rows import StoredJob
@@ -49,6 +50,7 @@ from models.syncs.processing import (
     Lost,
     Outcome,
     Pending,
+    changes_of,
     failed,
     holder,
     holding,
@@ -79,10 +81,14 @@ class _Item:
     # checked it (the planner, where the CPU is free), written by the run's session.
     answered: list[Warning] | None = None
     row: dict[str, Any] | None = None
+    # Its job as stored (None: created) and as written, for the batch's events (C12).
+    written: tuple[StoredJob | None, StoredJob] | None = None
 
 
-def _outcome_of(applied: jobs.Applied) -> Outcome:
-    return Outcome(applied.outcome, applied.job.id, [], [w.as_dict() for w in applied.warnings])
+def _outcome_of(applied: jobs.Applied, employer: Employer) -> Outcome:
+    changed = changes_of(applied.stored, applied.job, employer.name)
+    warned = [w.as_dict() for w in applied.warnings]
+    return Outcome(applied.outcome, applied.job.id, [], warned, changed)
 
 
 @dataclass
@@ -143,8 +149,23 @@ def apply_prepared(
         item.body, item.job_id = read_item(item.pending.body), job.id if job else None
         _plan(session, employer, item, job, today)
     _write(session, employer, items, prepared.digests, today)
+    _announce(session, employer, items)
     _record(connection, run, items, lease_until)
     return [item.done.outcome for item in items if item.done is not None]
+
+
+def _announce(session: Session, employer: Employer, items: list[_Item]) -> None:
+    """The batch's `job.created` and `job.updated` (C12), each type one statement for the
+    whole batch (`models.jobs.events.written`); the sweeper hands them to the workers."""
+    pairs = [item.written for item in items if item.written is not None]
+    if not pairs:
+        return
+    created = [w for s, w in pairs if s is None]
+    updated = [(s, w) for s, w in pairs if s is not None]
+    last = max(w.updated_at for _s, w in pairs if w.updated_at is not None)
+    job_events.written(
+        session, employer.id, employer.name, created=created, updated=updated, now=last
+    )
 
 
 def _resent(digests: Digests, pending: Pending, last: job_rows.Written | None) -> _Item:
@@ -170,7 +191,7 @@ def _plan(
         item.done = failed(errors_of(e), item.job_id)
         return
     if isinstance(planned, jobs.Applied):
-        item.done = _outcome_of(planned)
+        item.done = _outcome_of(planned, employer)
     else:
         item.change = planned
 
@@ -193,8 +214,9 @@ def _write(
         answered = jobs.write_warnings(employer, item.change.job, item.change.notes, today=today)
         kept = digests.kept(item.change, item.pending.body, answered)
         written = jobs.write_update(session, employer, item.change, today=today, kept=kept)
-        item.done = _outcome_of(written)
+        item.done = _outcome_of(replace(written, stored=item.change.stored), employer)
         item.job_id = item.done.job_id
+        item.written = (item.change.stored, written.job)
     _insert(session, employer, creates, digests, today)
 
 
@@ -224,10 +246,12 @@ def _insert(
             job_id, listed = found[ref]
             said = jobs.with_location_added(item.change.job, item.answered, listed)
             item.done = Outcome("created", job_id, [], [w.as_dict() for w in said])
+            item.written = (None, replace(item.change.job, id=job_id, updated_at=at))
             continue
         # Created meanwhile by another writer: applied to that job, as PUT /jobs would be.
         try:
-            item.done = _outcome_of(jobs.apply(session, employer, item.body, today=today))
+            applied = jobs.apply(session, employer, item.body, today=today, whole=True)
+            item.done = _outcome_of(applied, employer)
         except DomainError as e:
             holder = job_rows.holder(session.connection(), employer.id, ref)
             item.done = failed(errors_of(e), holder)
@@ -251,6 +275,7 @@ def _record(
                 "job_id": done.job_id,
                 "errors": _text([e.as_dict() for e in done.errors]),
                 "warnings": _text(done.warnings),
+                "changes": _text(done.changes),
             }
         )
     moved = holding(
@@ -277,6 +302,7 @@ def _record_params(run: Claimed, row: dict[str, Any]) -> dict[str, Any]:
         "job": row["job_id"],
         "new_errors": row["errors"],
         "new_warnings": row["warnings"],
+        "new_changes": row["changes"],
     }
 
 
@@ -303,6 +329,7 @@ def _record_many() -> Any:
             job_id=given.c.job_id,
             errors=given.c.errors,
             warnings=given.c.warnings,
+            changes=given.c.changes,
         )
     )
 

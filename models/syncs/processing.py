@@ -10,7 +10,7 @@ lets go with `released` so that the next task takes it at once."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
 
@@ -34,6 +34,7 @@ from models.core.errors import FieldError
 from models.db import leases
 from models.db.entities import Employer
 from models.jobs import writes as jobs
+from models.jobs.rows import StoredJob
 from models.notifications import queue as notifications
 from models.syncs.requests import read_item
 from models.syncs.runs import (
@@ -90,6 +91,7 @@ RECORD = (
         job_id=bindparam("job"),
         errors=bindparam("new_errors"),
         warnings=bindparam("new_warnings"),
+        changes=bindparam("new_changes"),
     )
 )
 
@@ -245,6 +247,7 @@ class Outcome:
     job_id: int | None
     errors: list[FieldError]
     warnings: list[dict[str, Any]]
+    changes: list[dict[str, Any]] = field(default_factory=list)  # an update's (C11)
 
 
 def apply_job(
@@ -252,9 +255,23 @@ def apply_job(
 ) -> Outcome:
     """One item, applied exactly as PUT /jobs with that body would be (C11), by the same
     domain function; a dry run writes nothing and names no job it would create."""
-    applied = jobs.apply(session, employer, body, today=today, dry_run=dry_run)
+    applied = jobs.apply(session, employer, body, today=today, dry_run=dry_run, whole=True)
     job_id = applied.job.id or None  # 0: a job a dry run would create
-    return Outcome(applied.outcome, job_id, [], [w.as_dict() for w in applied.warnings])
+    return Outcome(
+        applied.outcome,
+        job_id,
+        [],
+        [w.as_dict() for w in applied.warnings],
+        changes_of(applied.stored, applied.job, employer.name),
+    )
+
+
+def changes_of(
+    stored: StoredJob | None, written: StoredJob, employer_name: str
+) -> list[dict[str, Any]]:
+    """An item's `changes` (C11): what its update changed, or its dry run's would, as a
+    dry run's answer lists them (C10); none for a create or an unchanged job."""
+    return payloads.installed().changes(stored, written, employer_name) if stored else []
 
 
 def apply_item(
@@ -286,6 +303,7 @@ def record(
         "job": done.job_id,
         "new_errors": _errors_text(done.errors),
         "new_warnings": orjson.dumps(done.warnings).decode() if done.warnings else None,
+        "new_changes": orjson.dumps(done.changes).decode() if done.changes else None,
     }
     if connection.dialect.name == "postgresql":
         params.update(holder(run), lease=lease_until)

@@ -103,7 +103,12 @@ def item_page(
     total = connection.execute(select(func.count()).select_from(ITEMS).where(*where)).scalar_one()
     rows = connection.execute(
         select(
-            ITEMS.c.reference_id, ITEMS.c.outcome, ITEMS.c.job_id, ITEMS.c.errors, ITEMS.c.warnings
+            ITEMS.c.reference_id,
+            ITEMS.c.outcome,
+            ITEMS.c.job_id,
+            ITEMS.c.errors,
+            ITEMS.c.warnings,
+            ITEMS.c.changes,
         )
         .where(*where)
         .order_by(ITEMS.c.position)

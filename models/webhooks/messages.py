@@ -32,10 +32,13 @@ EVENT_TYPES = (
     "application.received",
     "application.undeliverable",
     "employer.address_flagged",
+    "job.created",
+    "job.deleted",
     "job.expired",
     "job.expiring",
     "job.refreshed",
     "job.taken_down",
+    "job.updated",
     "sync.completed",
     TEST,
 )
@@ -105,23 +108,26 @@ def emit_batch(
     now: datetime,
     message_ids: list[str] | None = None,
     application_ids: list[int | None] | None = None,
+    listening: set[int] | None = None,
 ) -> list[str]:
     """Many events of one type, in three statements whatever their number: find the employers
     with an endpoint that takes `type`, write their messages (one executemany), then every
     delivery (one INSERT … SELECT). An event no endpoint takes writes nothing. Returns the
     ids of the messages written, in the order of `events`. `message_ids`, one per event,
     replaces the random ids: the daily `job.expiring` scan's ids say what it emitted.
-    `application_ids`, one per event, names the application each carries (C13's erasure)."""
+    `application_ids`, one per event, names the application each carries (C13's erasure).
+    `listening`, the employers known to listen, spares the first statement."""
     if not events:
         return []
-    employers = {employer for employer, _ in events}
-    listening = set(
-        session.scalars(
-            select(E.employer_id)
-            .where(E.employer_id.in_(employers), E.status == "enabled", subscribed(type))
-            .distinct()
+    if listening is None:
+        employers = {employer for employer, _ in events}
+        listening = set(
+            session.scalars(
+                select(E.employer_id)
+                .where(E.employer_id.in_(employers), E.status == "enabled", subscribed(type))
+                .distinct()
+            )
         )
-    )
     given = message_ids or [new_message_id() for _ in events]
     subjects = application_ids or [None] * len(events)
     rows: list[dict[str, Any]] = [

@@ -16,6 +16,8 @@ if TYPE_CHECKING:  # types only: models.jobs imports this module
     from models.db.entities import AddressFlag, Application, Job
     from models.employers import Access
     from models.jobs.listing import Header
+    from models.jobs.rows import StoredJob
+    from models.jobs.tombstones import Deleted
 
 
 class Payloads(Protocol):
@@ -30,6 +32,12 @@ class Payloads(Protocol):
     def application(self, a: Application) -> dict[str, Any]: ...
 
     def address_flagged(self, flag: AddressFlag, jobs: list[Job]) -> dict[str, Any]: ...
+
+    def changes(
+        self, stored: StoredJob | None, written: StoredJob, employer_name: str
+    ) -> list[dict[str, Any]]: ...
+
+    def change(self, item: Header | Deleted, employer: Access) -> dict[str, Any]: ...
 
 
 _installed: list[Payloads] = []

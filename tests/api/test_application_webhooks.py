@@ -106,7 +106,8 @@ def test_without_a_resume_the_url_is_null_and_public_base_url_is_used(
     apply(api, job["id"])
     resume = {"filename": "cv.pdf", "content": base64.b64encode(PDF).decode()}
     with_resume = apply(api, job["id"], resume=resume)
-    urls = sorted(m["data"]["resumeUrl"] or "" for _, m in messages(sessions))
+    received = [m for _, m in messages(sessions) if m["type"] == "application.received"]
+    urls = sorted(m["data"]["resumeUrl"] or "" for m in received)  # job.created aside (C12)
     assert urls == ["", f"https://jobs.example{API}/applications/{with_resume}/resume"]
 
 

@@ -261,3 +261,45 @@ def test_other_operations_ignore_dry_run(api: Api, employer: Account) -> None:
     assert api.get(f"{JOBS}/{job['id']}?dryRun=true", key=employer.key).json == job
     assert api.delete(f"{JOBS}/{job['id']}?dryRun=true", key=employer.key).status_code == 204
     problem(api.get(f"{JOBS}/{job['id']}", key=employer.key), 404, "not_found")
+
+
+def test_a_dry_run_answers_the_members_it_would_change_from_and_to(
+    api: Api, employer: Account
+) -> None:
+    """C10: `changes` lists each member of the read shape the write would change, in the
+    shape's order, with its stored and its new value; arrays whole."""
+    job = create_job(api, employer, referenceId="CH-1", status="draft")
+    path = f"{JOBS}/{job['id']}"
+    change = {"title": "Night Baker", "status": "active", "categories": [{"id": 1}]}
+    dry = api.put(path + DRY, json=change, key=employer.key)
+    assert dry.status_code == 200
+    publish = dry.json["publishDate"]
+    assert dry.json["changes"] == [
+        {"field": "title", "from": "Senior Baker", "to": "Night Baker"},
+        *(
+            [{"field": "publishDate", "from": job["publishDate"], "to": publish}]
+            if publish != job["publishDate"]
+            else []
+        ),
+        {"field": "status", "from": "draft", "to": "active"},
+        {
+            "field": "categories",
+            "from": [{"id": 12, "name": "Hospitality & Tourism"}],
+            "to": [{"id": 1, "name": "Accounting & Finance"}],
+        },
+    ]
+    by_reference = api.put(JOBS + DRY, json={"referenceId": "CH-1", "title": "X"}, key=employer.key)
+    assert by_reference.json["changes"] == [{"field": "title", "from": "Senior Baker", "to": "X"}]
+
+
+def test_a_dry_run_that_changes_nothing_or_creates_has_no_changes(
+    api: Api, employer: Account
+) -> None:
+    job = create_job(api, employer, referenceId="CH-2")
+    same = api.put(f"{JOBS}/{job['id']}{DRY}", json={"title": job["title"]}, key=employer.key)
+    assert same.json["changes"] == []
+    new = api.post(JOBS + DRY, json=job_body(referenceId="CH-3"), key=employer.key)
+    assert new.json["changes"] == []
+    assert (
+        "changes" not in api.put(f"{JOBS}/{job['id']}", json={"title": "Y"}, key=employer.key).json
+    )

@@ -1,6 +1,8 @@
 """The SQL statements a job's write and read run on PostgreSQL (issue 15, C4): one for the
 key, one to read the job locked for a PUT, one for the write itself (the job, its locations
-and categories, the listing of its places); a GET of a job not kept reads it with the key.
+and categories, the listing of its places), and for a write that changes its job one read of
+which events the employer's endpoints take (C12: `job.created`, `job.updated`, `job.deleted`,
+precompiled; nothing more when none does); a GET of a job not kept reads it with the key.
 Places are resolved from what the process keeps (`models.reference.places.NAMED`); categories,
 position types and salary periods from the code's own lists. A write of N locations took
 11 statements or more.
@@ -84,23 +86,23 @@ def test_a_post_is_the_key_and_one_write_once_its_places_are_known(
 ) -> None:
     NAMED.clear()
     first, _job = sent(lambda: api.post(JOBS, json=_body(), key=employer.key))
-    assert len(first) == 2 + len(PLACES)  # each place's name read once by this process
+    assert len(first) == 3 + len(PLACES)  # each place's name read once by this process
     again, _job = sent(lambda: api.post(JOBS, json=_body(), key=employer.key))
-    assert len(again) == 2, again
+    assert len(again) == 3 and "webhook_endpoints" in again[2], again
 
 
 def test_a_put_is_the_key_the_locked_job_and_one_write(api: Api, employer: Any, sent: Sent) -> None:
     created, job = sent(lambda: api.put(JOBS, json=_body(referenceId="S-1"), key=employer.key))
-    assert len(created) == 3, created  # the key, the job not found, the insert
+    assert len(created) == 4, created  # the key, the job not found, the insert, the ears
     back = {k: v for k, v in job.items() if k not in ("id", "publishDate", "employer")}
     retitled, _job = sent(lambda: api.put(JOBS, json=back | {"title": "Cook"}, key=employer.key))
-    assert len(retitled) == 3 and _writes(retitled) == 1, retitled  # the key, the lock, the write
+    assert len(retitled) == 4 and _writes(retitled) == 1, retitled  # the key, lock, ears, write
     path = f"{JOBS}/{job['id']}"
     # By id, the key's statement reads the job whole: after the lock, nothing more to read.
     by_id, _job = sent(lambda: api.put(path, json=back, key=employer.key))
-    assert len(by_id) == 3 and _writes(by_id) == 1, by_id
+    assert len(by_id) == 4 and _writes(by_id) == 1, by_id
     partial, _job = sent(lambda: api.put(path, json={"title": "Baker"}, key=employer.key))
-    assert len(partial) == 3 and _writes(partial) == 1, partial
+    assert len(partial) == 4 and _writes(partial) == 1, partial
 
 
 def test_a_put_that_changes_nothing_writes_nothing(api: Api, employer: Any, sent: Sent) -> None:
@@ -123,7 +125,7 @@ def test_a_put_that_changes_nothing_writes_nothing(api: Api, employer: Any, sent
     # The row as stored but one array not: read, compared, and written.
     moved = back | {"title": "Cook", "locations": PLACES[:2]}
     arrays, _job = sent(lambda: api.put(JOBS, json=moved, key=employer.key))
-    assert len(arrays) == 4 and _writes(arrays) == 1, arrays
+    assert len(arrays) == 5 and _writes(arrays) == 1, arrays
 
 
 def _writes(statements: list[str]) -> int:
@@ -158,10 +160,14 @@ def test_a_kept_job_is_read_whole_once_then_checked_by_its_version(
     assert shown == job and len(changed) == 2, changed  # the version, then the job
 
 
-def test_a_delete_is_the_key_and_one_statement(api: Api, employer: Any, sent: Sent) -> None:
+def test_a_delete_is_the_key_the_delete_and_its_tombstone(
+    api: Api, employer: Any, sent: Sent
+) -> None:
+    """The tombstone (C10) is a statement of its own: its stamp is taken after the DELETE
+    has waited for a write in flight, as every change's is, rather than before it."""
     _statements, job = sent(lambda: api.post(JOBS, json=_body(referenceId="D-1"), key=employer.key))
     by_id = sent(lambda: api.delete(f"{JOBS}/{job['id']}", key=employer.key))[0]
-    assert len(by_id) == 2, by_id
+    assert len(by_id) == 4 and "job_tombstones" in by_id[2], by_id
     sent(lambda: api.post(JOBS, json=_body(referenceId="D-1"), key=employer.key))
     by_reference = sent(lambda: api.delete(JOBS, json={"referenceId": "D-1"}, key=employer.key))[0]
-    assert len(by_reference) == 2, by_reference
+    assert len(by_reference) == 4, by_reference

@@ -54,7 +54,7 @@ def endpoint(sessions: sessionmaker[Session], owner: int) -> int:
         row = WebhookEndpoint(
             employer_id=owner,
             url="https://hooks.example/x",
-            events='["*"]',
+            events='["application.received"]',  # the applications' events: not the jobs' (C12)
             status="enabled",
             secret="sealed",
             created_at=utcnow(),

@@ -616,3 +616,31 @@ def test_a_resend_is_unchanged_and_writes_nothing_and_items_carry_warnings(
     session.expire_all()
     a = job_by_ref(session, employer.id, "A")
     assert a is not None and (a.version, a.updated_at) == (version, updated_at)
+
+
+def test_an_updated_item_carries_what_it_changed_and_the_others_none(
+    api: Any, employer: Any, sessions: Any, settings: Settings
+) -> None:
+    """C11: `changes` as a dry run's answer lists them (C10), in the batch and in a dry run."""
+    create_job(api, employer, referenceId="CH-1", title="Old title")
+    create_job(api, employer, referenceId="CH-2")
+    jobs = [
+        {"referenceId": "CH-1", "title": "New title", "categories": [{"id": 1}]},
+        {"referenceId": "CH-2"},  # unchanged
+        item("CH-3"),  # created
+    ]
+    for dry in ("true", "false"):  # the dry run first: the real one then finds the same
+        run = started(api, employer, {"mode": "upsert", "jobs": jobs}, params={"dryRun": dry})
+        assert run["dryRun"] is (dry == "true")
+        assert run_it(sessions, settings, run["id"]) == "completed"
+        found = {i["referenceId"]: i for i in items_of(api, employer, run["id"])}
+        assert found["CH-1"]["outcome"] == "updated", dry
+        assert found["CH-1"]["changes"] == [
+            {"field": "title", "from": "Old title", "to": "New title"},
+            {
+                "field": "categories",
+                "from": [{"id": 12, "name": "Hospitality & Tourism"}],
+                "to": [{"id": 1, "name": "Accounting & Finance"}],
+            },
+        ], dry
+        assert found["CH-2"]["changes"] == found["CH-3"]["changes"] == [], dry

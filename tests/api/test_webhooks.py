@@ -191,7 +191,7 @@ def test_list_is_oldest_first_and_paged(hooks: Hooks, employer: Account) -> None
         ({"url": URL, "events": []}, [("events", "too_few")]),
         ({"url": URL, "events": "*"}, [("events", "invalid_type")]),
         ({"url": URL, "events": [1]}, [("events[0]", "invalid_type")]),
-        ({"url": URL, "events": ["job.expired", "job.deleted"]}, [("events[1]", "out_of_range")]),
+        ({"url": URL, "events": ["job.expired", "job.removed"]}, [("events[1]", "out_of_range")]),
         ({"url": URL, "events": ["*", "job.expired"]}, [("events[0]", "out_of_range")]),
         ({"url": URL, "events": ["job.expired", "job.expired"]}, [("events[1]", "duplicate")]),
         ({"url": URL, "events": ["*"], "description": "d" * 201}, [("description", "too_long")]),

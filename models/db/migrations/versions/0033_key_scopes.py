@@ -6,7 +6,7 @@ sets the old key's to the end of its overlap); `last_used_at` is kept to the min
 `description` is the employer's own label for the key.
 
 Revision ID: 0033
-Revises: 0031
+Revises: 0032
 Create Date: 2026-12-04 20:00:00
 """
 
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0033"
-down_revision: str | None = "0031"
+down_revision: str | None = "0032"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
