@@ -186,6 +186,7 @@ def create_app(
         f"{API}/syncs/{{sync_id}}/items": syncs.SyncItems(*sync_parts),
         f"{API}/jobs/{{job_id}}/reports": reported,
         f"{API}/employer": employer.EmployerSettings(),
+        f"{API}/employer/flagged-addresses/{{address}}": employer.FlaggedAddress(),  # C22
         # C23: the employer's own keys, behind the `employer` scope.
         f"{API}/keys": api_keys.Collection(parts.now, base),
         f"{API}/keys/{{key_id}}": api_keys.Item(parts.now),

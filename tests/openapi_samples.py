@@ -38,6 +38,7 @@ ENDPOINTS = [
     ("get", f"{V}/applications/{{id}}/resume"),
     ("get", f"{V}/employer"),
     ("put", f"{V}/employer"),
+    ("delete", f"{V}/employer/flagged-addresses/{{address}}"),
     ("post", f"{V}/jobs/{{id}}/reports"),
     ("get", f"{V}/openapi.json"),
     ("post", f"{V}/webhooks"),

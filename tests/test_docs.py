@@ -314,7 +314,7 @@ CURL = re.compile(r"^```sh\ncurl (.*?)\n```", re.MULTILINE | re.DOTALL)
 def examples() -> set[tuple[str, str]]:
     """(method, path template) of each curl example of the reference: `-X` names the method,
     else `--json` makes it a POST and nothing a GET; `$API` is `/api/v1.1`, numbers and
-    message ids are path parameters."""
+    message ids and percent-encoded addresses are path parameters."""
     found = set()
     for command in CURL.findall(REFERENCE):
         head = command.split("--json", 1)[0]
@@ -322,7 +322,7 @@ def examples() -> set[tuple[str, str]]:
         url = re.search(r"\"?(\$API[^\s\"?]*|https://[^\s\"?]+)", head)
         assert url, f"an example names no URL: curl {command[:80]}"
         path = re.sub(r"^https://[^/]+", "", url[1].replace("$API", "/api/v1.1", 1))
-        path = re.sub(r"/(\d+|msg_[\w-]+)(?=/|$)", "/{}", path)
+        path = re.sub(r"/(\d+|msg_[\w-]+|[\w.+-]+%40[\w.-]+)(?=/|$)", "/{}", path)
         found.add((method[1] if method else "POST" if "--json" in command else "GET", path))
     return found
 

@@ -21,7 +21,7 @@ from email import message_from_bytes, policy
 from email.message import Message
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, bindparam, func, insert, select, update
+from sqlalchemy import Table, and_, bindparam, delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from models import employers
@@ -432,6 +432,14 @@ def is_flagged(session: Session, employer_id: int, address: str | None) -> bool:
         )
         found = known[employer_id] = frozenset(session.scalars(flagged))
     return address.lower() in found
+
+
+def clear(session: Session, employer_id: int, address: str) -> bool:
+    """The employer clears an address it mended (C22): the flag and its count go, so its
+    jobs warn no more and three new hard bounces flag it again. Whether there was one."""
+    key = (FLAGS.c.employer_id == employer_id, FLAGS.c.address == address.strip().lower())
+    employers.flagged_of(session).pop(employer_id, None)
+    return leases.changed(session, delete(FLAGS).where(*key)) == 1
 
 
 def counts(

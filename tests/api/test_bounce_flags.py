@@ -14,7 +14,7 @@ from models.core.dates import utcnow
 from models.db.entities import OutboxEntry
 from tests.api.applying import API, apply, received
 from tests.conftest import Account, Api
-from tests.factories import JOBS, job_body
+from tests.factories import JOBS, job_body, problem
 from tests.models.applications.test_bounces import FAILED, dsn
 
 EMPLOYER = f"{API}/employer"
@@ -106,3 +106,24 @@ def test_the_notification_address_is_a_setting_checked_and_cleared(
         == "ops@maple.test"
     )
     assert put(None).json["notificationEmail"] is None
+
+
+def test_the_employer_clears_a_flag_and_its_jobs_warn_no_more(
+    api: Api, employer: Account, make_employer: Any, sessions: sessionmaker[Session]
+) -> None:
+    job = api.post(JOBS, json=job_body(status="active"), key=employer.key).json
+    for _ in range(3):
+        bounce_back(sessions, received(apply(api, job["id"])), "jobs@maple.test")
+    path, flagged = f"{JOBS}/{job['id']}", ("applicationEmail", "application_email_undeliverable")
+    assert warning_codes(api.get(path, key=employer.key)) == [flagged]
+    clear = f"{EMPLOYER}/flagged-addresses/JOBS%40maple.test"
+    other = make_employer("Birch Ltd")
+    problem(api.delete(clear, key=other.key), 404, "not_found")  # not theirs to clear
+    assert api.delete(clear, key=employer.key).status_code == 204
+    assert api.get(EMPLOYER, key=employer.key).json["flaggedAddresses"] == []
+    assert "warnings" not in api.get(path, key=employer.key).json
+    assert flagged not in warning_codes(api.put(path, json={"title": "Baker"}, key=employer.key))
+    problem(api.delete(clear, key=employer.key), 404, "not_found")
+    # Counted again from nothing: a single new bounce flags nothing.
+    bounce_back(sessions, received(apply(api, job["id"])), "jobs@maple.test")
+    assert api.get(EMPLOYER, key=employer.key).json["flaggedAddresses"] == []
