@@ -615,16 +615,7 @@ class Settings:
             ),
             privacy_contact=_read(e, "PRIVACY_CONTACT", "", _contact),
             bounce_domain=_read(e, "BOUNCE_DOMAIN", "", _bounce_domain),
-            api_rate_limits=(
-                (
-                    "standard",
-                    *_read(e, "API_RATE_LIMIT_STANDARD", "1200/minute,2400/minute", _pair),
-                ),
-                (
-                    "unlimited",
-                    *_read(e, "API_RATE_LIMIT_UNLIMITED", "4800/minute,9600/minute", _pair),
-                ),
-            ),
+            api_rate_limits=_api_limits(e),
             **_search_engines(e),
         )
 

@@ -48,7 +48,7 @@ def held(sessions: sessionmaker[Session]) -> dict[str, Any]:
                 WebhookEndpoint(
                     employer_id=employer.id,
                     url="https://hooks.example/x",
-                    events='["*"]',
+                    events='["application.received"]',  # not C24's job events
                     status="enabled",
                     secret="sealed",
                     created_at=utcnow(),
